@@ -1,0 +1,58 @@
+// What `reprise inspect` reports about a set of traces.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "reprise/capture/trace.h"
+
+namespace reprise {
+
+struct OpStat {
+  std::string name;
+  int64_t count = 0;
+  double gpu_us = 0;  // GPU time of the work the op launched itself (Kineto linked)
+};
+
+struct CollectiveStat {
+  std::string name;
+  std::string pg;
+  std::string dtype;
+  int64_t count = 0;
+  int64_t bytes = 0;  // sum of max(in, out) message bytes
+};
+
+struct RankSummary {
+  int64_t rank = -1;
+  std::string source;
+  std::string schema;
+  std::string kineto_source;
+  std::string link_method;
+  size_t kineto_events = 0, kineto_linked_ops = 0, kineto_cpu_ops = 0;
+  size_t nodes = 0;
+  size_t by_kind[kNodeKindCount] = {};
+  size_t distinct_ops = 0;
+  std::vector<OpStat> top_by_count;
+  std::vector<OpStat> top_by_gpu;
+  double gpu_us = 0;
+  size_t collectives = 0, waits = 0;
+  std::vector<CollectiveStat> collective_stats;
+  std::vector<ProcessGroup> process_groups;
+  std::vector<std::string> iterations;
+  size_t tensors = 0;
+  int64_t storage_bytes = 0;  // sum over distinct (storage id, device) of the largest extent used
+  std::vector<std::string> devices;
+  std::vector<std::string> gpus;
+  size_t model_bytes = 0;
+};
+
+struct Summary {
+  std::vector<RankSummary> ranks;
+};
+
+Summary summarize(const TraceSet& set, size_t top = 15);
+void print_summary(std::ostream& out, const Summary& s);
+std::string summary_json(const Summary& s);
+
+}  // namespace reprise

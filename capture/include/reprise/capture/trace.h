@@ -1,0 +1,283 @@
+// The trace model: one Trace per rank, whatever format it was read from (PyTorch ET of any schema, Kineto).
+//
+// Everything is stored in flat pools indexed by 32-bit offsets, and strings are interned, so a trace costs
+// a fraction of its JSON text. Nodes are kept sorted by id, which is PyTorch's execution (start) order.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "reprise/capture/strings.h"
+
+namespace reprise {
+
+template <typename T>
+struct Span {
+  const T* ptr = nullptr;
+  size_t len = 0;
+  const T* begin() const { return ptr; }
+  const T* end() const { return ptr + len; }
+  size_t size() const { return len; }
+  bool empty() const { return len == 0; }
+  const T& operator[](size_t i) const { return ptr[i]; }
+};
+
+// An error in a trace or a config, with the place it was found (file and byte offset, node id, YAML mark).
+class TraceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class NodeKind : uint8_t {
+  Root,          // [pytorch|profiler|execution_trace|process]
+  Thread,        // [pytorch|profiler|execution_trace|thread]
+  Operator,      // a dispatcher op (aten::, c10d-free namespaces, custom ops)
+  Collective,    // record_param_comms carrying a collective
+  Wait,          // record_param_comms "wait", or a wait op
+  CommOp,        // c10d:: dispatcher op wrapping a collective
+  Annotation,    // user scope: "## name ##", ProfilerStep#N, nccl:*, Optimizer.step#...
+  Autograd,      // autograd engine wrappers and backward functions
+  TritonKernel,  // a compiled kernel recorded by torch.compile
+  Other,
+};
+constexpr int kNodeKindCount = 10;
+const char* node_kind_name(NodeKind k);
+
+enum class ValueKind : uint8_t { None, Int, Double, Bool, String, Device, Tensor, List, Tuple };
+const char* value_kind_name(ValueKind k);
+
+// One argument value. Lists and tuples own `count` consecutive values starting at `ref` in Trace::values.
+struct Value {
+  ValueKind kind = ValueKind::None;
+  uint32_t count = 0;
+  union {
+    int64_t i;
+    double d;
+    uint32_t ref;  // String/Device: StrId; Tensor: index in Trace::tensors; List/Tuple: first child
+  };
+  Value() : i(0) {}
+};
+
+// A tensor as the trace saw it. Ids are reused after frees, so two tensors are the same only if the whole
+// tuple, dtype, shape and strides agree; the tensor table holds each distinct one once.
+struct Tensor {
+  int64_t id = 0;
+  int64_t storage_id = 0;
+  int64_t offset = 0;  // in elements
+  int64_t numel = 0;
+  int32_t itemsize = 0;
+  bool has_device = false;   // 5-tuples (old traces) have none
+  bool has_strides = false;  // schemas before 1.1.1 record no strides
+  uint16_t rank = 0;
+  StrId device = 0;
+  StrId dtype = 0;  // as written in the type string: "float", "c10::Half", "long int", ...
+  uint32_t dims = 0;     // first of `rank` sizes in Trace::ints
+  uint32_t strides = 0;  // first of `rank` strides in Trace::ints (valid if has_strides)
+  int64_t bytes() const { return numel * itemsize; }
+};
+
+// An attribute of a node not held in a Node field (communication attrs, unknown keys), kept for round trips.
+struct Attr {
+  StrId name = 0;
+  StrId type = 0;  // "uint64", "string", ...; empty for flat 1.0.1 keys
+  uint32_t value = 0;  // index in Trace::values
+};
+
+enum NodeField : uint16_t {
+  kHasRfId = 1 << 0,
+  kHasFwParent = 1 << 1,
+  kHasSeqId = 1 << 2,
+  kHasScope = 1 << 3,
+  kHasTid = 1 << 4,
+  kHasFwTid = 1 << 5,
+  kHasOpSchema = 1 << 6,
+  kHasKernelBackend = 1 << 7,
+  kHasKernelFile = 1 << 8,
+  kHasTensorRange = 1 << 9,
+};
+
+constexpr uint32_t kNone32 = UINT32_MAX;
+
+struct Node {
+  int64_t id = 0;
+  int64_t parent_id = 0;  // ctrl_deps (1.0.2+) or parent (1.0.1)
+  uint32_t parent = kNone32;  // index of the parent node, kNone32 for roots
+  NodeKind kind = NodeKind::Other;
+  uint16_t fields = 0;  // NodeField bits: which attributes the trace carried
+  StrId name = 0;
+  StrId op_schema = 0;
+  StrId kernel_backend = 0;
+  StrId kernel_file = 0;
+  StrId tensor_range = 0;
+  int32_t scope = 0;
+  int64_t rf_id = 0;
+  int64_t fw_parent = 0;
+  int64_t seq_id = -1;
+  int64_t tid = 0;
+  int64_t fw_tid = 0;
+  uint32_t inputs = 0, num_inputs = 0;    // top-level args in Trace::values; types in Trace::arg_types
+  uint32_t outputs = 0, num_outputs = 0;  // likewise
+  uint32_t attrs = 0, num_attrs = 0;      // in Trace::attrs
+  uint32_t children = 0, num_children = 0;  // node indices in Trace::child_index, in id order
+  int32_t collective = -1;                // index in Trace::collectives
+  // Filled by link_kineto: the CPU op's time and the GPU work it launched itself (not its children's).
+  double ts_us = -1, dur_us = -1;
+  double gpu_us = 0;
+  uint32_t num_gpu_events = 0;
+};
+
+struct ProcessGroup {
+  std::string name;  // pg_name ("0", "1", ...)
+  std::string desc;  // pg_desc ("default_pg", ...)
+  std::string backend;  // backend_config ("cuda:nccl", "cpu:gloo,cuda:nccl")
+  int64_t backend_id = -1;  // older traces name groups by this id
+  std::vector<int64_t> ranks;  // global ranks; empty = all ranks
+  int64_t size = 0;
+};
+
+struct Collective {
+  uint32_t node = 0;  // index in Trace::nodes
+  std::string name;   // normalized: all_reduce, all_gather, reduce_scatter, all_to_all, all_to_allv, broadcast, ...
+  std::string raw_name;  // as recorded (allreduce, _allgather_base, ...)
+  std::string pg_name;   // pg name, or the backend id as text in old traces; empty when unknown
+  std::string pg_desc;
+  int64_t seq = -1;
+  int64_t rank = -1;  // rank in the process group
+  std::string dtype;  // "Float", "Half", "Long", ...
+  int32_t itemsize = 0;
+  int64_t in_elems = 0, out_elems = 0;
+  std::vector<int64_t> in_splits, out_splits;
+  int64_t global_rank_start = -1, global_rank_stride = -1, pg_size = -1;
+  bool p2p = false;
+  bool is_async = false;  // a later wait names it
+  bool is_wait = false;
+  int32_t waits_for = -1;  // for waits: the collective it waits on
+  int64_t in_bytes() const { return in_elems * itemsize; }
+  int64_t out_bytes() const { return out_elems * itemsize; }
+};
+
+struct Iteration {
+  std::string name;  // "ProfilerStep#6" or "## forward ##"
+  uint32_t node = 0;
+  int64_t step = -1;  // N of ProfilerStep#N
+  bool profiler_step = false;
+};
+
+// Kineto (Chrome trace) content, as far as Reprise uses it.
+enum class KinetoCat : uint8_t {
+  CpuOp,
+  UserAnnotation,
+  GpuUserAnnotation,
+  Runtime,
+  Driver,
+  Kernel,
+  Memcpy,
+  Memset,
+  Sync,
+  Other
+};
+const char* kineto_cat_name(KinetoCat c);
+inline bool is_gpu_work(KinetoCat c) {
+  return c == KinetoCat::Kernel || c == KinetoCat::Memcpy || c == KinetoCat::Memset;
+}
+
+struct KinetoEvent {
+  KinetoCat cat = KinetoCat::Other;
+  StrId name = 0;
+  int64_t pid = 0, tid = 0;
+  double ts = 0, dur = 0;  // microseconds
+  int64_t external_id = -1, correlation = -1, rf_id = -1, seq = -1;
+  int64_t stream = -1, bytes = -1;
+  int32_t device = -1;
+  int32_t parent = -1;    // CPU events: the enclosing CPU op/annotation on the same thread
+  int32_t launcher = -1;  // GPU events: the runtime call that launched it (by correlation)
+  int32_t cpu_op = -1;    // runtime and GPU events: the innermost CPU op around the launch
+  uint32_t node = kNone32;  // the trace node it belongs to (CPU ops: itself; GPU work: its launching op)
+};
+
+struct KinetoFlow {
+  int64_t id = 0;
+  StrId cat = 0;
+  bool start = false;
+  int64_t pid = 0, tid = 0;
+  double ts = 0;
+};
+
+struct GpuDevice {
+  int64_t id = 0;
+  std::string name;
+  int64_t total_memory = 0;
+  int64_t num_sms = 0;
+  int compute_major = 0, compute_minor = 0;
+};
+
+struct KinetoInfo {
+  std::string source;
+  std::vector<KinetoEvent> events;
+  std::vector<KinetoFlow> flows;
+  std::vector<GpuDevice> devices;
+  std::string dist_backend;
+  int64_t dist_rank = -1, dist_world_size = -1;
+  std::string link_method;  // how it was linked to the ET: rf_id, external_id, order, or none
+  size_t linked_ops = 0, cpu_ops = 0;
+};
+
+class Trace {
+ public:
+  std::string source;  // file the trace came from
+  std::string schema;  // as read ("1.0.1", "1.1.0-chakra.0.0.4", "" for untagged execution graphs)
+  bool from_kineto_only = false;  // nodes were built from Kineto CPU ops (no ET)
+  int64_t rank = -1;
+  // Top-level keys other than schema/nodes, as raw JSON text (pid, time, start_ts, finish_ts, ...).
+  std::vector<std::pair<std::string, std::string>> metadata;
+
+  StringTable strings;
+  std::vector<Node> nodes;  // sorted by id
+  std::vector<Value> values;
+  std::vector<StrId> arg_types;  // parallel to the top-level args: node.inputs indexes both
+  std::vector<Tensor> tensors;
+  std::vector<int64_t> ints;  // tensor dims and strides
+  std::vector<Attr> attrs;
+  std::vector<uint32_t> child_index;
+  std::vector<Collective> collectives;
+  std::vector<ProcessGroup> process_groups;
+  std::vector<Iteration> iterations;
+  std::optional<KinetoInfo> kineto;
+
+  std::string_view str(StrId id) const { return strings.str(id); }
+  std::string_view name(const Node& n) const { return strings.str(n.name); }
+  Span<Value> inputs(const Node& n) const { return {values.data() + n.inputs, n.num_inputs}; }
+  Span<Value> outputs(const Node& n) const { return {values.data() + n.outputs, n.num_outputs}; }
+  Span<StrId> input_types(const Node& n) const { return {arg_types.data() + n.inputs, n.num_inputs}; }
+  Span<StrId> output_types(const Node& n) const { return {arg_types.data() + n.outputs, n.num_outputs}; }
+  Span<Value> items(const Value& list) const { return {values.data() + list.ref, list.count}; }
+  Span<Attr> node_attrs(const Node& n) const { return {attrs.data() + n.attrs, n.num_attrs}; }
+  Span<uint32_t> children(const Node& n) const { return {child_index.data() + n.children, n.num_children}; }
+  Span<int64_t> dims(const Tensor& t) const { return {ints.data() + t.dims, t.rank}; }
+  // Recorded strides, or the contiguous strides of the shape when the schema recorded none.
+  std::vector<int64_t> strides(const Tensor& t) const;
+  // Index of the node with this id, or kNone32.
+  uint32_t find(int64_t id) const;
+  // The value of the extra attribute `name` of node n, or nullptr.
+  const Value* attr(const Node& n, std::string_view name) const;
+  bool in_subtree(uint32_t node, uint32_t ancestor) const;
+
+  size_t memory_bytes() const;  // approximate resident size of the model
+};
+
+// A set of traces, one per rank, as loaded from files, folders or archives.
+struct TraceSet {
+  std::vector<Trace> ranks;  // sorted by rank
+};
+
+// Parses the dtype of a type string such as "Tensor(float)"; empty when not a tensor type.
+std::string_view tensor_dtype_of(std::string_view type);
+// Bytes per element for a dtype name as written in ET type strings or comm attrs; 0 when unknown.
+int dtype_itemsize(std::string_view dtype);
+
+}  // namespace reprise

@@ -1,0 +1,19 @@
+// Writing traces as PyTorch ET JSON in the current schema (1.1.1-chakra.0.0.4), readable by PARAM and Chakra.
+#pragma once
+
+#include <string>
+
+#include "reprise/capture/trace.h"
+
+namespace reprise {
+
+inline constexpr const char* kCurrentSchema = "1.1.1-chakra.0.0.4";
+
+// Writes `trace` to `path` (gzip when it ends in .gz). The file appears whole or not at all: it is written
+// beside the target and renamed into place. Tensors from schemas that recorded no strides get contiguous ones.
+void write_et(const Trace& trace, const std::string& path);
+
+// The same JSON as a string (tests, small traces).
+std::string et_json(const Trace& trace);
+
+}  // namespace reprise

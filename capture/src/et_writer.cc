@@ -1,0 +1,315 @@
+#include <zlib.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <unistd.h>
+
+#include "reprise/capture/write.h"
+
+namespace reprise {
+namespace {
+
+void put_escaped(std::string& o, std::string_view s) {
+  o += '"';
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      case '\r': o += "\\r"; break;
+      case '\t': o += "\\t"; break;
+      case '\b': o += "\\b"; break;
+      case '\f': o += "\\f"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          o += buf;
+        } else {
+          o += ch;
+        }
+    }
+  }
+  o += '"';
+}
+
+void put_int(std::string& o, int64_t v) {
+  char buf[24];
+  int n = std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  o.append(buf, static_cast<size_t>(n));
+}
+
+void put_double(std::string& o, double d) {
+  if (std::isnan(d)) {
+    o += "\"nan\"";
+  } else if (std::isinf(d)) {
+    o += d > 0 ? "\"inf\"" : "\"-inf\"";
+  } else {
+    char buf[32];
+    int n = std::snprintf(buf, sizeof buf, "%.17g", d);
+    o.append(buf, static_cast<size_t>(n));
+    // keep it a JSON float so it reads back as a double
+    if (std::strpbrk(buf, ".eE") == nullptr) o += ".0";
+  }
+}
+
+class Writer {
+ public:
+  explicit Writer(const Trace& t) : t_(t) {}
+
+  void write(std::string& o, const std::function<void(std::string&)>& flush) {
+    o += "{\n  \"schema\": ";
+    put_escaped(o, kCurrentSchema);
+    std::string_view finish;
+    for (auto& [k, v] : t_.metadata) {
+      if (k == "finish_ts") {
+        finish = v;
+        continue;
+      }
+      o += ", ";
+      put_escaped(o, k);
+      o += ": ";
+      o += v;
+    }
+    o += ",\n  \"nodes\": [";
+    bool first = true;
+    // PyTorch writes a node when it ends: children before parents.
+    std::vector<std::pair<uint32_t, uint32_t>> stack;
+    for (uint32_t r = 0; r < t_.nodes.size(); ++r) {
+      if (t_.nodes[r].parent != kNone32) continue;
+      stack.push_back({r, 0});
+      while (!stack.empty()) {
+        auto& [n, next] = stack.back();
+        const Node& node = t_.nodes[n];
+        if (next < node.num_children) {
+          uint32_t c = t_.child_index[node.children + next++];
+          stack.push_back({c, 0});
+          continue;
+        }
+        o += first ? "\n    " : ",\n    ";
+        first = false;
+        write_node(o, node);
+        stack.pop_back();
+        if (o.size() > (1u << 20)) flush(o);
+      }
+    }
+    o += "\n  ]";
+    if (!finish.empty()) {
+      o += ",\n  \"finish_ts\": ";
+      o += finish;
+    }
+    o += "\n}\n";
+    flush(o);
+  }
+
+ private:
+  void write_node(std::string& o, const Node& n) {
+    o += "{\"id\": ";
+    put_int(o, n.id);
+    o += ", \"name\": ";
+    put_escaped(o, t_.name(n));
+    o += ", \"ctrl_deps\": ";
+    put_int(o, n.parent_id);
+    o += ",\n      \"inputs\": ";
+    write_args(o, t_.inputs(n), t_.input_types(n));
+    o += ",\n      \"outputs\": ";
+    write_args(o, t_.outputs(n), t_.output_types(n));
+    o += ",\n      \"attrs\": [";
+    bool first = true;
+    auto attr_head = [&](const char* name, const char* type) {
+      if (!first) o += ", ";
+      first = false;
+      o += "{\"name\": \"";
+      o += name;
+      o += "\", \"type\": \"";
+      o += type;
+      o += "\", \"value\": ";
+    };
+    auto int_attr = [&](uint16_t bit, const char* name, const char* type, int64_t v) {
+      if (!(n.fields & bit)) return;
+      attr_head(name, type);
+      put_int(o, v);
+      o += "}";
+    };
+    auto str_attr = [&](uint16_t bit, const char* name, StrId v) {
+      if (!(n.fields & bit)) return;
+      attr_head(name, "string");
+      put_escaped(o, t_.str(v));
+      o += "}";
+    };
+    int_attr(kHasRfId, "rf_id", "uint64", n.rf_id);
+    int_attr(kHasFwParent, "fw_parent", "uint64", n.fw_parent);
+    int_attr(kHasSeqId, "seq_id", "int64", n.seq_id);
+    int_attr(kHasScope, "scope", "uint64", n.scope);
+    int_attr(kHasTid, "tid", "uint64", n.tid);
+    int_attr(kHasFwTid, "fw_tid", "uint64", n.fw_tid);
+    str_attr(kHasOpSchema, "op_schema", n.op_schema);
+    str_attr(kHasKernelBackend, "kernel_backend", n.kernel_backend);
+    str_attr(kHasKernelFile, "kernel_file", n.kernel_file);
+    str_attr(kHasTensorRange, "tensor_range", n.tensor_range);
+    for (const Attr& a : t_.node_attrs(n)) {
+      if (!first) o += ", ";
+      first = false;
+      o += "{\"name\": ";
+      put_escaped(o, t_.str(a.name));
+      o += ", \"type\": ";
+      const Value& v = t_.values[a.value];
+      std::string_view type = t_.str(a.type);
+      if (type.empty()) type = v.kind == ValueKind::Int ? "int64" : v.kind == ValueKind::Double ? "double"
+                             : v.kind == ValueKind::Bool ? "bool" : v.kind == ValueKind::String ? "string" : "json";
+      put_escaped(o, type);
+      o += ", \"value\": ";
+      write_value(o, v);
+      o += "}";
+    }
+    o += "]}";
+  }
+
+  void write_args(std::string& o, Span<Value> vals, Span<StrId> types) {
+    o += "{\"values\": [";
+    for (size_t i = 0; i < vals.size(); ++i) {
+      if (i) o += ", ";
+      write_value(o, vals[i]);
+    }
+    o += "], \"shapes\": [";
+    for (size_t i = 0; i < vals.size(); ++i) {
+      if (i) o += ", ";
+      write_shape(o, vals[i], false);
+    }
+    o += "], \"types\": [";
+    for (size_t i = 0; i < vals.size(); ++i) {
+      if (i) o += ", ";
+      put_escaped(o, t_.str(types[i]));
+    }
+    o += "], \"strides\": [";
+    for (size_t i = 0; i < vals.size(); ++i) {
+      if (i) o += ", ";
+      write_shape(o, vals[i], true);
+    }
+    o += "]}";
+  }
+
+  void write_value(std::string& o, const Value& v) {
+    switch (v.kind) {
+      case ValueKind::None: o += "\"<None>\""; break;
+      case ValueKind::Int: put_int(o, v.i); break;
+      case ValueKind::Double: put_double(o, v.d); break;
+      case ValueKind::Bool: o += v.i ? "true" : "false"; break;
+      case ValueKind::String:
+      case ValueKind::Device: put_escaped(o, t_.str(v.ref)); break;
+      case ValueKind::Tensor: {
+        const Tensor& x = t_.tensors[v.ref];
+        o += '[';
+        put_int(o, x.id);
+        o += ',';
+        put_int(o, x.storage_id);
+        o += ',';
+        put_int(o, x.offset);
+        o += ',';
+        put_int(o, x.numel);
+        o += ',';
+        put_int(o, x.itemsize);
+        if (x.has_device) {
+          o += ',';
+          put_escaped(o, t_.str(x.device));
+        }
+        o += ']';
+        break;
+      }
+      case ValueKind::List:
+      case ValueKind::Tuple: {
+        o += '[';
+        bool first = true;
+        for (const Value& e : t_.items(v)) {
+          if (!first) o += ',';
+          first = false;
+          write_value(o, e);
+        }
+        o += ']';
+        break;
+      }
+    }
+  }
+
+  void write_shape(std::string& o, const Value& v, bool strides) {
+    if (v.kind == ValueKind::Tensor) {
+      const Tensor& x = t_.tensors[v.ref];
+      std::vector<int64_t> s;
+      if (strides) s = t_.strides(x);
+      o += '[';
+      for (uint16_t k = 0; k < x.rank; ++k) {
+        if (k) o += ',';
+        put_int(o, strides ? s[k] : t_.ints[x.dims + k]);
+      }
+      o += ']';
+    } else if (v.kind == ValueKind::List || v.kind == ValueKind::Tuple) {
+      o += '[';
+      bool first = true;
+      for (const Value& e : t_.items(v)) {
+        if (!first) o += ',';
+        first = false;
+        write_shape(o, e, strides);
+      }
+      o += ']';
+    } else {
+      o += "[]";
+    }
+  }
+
+  const Trace& t_;
+};
+
+bool ends_with(const std::string& s, const char* suffix) {
+  size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+}  // namespace
+
+std::string et_json(const Trace& trace) {
+  std::string all, buf;
+  Writer(trace).write(buf, [&](std::string& o) {
+    all += o;
+    o.clear();
+  });
+  return all;
+}
+
+void write_et(const Trace& trace, const std::string& path) {
+  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  bool gz = ends_with(path, ".gz");
+  gzFile gzf = nullptr;
+  FILE* f = nullptr;
+  if (gz) gzf = gzopen(tmp.c_str(), "wb6");
+  else f = std::fopen(tmp.c_str(), "wb");
+  if (!gzf && !f) throw TraceError(path + ": cannot create: " + std::strerror(errno));
+  bool ok = true;
+  try {
+    std::string buf;
+    buf.reserve(2u << 20);
+    Writer(trace).write(buf, [&](std::string& o) {
+      if (o.empty()) return;
+      if (gz) ok = ok && gzwrite(gzf, o.data(), static_cast<unsigned>(o.size())) == static_cast<int>(o.size());
+      else ok = ok && std::fwrite(o.data(), 1, o.size(), f) == o.size();
+      o.clear();
+    });
+  } catch (...) {
+    if (gz) gzclose(gzf);
+    else std::fclose(f);
+    std::remove(tmp.c_str());
+    throw;
+  }
+  if (gz) ok = gzclose(gzf) == Z_OK && ok;
+  else ok = std::fclose(f) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    std::remove(tmp.c_str());
+    throw TraceError(path + ": write failed: " + std::strerror(err));
+  }
+}
+
+}  // namespace reprise

@@ -1,0 +1,396 @@
+// Kineto / Chrome trace JSON: reading, CPU-op nesting, and the link to an ET.
+#include <simdjson.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "reader_internal.h"
+#include "reprise/capture/link.h"
+
+namespace reprise {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+KinetoCat category(std::string_view c) {
+  if (c == "cpu_op" || c == "Operator" || c == "operator") return KinetoCat::CpuOp;
+  if (c == "user_annotation") return KinetoCat::UserAnnotation;
+  if (c == "gpu_user_annotation") return KinetoCat::GpuUserAnnotation;
+  if (c == "cuda_runtime" || c == "Runtime" || c == "hip_runtime" || c == "xpu_runtime" || c == "mtia_runtime")
+    return KinetoCat::Runtime;
+  if (c == "cuda_driver" || c == "hip_driver") return KinetoCat::Driver;
+  if (c == "kernel" || c == "Kernel") return KinetoCat::Kernel;
+  if (c == "gpu_memcpy" || c == "Memcpy") return KinetoCat::Memcpy;
+  if (c == "gpu_memset" || c == "Memset") return KinetoCat::Memset;
+  if (c == "cuda_sync") return KinetoCat::Sync;
+  return KinetoCat::Other;
+}
+
+bool is_cpu(KinetoCat c) { return c == KinetoCat::CpuOp || c == KinetoCat::UserAnnotation; }
+
+class KinetoReader {
+ public:
+  KinetoReader(const std::string& name, Trace& t, const ReadOptions& opt) : name_(name), t_(t), opt_(opt) {}
+
+  void run(const simdjson::padded_string& text) {
+    KinetoInfo k;
+    k.source = name_;
+    od::parser parser;
+    try {
+      od::document doc = parser.iterate(text);
+      if (doc.type() == od::json_type::array) {
+        for (auto e : doc.get_array()) read_event(e.value(), k);
+      } else {
+        bool saw_events = false;
+        for (auto field : doc.get_object()) {
+          std::string_view key = field.unescaped_key();
+          od::value v = field.value();
+          if (key == "traceEvents") {
+            saw_events = true;
+            for (auto e : v.get_array()) read_event(e.value(), k);
+          } else if (key == "deviceProperties") {
+            for (auto d : v.get_array()) read_device(d.get_object(), k);
+          } else if (key == "distributedInfo") {
+            for (auto f : v.get_object()) {
+              std::string_view k2 = f.unescaped_key();
+              od::value v2 = f.value();
+              if (k2 == "backend") k.dist_backend = std::string(v2.get_string().value());
+              else if (k2 == "rank") k.dist_rank = v2.get_int64();
+              else if (k2 == "world_size") k.dist_world_size = v2.get_int64();
+            }
+          }
+        }
+        if (!saw_events) throw TraceError(name_ + ": no \"traceEvents\": not a Kineto/Chrome trace");
+      }
+    } catch (const simdjson::simdjson_error& e) {
+      uint64_t off = event_start_ ? static_cast<uint64_t>(event_start_ - text.data()) : 0;
+      throw TraceError(name_ + ": byte " + std::to_string(off) + ": invalid Kineto JSON: " +
+                       simdjson::error_message(e.error()));
+    }
+    t_.kineto = std::move(k);
+  }
+
+ private:
+  static int64_t id_of(od::value v, StringTable& strings) {
+    if (v.type() == od::json_type::number) {
+      double d = v.get_double();
+      return static_cast<int64_t>(d);
+    }
+    if (v.type() == od::json_type::string)  // "Spans", "PyTorch Profiler": names, not numbers
+      return -1 - static_cast<int64_t>(strings.intern(v.get_string().value()));
+    return 0;
+  }
+
+  static int64_t int_of(od::value v) {
+    if (v.type() == od::json_type::number) return static_cast<int64_t>(v.get_double());
+    return -1;
+  }
+
+  void read_event(od::value v, KinetoInfo& k) {
+    const char* loc = nullptr;
+    if (v.current_location().get(loc) == simdjson::SUCCESS) event_start_ = loc;
+    od::object obj = v.get_object();
+    KinetoEvent e;
+    std::string_view ph, cat;
+    int64_t flow_id = 0;
+    bool has_flow_id = false;
+    for (auto field : obj) {
+      std::string_view key = field.unescaped_key();
+      od::value v = field.value();
+      if (key == "ph") ph = keep(v.get_string());
+      else if (key == "cat") cat = keep(v.get_string());
+      else if (key == "name") e.name = t_.strings.intern(v.get_string().value());
+      else if (key == "pid") e.pid = id_of(v, t_.strings);
+      else if (key == "tid") e.tid = id_of(v, t_.strings);
+      else if (key == "ts") e.ts = v.get_double();
+      else if (key == "dur") e.dur = v.get_double();
+      else if (key == "id") {
+        flow_id = int_of(v);
+        has_flow_id = true;
+      } else if (key == "args" && v.type() == od::json_type::object) {
+        for (auto a : v.get_object()) {
+          std::string_view ak = a.unescaped_key();
+          od::value av = a.value();
+          if (ak == "External id") e.external_id = int_of(av);
+          else if (ak == "correlation") e.correlation = int_of(av);
+          else if (ak == "Record function id") e.rf_id = int_of(av);
+          else if (ak == "Sequence number") e.seq = int_of(av);
+          else if (ak == "stream") e.stream = int_of(av);
+          else if (ak == "device") e.device = static_cast<int32_t>(int_of(av));
+          else if (ak == "bytes") e.bytes = int_of(av);
+        }
+      }
+    }
+    if (ph == "s" || ph == "f" || ph == "t") {
+      KinetoFlow f;
+      f.id = has_flow_id ? flow_id : 0;
+      f.cat = t_.strings.intern(cat);
+      f.start = ph == "s";
+      f.pid = e.pid;
+      f.tid = e.tid;
+      f.ts = e.ts;
+      k.flows.push_back(f);
+      return;
+    }
+    if (ph != "X") return;  // metadata and instant events carry nothing Reprise uses
+    e.cat = category(cat);
+    if (e.cat == KinetoCat::Other) return;
+    k.events.push_back(e);
+  }
+
+  void read_device(od::object obj, KinetoInfo& k) {
+    GpuDevice d;
+    for (auto field : obj) {
+      std::string_view key = field.unescaped_key();
+      od::value v = field.value();
+      if (key == "id") d.id = int_of(v);
+      else if (key == "name") d.name = std::string(v.get_string().value());
+      else if (key == "totalGlobalMem") d.total_memory = int_of(v);
+      else if (key == "numSms") d.num_sms = int_of(v);
+      else if (key == "computeMajor") d.compute_major = static_cast<int>(int_of(v));
+      else if (key == "computeMinor") d.compute_minor = static_cast<int>(int_of(v));
+    }
+    k.devices.push_back(std::move(d));
+  }
+
+  std::string_view keep(simdjson::simdjson_result<std::string_view> s) {
+    return t_.strings.str(t_.strings.intern(s.value()));
+  }
+
+  std::string name_;
+  Trace& t_;
+  const ReadOptions& opt_;
+  const char* event_start_ = nullptr;
+};
+
+// Parent of each CPU event (innermost enclosing CPU event on its thread) and the CPU op around each runtime call.
+void nest_cpu_events(KinetoInfo& k) {
+  std::vector<int32_t> order;
+  for (int32_t i = 0; i < static_cast<int32_t>(k.events.size()); ++i) {
+    KinetoCat c = k.events[i].cat;
+    if (is_cpu(c) || c == KinetoCat::Runtime || c == KinetoCat::Driver) order.push_back(i);
+  }
+  auto& ev = k.events;
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    const KinetoEvent &x = ev[a], &y = ev[b];
+    if (x.pid != y.pid) return x.pid < y.pid;
+    if (x.tid != y.tid) return x.tid < y.tid;
+    if (x.ts != y.ts) return x.ts < y.ts;
+    if (x.dur != y.dur) return x.dur > y.dur;
+    return is_cpu(x.cat) && !is_cpu(y.cat);  // an op encloses the runtime call starting with it
+  });
+  std::vector<int32_t> stack;
+  for (size_t i = 0; i < order.size(); ++i) {
+    KinetoEvent& e = ev[order[i]];
+    if (i > 0) {
+      const KinetoEvent& prev = ev[order[i - 1]];
+      if (prev.pid != e.pid || prev.tid != e.tid) stack.clear();
+    }
+    while (!stack.empty() && ev[stack.back()].ts + ev[stack.back()].dur <= e.ts &&
+           !(ev[stack.back()].dur == 0 && ev[stack.back()].ts == e.ts))
+      stack.pop_back();
+    int32_t top = stack.empty() ? -1 : stack.back();
+    if (is_cpu(e.cat)) {
+      e.parent = top;
+      stack.push_back(order[i]);
+    } else {
+      e.cpu_op = top;
+    }
+  }
+  std::unordered_map<int64_t, int32_t> by_corr;
+  std::unordered_map<int64_t, int32_t> op_by_ext;
+  for (int32_t i = 0; i < static_cast<int32_t>(ev.size()); ++i) {
+    if ((ev[i].cat == KinetoCat::Runtime || ev[i].cat == KinetoCat::Driver) && ev[i].correlation >= 0)
+      by_corr.emplace(ev[i].correlation, i);
+    if (ev[i].cat == KinetoCat::CpuOp && ev[i].external_id >= 0) op_by_ext.emplace(ev[i].external_id, i);
+  }
+  for (auto& e : ev) {
+    if (!is_gpu_work(e.cat) && e.cat != KinetoCat::Sync) continue;
+    auto it = by_corr.find(e.correlation);
+    if (it != by_corr.end()) {
+      e.launcher = it->second;
+      e.cpu_op = ev[it->second].cpu_op;
+    } else {
+      auto op = op_by_ext.find(e.external_id);
+      if (op != op_by_ext.end()) e.cpu_op = op->second;
+    }
+  }
+}
+
+// Builds trace nodes from the CPU events when no ET was given.
+void build_nodes_from_kineto(Trace& t) {
+  KinetoInfo& k = *t.kineto;
+  std::vector<int32_t> cpu;
+  for (int32_t i = 0; i < static_cast<int32_t>(k.events.size()); ++i)
+    if (is_cpu(k.events[i].cat)) cpu.push_back(i);
+  std::stable_sort(cpu.begin(), cpu.end(), [&](int32_t a, int32_t b) {
+    if (k.events[a].ts != k.events[b].ts) return k.events[a].ts < k.events[b].ts;
+    return k.events[a].dur > k.events[b].dur;
+  });
+  t.from_kineto_only = true;
+  Node root;
+  root.id = 1;
+  root.parent_id = 1;
+  root.name = t.strings.intern("[pytorch|profiler|execution_trace|process]");
+  t.nodes.push_back(root);
+  std::unordered_map<int64_t, int64_t> thread_node;
+  int64_t next_id = 2;
+  for (int32_t i : cpu) {
+    auto [it, fresh] = thread_node.emplace(k.events[i].tid, next_id);
+    if (!fresh) continue;
+    Node th;
+    th.id = next_id++;
+    th.parent_id = 1;
+    th.tid = k.events[i].tid;
+    th.fields = kHasTid;
+    th.name = t.strings.intern("[pytorch|profiler|execution_trace|thread]");
+    t.nodes.push_back(th);
+  }
+  std::vector<int64_t> id_of_event(k.events.size(), 0);
+  for (int32_t i : cpu) id_of_event[i] = next_id++;
+  for (int32_t i : cpu) {
+    KinetoEvent& e = k.events[i];
+    Node n;
+    n.id = id_of_event[i];
+    n.parent_id = e.parent >= 0 ? id_of_event[e.parent] : thread_node[e.tid];
+    n.name = e.name;
+    n.tid = e.tid;
+    n.rf_id = e.rf_id >= 0 ? e.rf_id : e.external_id;
+    n.fields = kHasTid | kHasRfId;
+    if (e.cat == KinetoCat::UserAnnotation) {
+      n.scope = 7;
+      n.fields |= kHasScope;
+    }
+    if (e.seq >= 0) {
+      n.seq_id = e.seq;
+      n.fields |= kHasSeqId;
+    }
+    n.inputs = n.outputs = n.attrs = 0;
+    t.nodes.push_back(n);
+  }
+  ReadOptions none;
+  detail::finalize_trace(t, none);
+  // finalize sorted the nodes by id: event i now sits at find(id_of_event[i])
+  for (int32_t i : cpu) k.events[i].node = t.find(id_of_event[i]);
+  k.link_method = "kineto-only";
+}
+
+void attach_gpu_work(Trace& t) {
+  KinetoInfo& k = *t.kineto;
+  for (KinetoEvent& e : k.events) {
+    if (!is_gpu_work(e.cat)) continue;
+    for (int32_t op = e.cpu_op; op >= 0; op = k.events[op].parent) {
+      if (k.events[op].node != kNone32) {
+        e.node = k.events[op].node;
+        Node& n = t.nodes[e.node];
+        n.gpu_us += e.dur;
+        ++n.num_gpu_events;
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void read_kineto_text(std::string_view text, const std::string& name, Trace& trace, const ReadOptions& options) {
+  simdjson::padded_string padded(text);
+  KinetoReader(name, trace, options).run(padded);
+  nest_cpu_events(*trace.kineto);
+  if (trace.nodes.empty()) {
+    if (trace.source.empty()) trace.source = name;
+    build_nodes_from_kineto(trace);
+    attach_gpu_work(trace);
+  } else if (options.link) {
+    link_kineto(trace, options);
+  }
+}
+
+void read_kineto(const std::string& path, Trace& trace, const ReadOptions& options) {
+  auto src = detail::open_file(path);
+  std::string text = detail::read_all(*src);
+  read_kineto_text(text, path, trace, options);
+}
+
+void link_kineto(Trace& t, const ReadOptions& opt) {
+  if (!t.kineto) return;
+  KinetoInfo& k = *t.kineto;
+  for (KinetoEvent& e : k.events) e.node = kNone32;
+  for (Node& n : t.nodes) {
+    n.ts_us = n.dur_us = -1;
+    n.gpu_us = 0;
+    n.num_gpu_events = 0;
+  }
+  std::vector<int32_t> ops;
+  for (int32_t i = 0; i < static_cast<int32_t>(k.events.size()); ++i)
+    if (is_cpu(k.events[i].cat)) ops.push_back(i);
+  k.cpu_ops = ops.size();
+  auto bind = [&](int32_t ev, uint32_t node) {
+    k.events[ev].node = node;
+    t.nodes[node].ts_us = k.events[ev].ts;
+    t.nodes[node].dur_us = k.events[ev].dur;
+  };
+  std::unordered_map<int64_t, uint32_t> node_by_rf;
+  for (uint32_t i = 0; i < t.nodes.size(); ++i)
+    if (t.nodes[i].fields & kHasRfId) node_by_rf.emplace(t.nodes[i].rf_id, i);
+
+  size_t with_rf = 0;
+  for (int32_t i : ops) with_rf += k.events[i].rf_id >= 0;
+  size_t linked = 0;
+  if (with_rf > 0) {
+    // PyTorch 2.x: Kineto's "Record function id" is the ET's rf_id.
+    k.link_method = "rf_id";
+    for (int32_t i : ops) {
+      auto it = node_by_rf.find(k.events[i].rf_id);
+      if (k.events[i].rf_id >= 0 && it != node_by_rf.end() && t.nodes[it->second].name == k.events[i].name) {
+        bind(i, it->second);
+        ++linked;
+      }
+    }
+  } else {
+    // Older traces: External id often equals rf_id; accept it when the names agree.
+    size_t tried = 0, agree = 0;
+    for (int32_t i : ops) {
+      auto it = node_by_rf.find(k.events[i].external_id);
+      if (it == node_by_rf.end()) continue;
+      ++tried;
+      agree += t.nodes[it->second].name == k.events[i].name;
+    }
+    if (tried > 0 && agree * 10 >= tried * 9) {
+      k.link_method = "external_id";
+      for (int32_t i : ops) {
+        auto it = node_by_rf.find(k.events[i].external_id);
+        if (it != node_by_rf.end() && t.nodes[it->second].name == k.events[i].name && t.nodes[it->second].ts_us < 0) {
+          bind(i, it->second);
+          ++linked;
+        }
+      }
+    } else {
+      // Fall back to matching the sequence of op names (ET id order vs Kineto start order).
+      k.link_method = "order";
+      std::vector<int32_t> sorted = ops;
+      std::stable_sort(sorted.begin(), sorted.end(), [&](int32_t a, int32_t b) { return k.events[a].ts < k.events[b].ts; });
+      size_t j = 0;
+      for (uint32_t n = 0; n < t.nodes.size() && j < sorted.size(); ++n) {
+        NodeKind kind = t.nodes[n].kind;
+        if (kind == NodeKind::Root || kind == NodeKind::Thread) continue;
+        size_t look = j;
+        while (look < sorted.size() && look < j + 64 && k.events[sorted[look]].name != t.nodes[n].name) ++look;
+        if (look < sorted.size() && k.events[sorted[look]].name == t.nodes[n].name) {
+          bind(sorted[look], n);
+          ++linked;
+          j = look + 1;
+        }
+      }
+    }
+  }
+  k.linked_ops = linked;
+  attach_gpu_work(t);
+  size_t et_ops = 0;
+  for (const Node& n : t.nodes) et_ops += n.kind == NodeKind::Operator;
+  if (opt.warn && et_ops > 0 && linked * 2 < std::min(et_ops, ops.size()))
+    opt.warn(t.source + ": only " + std::to_string(linked) + " of " + std::to_string(ops.size()) +
+             " Kineto CPU ops were linked to the ET (method: " + k.link_method + ")");
+}
+
+}  // namespace reprise

@@ -1,0 +1,121 @@
+#include <algorithm>
+
+#include "reprise/capture/trace.h"
+
+namespace reprise {
+
+const char* node_kind_name(NodeKind k) {
+  switch (k) {
+    case NodeKind::Root: return "root";
+    case NodeKind::Thread: return "thread";
+    case NodeKind::Operator: return "operator";
+    case NodeKind::Collective: return "collective";
+    case NodeKind::Wait: return "wait";
+    case NodeKind::CommOp: return "comm_op";
+    case NodeKind::Annotation: return "annotation";
+    case NodeKind::Autograd: return "autograd";
+    case NodeKind::TritonKernel: return "triton_kernel";
+    case NodeKind::Other: return "other";
+  }
+  return "other";
+}
+
+const char* value_kind_name(ValueKind k) {
+  switch (k) {
+    case ValueKind::None: return "None";
+    case ValueKind::Int: return "Int";
+    case ValueKind::Double: return "Double";
+    case ValueKind::Bool: return "Bool";
+    case ValueKind::String: return "String";
+    case ValueKind::Device: return "Device";
+    case ValueKind::Tensor: return "Tensor";
+    case ValueKind::List: return "List";
+    case ValueKind::Tuple: return "Tuple";
+  }
+  return "?";
+}
+
+const char* kineto_cat_name(KinetoCat c) {
+  switch (c) {
+    case KinetoCat::CpuOp: return "cpu_op";
+    case KinetoCat::UserAnnotation: return "user_annotation";
+    case KinetoCat::GpuUserAnnotation: return "gpu_user_annotation";
+    case KinetoCat::Runtime: return "cuda_runtime";
+    case KinetoCat::Driver: return "cuda_driver";
+    case KinetoCat::Kernel: return "kernel";
+    case KinetoCat::Memcpy: return "gpu_memcpy";
+    case KinetoCat::Memset: return "gpu_memset";
+    case KinetoCat::Sync: return "cuda_sync";
+    case KinetoCat::Other: return "other";
+  }
+  return "other";
+}
+
+std::vector<int64_t> Trace::strides(const Tensor& t) const {
+  std::vector<int64_t> s(t.rank);
+  if (t.has_strides) {
+    for (uint16_t k = 0; k < t.rank; ++k) s[k] = ints[t.strides + k];
+    return s;
+  }
+  int64_t acc = 1;
+  for (int k = t.rank - 1; k >= 0; --k) {
+    s[k] = acc;
+    acc *= std::max<int64_t>(ints[t.dims + k], 1);
+  }
+  return s;
+}
+
+uint32_t Trace::find(int64_t id) const {
+  auto it = std::lower_bound(nodes.begin(), nodes.end(), id, [](const Node& n, int64_t v) { return n.id < v; });
+  if (it == nodes.end() || it->id != id) return kNone32;
+  return static_cast<uint32_t>(it - nodes.begin());
+}
+
+const Value* Trace::attr(const Node& n, std::string_view name) const {
+  for (const Attr& a : node_attrs(n))
+    if (str(a.name) == name) return &values[a.value];
+  return nullptr;
+}
+
+bool Trace::in_subtree(uint32_t node, uint32_t ancestor) const {
+  for (uint32_t p = node; p != kNone32; p = nodes[p].parent)
+    if (p == ancestor) return true;
+  return false;
+}
+
+size_t Trace::memory_bytes() const {
+  size_t b = strings.bytes();
+  b += nodes.capacity() * sizeof(Node) + values.capacity() * sizeof(Value) + arg_types.capacity() * sizeof(StrId);
+  b += tensors.capacity() * sizeof(Tensor) + ints.capacity() * sizeof(int64_t) + attrs.capacity() * sizeof(Attr);
+  b += child_index.capacity() * sizeof(uint32_t) + collectives.capacity() * sizeof(Collective);
+  if (kineto) b += kineto->events.capacity() * sizeof(KinetoEvent) + kineto->flows.capacity() * sizeof(KinetoFlow);
+  return b;
+}
+
+std::string_view tensor_dtype_of(std::string_view type) {
+  if (type.rfind("Tensor(", 0) != 0 || type.back() != ')') return {};
+  return type.substr(7, type.size() - 8);
+}
+
+int dtype_itemsize(std::string_view d) {
+  struct Entry {
+    const char* name;
+    int size;
+  };
+  // ET type strings use C++ names ("float", "long int", "c10::Half"); comm attrs use ScalarType names.
+  static const Entry table[] = {
+      {"float", 4},          {"Float", 4},        {"double", 8},     {"Double", 8},       {"c10::Half", 2},
+      {"Half", 2},           {"c10::BFloat16", 2}, {"BFloat16", 2},  {"long int", 8},     {"long", 8},
+      {"Long", 8},           {"int", 4},          {"Int", 4},        {"short int", 2},    {"short", 2},
+      {"Short", 2},          {"signed char", 1},  {"Char", 1},       {"unsigned char", 1}, {"Byte", 1},
+      {"bool", 1},           {"Bool", 1},         {"c10::complex<float>", 8}, {"ComplexFloat", 8},
+      {"c10::complex<double>", 16}, {"ComplexDouble", 16}, {"c10::Float8_e4m3fn", 1}, {"Float8_e4m3fn", 1},
+      {"c10::Float8_e5m2", 1}, {"Float8_e5m2", 1}, {"unsigned int", 4}, {"UInt32", 4}, {"unsigned long", 8},
+      {"UInt64", 8},
+  };
+  for (const Entry& e : table)
+    if (d == e.name) return e.size;
+  return 0;
+}
+
+}  // namespace reprise

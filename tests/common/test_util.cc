@@ -1,0 +1,110 @@
+#include "test_util.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <unistd.h>
+
+namespace reprise::test {
+
+std::string shared_traces() {
+  if (const char* env = std::getenv("REPRISE_SHARED_TRACES")) return std::filesystem::exists(env) ? env : "";
+  std::string p = std::string(REPRISE_SOURCE_DIR) + "/../shared/traces";
+  return std::filesystem::exists(p) ? p : "";
+}
+
+namespace {
+
+std::string value_text(const Trace& t, const Value& v) {
+  switch (v.kind) {
+    case ValueKind::None: return "None";
+    case ValueKind::Int: return std::to_string(v.i);
+    case ValueKind::Double: return v.d != v.d ? "nan" : std::to_string(v.d);
+    case ValueKind::Bool: return v.i ? "true" : "false";
+    case ValueKind::String: return "'" + std::string(t.str(v.ref)) + "'";
+    case ValueKind::Device: return "dev:" + std::string(t.str(v.ref));
+    case ValueKind::Tensor: {
+      const Tensor& x = t.tensors[v.ref];
+      std::string s = "T(" + std::to_string(x.id) + "," + std::to_string(x.storage_id) + "," +
+                      std::to_string(x.offset) + "," + std::to_string(x.numel) + "," + std::to_string(x.itemsize) +
+                      "," + (x.has_device ? std::string(t.str(x.device)) : "-") + "," + std::string(t.str(x.dtype)) +
+                      ",[";
+      for (int64_t d : t.dims(x)) s += std::to_string(d) + ",";
+      s += "],[";
+      for (int64_t d : t.strides(x)) s += std::to_string(d) + ",";
+      return s + "])";
+    }
+    case ValueKind::List:
+    case ValueKind::Tuple: {
+      std::string s = v.kind == ValueKind::List ? "[" : "(";
+      for (const Value& e : t.items(v)) s += value_text(t, e) + ",";
+      return s + (v.kind == ValueKind::List ? "]" : ")");
+    }
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string model_difference(const Trace& a, const Trace& b) {
+  if (a.nodes.size() != b.nodes.size())
+    return "node count " + std::to_string(a.nodes.size()) + " vs " + std::to_string(b.nodes.size());
+  for (size_t i = 0; i < a.nodes.size(); ++i) {
+    const Node &x = a.nodes[i], &y = b.nodes[i];
+    std::string at = "node " + std::to_string(x.id) + ": ";
+    if (x.id != y.id) return at + "id differs";
+    if (x.parent != y.parent) return at + "parent differs";
+    if (a.name(x) != b.name(y)) return at + "name differs";
+    if (x.kind != y.kind) return at + "kind differs";
+    if (x.fields != y.fields) return at + "recorded attributes differ";
+    if (x.rf_id != y.rf_id || x.fw_parent != y.fw_parent || x.seq_id != y.seq_id || x.scope != y.scope ||
+        x.tid != y.tid || x.fw_tid != y.fw_tid)
+      return at + "attribute values differ";
+    if (a.str(x.op_schema) != b.str(y.op_schema) || a.str(x.kernel_backend) != b.str(y.kernel_backend) ||
+        a.str(x.kernel_file) != b.str(y.kernel_file) || a.str(x.tensor_range) != b.str(y.tensor_range))
+      return at + "string attributes differ";
+    if (x.num_inputs != y.num_inputs || x.num_outputs != y.num_outputs) return at + "argument counts differ";
+    for (int side = 0; side < 2; ++side) {
+      auto va = side ? a.outputs(x) : a.inputs(x);
+      auto vb = side ? b.outputs(y) : b.inputs(y);
+      auto ta = side ? a.output_types(x) : a.input_types(x);
+      auto tb = side ? b.output_types(y) : b.input_types(y);
+      for (size_t k = 0; k < va.size(); ++k) {
+        if (a.str(ta[k]) != b.str(tb[k])) return at + "type of arg " + std::to_string(k) + " differs";
+        std::string sa = value_text(a, va[k]), sb = value_text(b, vb[k]);
+        if (sa != sb) return at + "arg " + std::to_string(k) + ": " + sa + " vs " + sb;
+      }
+    }
+    if (x.num_attrs != y.num_attrs) return at + "extra attr count differs";
+    for (size_t k = 0; k < x.num_attrs; ++k) {
+      const Attr &p = a.node_attrs(x)[k], &q = b.node_attrs(y)[k];
+      if (a.str(p.name) != b.str(q.name)) return at + "attr name differs";
+      if (value_text(a, a.values[p.value]) != value_text(b, b.values[q.value]))
+        return at + "attr " + std::string(a.str(p.name)) + " differs";
+    }
+  }
+  if (a.collectives.size() != b.collectives.size()) return "collective count differs";
+  if (a.process_groups.size() != b.process_groups.size()) return "process group count differs";
+  if (a.iterations.size() != b.iterations.size()) return "iteration count differs";
+  return "";
+}
+
+std::string temp_dir() {
+  static std::string dir = [] {
+    char tmpl[] = "/tmp/reprise-test-XXXXXX";
+    std::string d = mkdtemp(tmpl);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(temp_dir(), ec);
+    });
+    return d;
+  }();
+  return dir;
+}
+
+std::string write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  return path;
+}
+
+}  // namespace reprise::test

@@ -1,0 +1,31 @@
+// Helpers shared by the tests: where the shared traces are, model comparison, temporary files.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "reprise/capture/trace.h"
+
+namespace reprise::test {
+
+// ../shared/traces relative to the source tree, or REPRISE_SHARED_TRACES; empty when absent.
+std::string shared_traces();
+
+#define REPRISE_NEED_SHARED(path_var, rel)                                                        \
+  std::string path_var = ::reprise::test::shared_traces();                                        \
+  if (path_var.empty() || !std::filesystem::exists(path_var + "/" + (rel)))                       \
+    GTEST_SKIP() << "shared trace " << (rel) << " not found (../shared/traces absent): skipped"; \
+  path_var += "/" + std::string(rel)
+
+// Empty when the two models hold the same trace (the schema string and whether strides were recorded
+// aside); otherwise the first difference.
+std::string model_difference(const Trace& a, const Trace& b);
+
+// A fresh temporary folder, removed at the end of the test program.
+std::string temp_dir();
+
+std::string write_file(const std::string& path, const std::string& text);
+
+}  // namespace reprise::test

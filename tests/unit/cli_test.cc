@@ -1,0 +1,84 @@
+// End-to-end: the reprise binary's exit codes, messages and outputs.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "test_util.h"
+
+namespace {
+
+struct Result {
+  int status;
+  std::string out;
+};
+
+Result run(const std::string& args) {
+  std::string cmd = std::string(REPRISE_BIN) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+TEST(Cli, HelpForEveryCommand) {
+  EXPECT_EQ(run("--help").status, 0);
+  for (const char* c : {"inspect", "convert", "synth"}) {
+    Result r = run(std::string(c) + " --help");
+    EXPECT_EQ(r.status, 0) << c;
+    EXPECT_NE(r.out.find("usage: reprise"), std::string::npos) << c;
+  }
+  EXPECT_EQ(run("frobnicate").status, 2);
+  EXPECT_EQ(run("inspect --no-such-flag x").status, 2);
+}
+
+TEST(Cli, SynthInspectConvert) {
+  std::string dir = reprise::test::temp_dir();
+  Result s = run("synth --out " + dir + "/s.json.gz --iterations 2 --layers 3");
+  ASSERT_EQ(s.status, 0) << s.out;
+  Result i = run("inspect --json " + dir + "/s.json.gz");
+  ASSERT_EQ(i.status, 0) << i.out;
+  auto j = nlohmann::json::parse(i.out);
+  EXPECT_EQ(j["ranks"][0]["collectives"], 6);
+  EXPECT_EQ(j["ranks"][0]["schema"], "1.1.1-chakra.0.0.4");
+  Result c = run("convert " + dir + "/s.json.gz " + dir + "/c.json");
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/c.json"));
+  Result t = run("inspect " + dir + "/c.json");
+  EXPECT_NE(t.out.find("all_reduce"), std::string::npos) << t.out;
+}
+
+TEST(Cli, BadInputIsOneLineExitTwoAndNoOutputFile) {
+  std::string dir = reprise::test::temp_dir();
+  std::string bad = reprise::test::write_file(dir + "/bad.json", R"J({"schema": "1.0.1", "nodes": [{"id": 1, )J");
+  Result r = run("convert " + bad + " " + dir + "/out.json");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_NE(r.out.find(bad + ": byte "), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/out.json"));
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find("out.json"), std::string::npos) << "left behind: " << e.path();
+  Result missing = run("inspect " + dir + "/nope.json");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.out.find("nope.json: no such file"), std::string::npos);
+  Result empty = run("inspect " + reprise::test::write_file(dir + "/empty.json", ""));
+  EXPECT_EQ(empty.status, 2);
+}
+
+TEST(Cli, InspectSharedArchive) {
+  REPRISE_NEED_SHARED(path, "param/dlrm_pytorch_et.tar.gz");
+  Result r = run("inspect --json " + path);
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["ranks"].size(), 8u);
+  for (auto& rank : j["ranks"]) EXPECT_EQ(rank["collectives"].get<int>() + rank["waits"].get<int>(), 13);
+}
+
+}  // namespace

@@ -1,0 +1,202 @@
+// reprise: one command, a subcommand per capability. Each parses its options and calls one library function.
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "reprise/capture/builder.h"
+#include "reprise/capture/read.h"
+#include "reprise/capture/summary.h"
+#include "reprise/capture/write.h"
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr int kBadInput = 2;
+
+const char* kTopHelp =
+    "usage: reprise <command> [options]\n"
+    "\n"
+    "Turns captured PyTorch training traces into portable benchmarks.\n"
+    "\n"
+    "commands:\n"
+    "  inspect TRACE...      summarize traces: ops, collectives, process groups, iterations, GPU time\n"
+    "  convert IN OUT        rewrite any readable ET in the current schema (1.1.1-chakra.0.0.4)\n"
+    "  synth --out FILE      write a synthetic data-parallel MLP trace (demos, tests, benchmarks)\n"
+    "\n"
+    "TRACE is a PyTorch ET (.json, .json.gz; any schema from 1.0.1), a Kineto trace, a folder of per-rank\n"
+    "files, or a .tar/.tar.gz/.tgz of them. `reprise <command> --help` describes each command.\n";
+
+struct Usage : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+po::variables_map parse(int argc, char** argv, const po::options_description& opts,
+                        const po::positional_options_description& pos) {
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw Usage(e.what());
+  }
+  return vm;
+}
+
+reprise::ReadOptions read_options(bool quiet) {
+  reprise::ReadOptions o;
+  if (!quiet) o.warn = [](const std::string& w) { std::cerr << "reprise: warning: " << w << "\n"; };
+  return o;
+}
+
+int cmd_inspect(int argc, char** argv) {
+  po::options_description opts(
+      "usage: reprise inspect TRACE... [options]\n\n"
+      "Summarizes traces: nodes by kind, top ops by count (and by GPU time when a Kineto trace is linked),\n"
+      "collectives by type and bytes, process groups, iterations, tensor bytes, devices. ETs and Kineto\n"
+      "traces of the same rank are linked.\n\noptions");
+  std::vector<std::string> traces;
+  size_t top = 15;
+  std::string json_out;
+  opts.add_options()("help,h", "show this help")("json", "print the summary as JSON instead of a table")(
+      "json-out", po::value(&json_out), "also write the JSON summary to this file")(
+      "top", po::value(&top)->default_value(15), "how many ops to list")("quiet,q", "no warnings")(
+      "trace", po::value(&traces)->composing(), "trace files, folders or archives");
+  po::positional_options_description pos;
+  pos.add("trace", -1);
+  auto vm = parse(argc, argv, opts, pos);
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  if (traces.empty()) throw Usage("inspect: no trace given (see reprise inspect --help)");
+  auto t0 = std::chrono::steady_clock::now();
+  reprise::TraceSet set = reprise::load_traces(traces, read_options(vm.count("quiet") > 0));
+  reprise::Summary s = reprise::summarize(set, top);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!json_out.empty()) {
+    std::string tmp = json_out + ".tmp";
+    {
+      std::ofstream f(tmp);
+      f << reprise::summary_json(s) << "\n";
+      if (!f) throw reprise::TraceError(json_out + ": cannot write");
+    }
+    std::filesystem::rename(tmp, json_out);
+  }
+  if (vm.count("json")) {
+    std::cout << reprise::summary_json(s) << "\n";
+  } else {
+    reprise::print_summary(std::cout, s);
+    std::cout << "read " << set.ranks.size() << " rank(s) in " << secs << " s\n";
+  }
+  return 0;
+}
+
+int cmd_convert(int argc, char** argv) {
+  po::options_description opts(
+      "usage: reprise convert IN OUT [options]\n\n"
+      "Rewrites a trace in the current ET schema (1.1.1-chakra.0.0.4); gzip when OUT ends in .gz.\n"
+      "With several ranks in IN (a folder or archive), OUT is a folder that gets rank-N.json[.gz] files.\n\n"
+      "options");
+  std::string in, out;
+  bool gz = false;
+  opts.add_options()("help,h", "show this help")("gzip", po::bool_switch(&gz),
+                                                 "compress the per-rank files written into a folder OUT")(
+      "quiet,q", "no warnings")("in", po::value(&in), "input trace")("out", po::value(&out), "output file or folder");
+  po::positional_options_description pos;
+  pos.add("in", 1).add("out", 1);
+  auto vm = parse(argc, argv, opts, pos);
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  if (in.empty() || out.empty()) throw Usage("convert: needs IN and OUT (see reprise convert --help)");
+  reprise::TraceSet set = reprise::load_traces({in}, read_options(vm.count("quiet") > 0));
+  for (auto& t : set.ranks)
+    if (t.from_kineto_only) throw reprise::TraceError(t.source + ": a Kineto trace has no ET to convert");
+  if (set.ranks.size() == 1) {
+    reprise::write_et(set.ranks[0], out);
+    std::cout << "wrote " << out << " (" << set.ranks[0].nodes.size() << " nodes, schema "
+              << reprise::kCurrentSchema << ")\n";
+    return 0;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) throw reprise::TraceError(out + ": cannot create folder: " + ec.message());
+  for (auto& t : set.ranks) {
+    std::string path = out + "/rank-" + std::to_string(t.rank) + (gz ? ".json.gz" : ".json");
+    reprise::write_et(t, path);
+    std::cout << "wrote " << path << " (" << t.nodes.size() << " nodes)\n";
+  }
+  return 0;
+}
+
+int cmd_synth(int argc, char** argv) {
+  po::options_description opts(
+      "usage: reprise synth --out FILE [options]\n\n"
+      "Writes a synthetic data-parallel MLP training trace (ET, current schema): forward, backward with a\n"
+      "gradient all_reduce per layer, optimizer step, one ProfilerStep per iteration.\n\noptions");
+  reprise::SyntheticSpec s;
+  std::string out;
+  opts.add_options()("help,h", "show this help")("out,o", po::value(&out), "output file (.json or .json.gz)")(
+      "iterations", po::value(&s.iterations)->default_value(2), "ProfilerStep iterations")(
+      "layers", po::value(&s.layers)->default_value(4), "linear layers")(
+      "batch", po::value(&s.batch)->default_value(64), "batch size")(
+      "hidden", po::value(&s.hidden)->default_value(256), "hidden size")(
+      "world-size", po::value(&s.world_size)->default_value(2), "data-parallel ranks")(
+      "rank", po::value(&s.rank)->default_value(0), "this trace's rank")(
+      "device", po::value(&s.device)->default_value("cpu"), "device recorded on tensors");
+  po::positional_options_description pos;
+  auto vm = parse(argc, argv, opts, pos);
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  if (out.empty()) throw Usage("synth: --out is required (see reprise synth --help)");
+  if (s.iterations < 1 || s.layers < 1 || s.batch < 1 || s.hidden < 1 || s.world_size < 1 || s.rank < 0 ||
+      s.rank >= s.world_size)
+    throw Usage("synth: sizes must be positive and 0 <= rank < world-size");
+  reprise::Trace t = reprise::synthetic_trace(s);
+  reprise::write_et(t, out);
+  std::cout << "wrote " << out << " (" << t.nodes.size() << " nodes, " << t.collectives.size() << " collectives)\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << kTopHelp;
+    return kBadInput;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::cout << kTopHelp;
+    return 0;
+  }
+  try {
+    if (cmd == "inspect") return cmd_inspect(argc - 1, argv + 1);
+    if (cmd == "convert") return cmd_convert(argc - 1, argv + 1);
+    if (cmd == "synth") return cmd_synth(argc - 1, argv + 1);
+    if (cmd == "--version") {
+      std::cout << "reprise 0.1.0\n";
+      return 0;
+    }
+    std::cerr << "reprise: unknown command '" << cmd << "' (see reprise --help)\n";
+    return kBadInput;
+  } catch (const Usage& e) {
+    std::cerr << "reprise: " << e.what() << "\n";
+    return kBadInput;
+  } catch (const reprise::TraceError& e) {
+    std::cerr << "reprise: " << e.what() << "\n";
+    return kBadInput;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "reprise: out of memory\n";
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << "reprise: " << e.what() << "\n";
+    return 1;
+  }
+}
