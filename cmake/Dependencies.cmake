@@ -17,7 +17,7 @@ endif()
 
 find_package(MPI QUIET COMPONENTS C)
 if(MPI_C_FOUND)
-  message(STATUS "MPI: found ${MPI_C_LIBRARY_VERSION_STRING}")
+  message(STATUS "MPI: found (MPI ${MPI_C_VERSION}, ${MPI_C_LIBRARIES})")
 else()
   message(STATUS "MPI: not found")
 endif()

@@ -40,7 +40,7 @@ NodeKind classify(const Trace& t, const Node& n) {
 
 int64_t as_int(const Value& v) {
   if (v.kind == ValueKind::Int || v.kind == ValueKind::Bool) return v.i;
-  if (v.kind == ValueKind::Double) return static_cast<int64_t>(v.d);
+  if (v.kind == ValueKind::Double && v.d >= -9.2e18 && v.d <= 9.2e18) return static_cast<int64_t>(v.d);
   return -1;
 }
 

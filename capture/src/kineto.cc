@@ -71,18 +71,18 @@ class KinetoReader {
   }
 
  private:
+  // Integral JSON numbers as int64; fractions truncated; anything out of range is -1.
+  static int64_t to_int(double d) { return d >= -9.2e18 && d <= 9.2e18 ? static_cast<int64_t>(d) : -1; }
+
   static int64_t id_of(od::value v, StringTable& strings) {
-    if (v.type() == od::json_type::number) {
-      double d = v.get_double();
-      return static_cast<int64_t>(d);
-    }
+    if (v.type() == od::json_type::number) return to_int(v.get_double());
     if (v.type() == od::json_type::string)  // "Spans", "PyTorch Profiler": names, not numbers
-      return -1 - static_cast<int64_t>(strings.intern(v.get_string().value()));
+      return kNamedId - static_cast<int64_t>(strings.intern(v.get_string().value()));
     return 0;
   }
 
   static int64_t int_of(od::value v) {
-    if (v.type() == od::json_type::number) return static_cast<int64_t>(v.get_double());
+    if (v.type() == od::json_type::number) return to_int(v.get_double());
     return -1;
   }
 

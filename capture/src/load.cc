@@ -171,9 +171,13 @@ TraceSet load_traces(const std::vector<std::string>& inputs, const ReadOptions& 
       KinetoInfo info = std::move(*k.kineto);
       for (KinetoEvent& e : info.events) e.name = et->strings.intern(k.strings.str(e.name));
       for (KinetoFlow& f : info.flows) f.cat = et->strings.intern(k.strings.str(f.cat));
+      auto rename = [&](int64_t& id) {
+        if (id <= kNamedId)
+          id = kNamedId - static_cast<int64_t>(et->strings.intern(k.strings.str(static_cast<StrId>(kNamedId - id))));
+      };
       for (KinetoEvent& e : info.events) {
-        if (e.pid < 0) e.pid = -1 - static_cast<int64_t>(et->strings.intern(k.strings.str(static_cast<StrId>(-1 - e.pid))));
-        if (e.tid < 0) e.tid = -1 - static_cast<int64_t>(et->strings.intern(k.strings.str(static_cast<StrId>(-1 - e.tid))));
+        rename(e.pid);
+        rename(e.tid);
       }
       et->kineto = std::move(info);
       if (opt.link) link_kineto(*et, opt);

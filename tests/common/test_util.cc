@@ -89,16 +89,17 @@ std::string model_difference(const Trace& a, const Trace& b) {
 }
 
 std::string temp_dir() {
-  static std::string dir = [] {
+  // Never freed: the exit handler that removes the folder runs after static destructors may have.
+  static const std::string* dir = [] {
     char tmpl[] = "/tmp/reprise-test-XXXXXX";
-    std::string d = mkdtemp(tmpl);
+    auto* d = new std::string(mkdtemp(tmpl));
     std::atexit([] {
       std::error_code ec;
-      std::filesystem::remove_all(temp_dir(), ec);
+      std::filesystem::remove_all(*dir, ec);
     });
     return d;
   }();
-  return dir;
+  return *dir;
 }
 
 std::string write_file(const std::string& path, const std::string& text) {

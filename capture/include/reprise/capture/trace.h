@@ -186,6 +186,9 @@ inline bool is_gpu_work(KinetoCat c) {
   return c == KinetoCat::Kernel || c == KinetoCat::Memcpy || c == KinetoCat::Memset;
 }
 
+// Kineto writes some pids/tids as names ("Spans"); those are stored as kNamedId - StrId.
+constexpr int64_t kNamedId = -(int64_t{1} << 40);
+
 struct KinetoEvent {
   KinetoCat cat = KinetoCat::Other;
   StrId name = 0;
