@@ -40,6 +40,37 @@ struct ArgTrees {
   void reset() { values = shapes = types = strides = -1; }
 };
 
+// A byte buffer that grows without zero-filling (a 32 MB std::vector resize costs as much as parsing 5 MB).
+class RawBuffer {
+ public:
+  char* data() { return data_.get(); }
+  const char* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  size_t capacity() const { return cap_; }
+  char& operator[](size_t i) { return data_[i]; }
+  // Resizes to n bytes with room for `slack` more; keeps the content.
+  void resize(size_t n, size_t slack = simdjson::SIMDJSON_PADDING) {
+    if (n + slack > cap_) {
+      size_t cap = std::max(n + slack, cap_ * 2);
+      std::unique_ptr<char[]> fresh(new char[cap]);
+      if (size_) std::memcpy(fresh.get(), data_.get(), std::min(size_, n));
+      data_ = std::move(fresh);
+      cap_ = cap;
+    }
+    size_ = n;
+  }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0, cap_ = 0;
+};
+
+// Thrown when the whole-document fast path meets malformed JSON: the streaming path then reads the same text and
+// says precisely what is wrong and where.
+struct RetryStreaming {
+  std::string text;
+};
+
 uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
   return h;
@@ -47,11 +78,20 @@ uint64_t mix(uint64_t h, uint64_t v) {
 
 class EtReader {
  public:
-  EtReader(ByteSource& src, Trace& trace, const ReadOptions& options)
-      : src_(src), t_(trace), opt_(options), name_(src.name()) {}
+  EtReader(ByteSource& src, Trace& trace, const ReadOptions& options, bool whole_document)
+      : src_(src), t_(trace), opt_(options), name_(src.name()), whole_document_(whole_document) {}
 
   void run() {
-    buf_.resize(std::max<size_t>(opt_.chunk_bytes + (1u << 20), 1u << 16));
+    buf_.resize(0, 1u << 20);
+    if (whole_document_) {
+      // Traces up to kWholeLimit are parsed as one document: no structural pre-scan, no copy.
+      while (end_ < kWholeLimit && fill()) {
+      }
+      if (eof_ && has_content()) {
+        parse_whole();
+        return;
+      }
+    }
     skip_ws();
     if (pos_ >= end_ && !fill()) fail_at(0, "empty file");
     if (buf_[pos_] == '\xEF') pos_ += 3;  // UTF-8 byte-order mark
@@ -98,6 +138,59 @@ class EtReader {
   }
 
  private:
+  static constexpr size_t kWholeLimit = 16u << 20;
+
+  bool has_content() const {
+    for (size_t i = 0; i < end_; ++i)
+      if (!is_json_space(buf_.data()[i])) return true;
+    return false;
+  }
+
+  std::string_view raw_text(od::value v) {
+    switch (v.type()) {
+      case od::json_type::object: return v.get_object().value().raw_json().value();
+      case od::json_type::array: return v.get_array().value().raw_json().value();
+      default: {
+        std::string_view tok = v.raw_json_token();
+        while (!tok.empty() && is_json_space(tok.back())) tok.remove_suffix(1);
+        return tok;
+      }
+    }
+  }
+
+  void parse_whole() {
+    piece_data_ = buf_.data();
+    piece_base_ = 0;
+    bool saw_nodes = false;
+    try {
+      od::document doc = parser_.iterate(buf_.data(), end_, buf_.capacity());
+      for (auto field : doc.get_object()) {
+        std::string_view key = field.unescaped_key();
+        od::value v = field.value();
+        if (key == "nodes") {
+          saw_nodes = true;
+          for (auto elem : v.get_array()) {
+            od::value nv = elem.value();
+            const char* loc = nullptr;
+            if (nv.current_location().get(loc) == simdjson::SUCCESS) node_start_ = loc;
+            parse_node(nv.get_object());
+          }
+        } else if (key == "schema") {
+          t_.schema = std::string(v.get_string().value());
+        } else {
+          t_.metadata.emplace_back(std::string(key), std::string(raw_text(v)));
+        }
+      }
+      const char* rest = nullptr;  // anything after the top-level object
+      if (doc.current_location().get(rest) == simdjson::SUCCESS && rest && rest < buf_.data() + end_)
+        throw RetryStreaming{std::string(buf_.data(), end_)};
+    } catch (const simdjson::simdjson_error&) {
+      throw RetryStreaming{std::string(buf_.data(), end_)};
+    }
+    if (!saw_nodes) throw TraceError(name_ + ": no \"nodes\" array: not a PyTorch execution trace");
+    check_schema();
+  }
+
   // ---- buffered text ----
   uint64_t offset() const { return base_ + pos_; }
 
@@ -111,7 +204,8 @@ class EtReader {
       base_ += mark_;
       mark_ = 0;
     }
-    if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);  // one node larger than the buffer
+    // grow when full: a piece larger than the buffer, or a whole document being gathered
+    if (end_ == buf_.size()) buf_.resize(std::max<size_t>(buf_.size() * 2, 1u << 20));
     size_t got = src_.read(buf_.data() + end_, buf_.size() - end_);
     if (got == 0) {
       eof_ = true;
@@ -232,7 +326,8 @@ class EtReader {
   void flush(uint64_t from_off, uint64_t to_off) {
     size_t from = static_cast<size_t>(from_off - base_);
     size_t len = static_cast<size_t>(to_off - from_off);
-    piece_.resize(len + 2 + simdjson::SIMDJSON_PADDING);
+    piece_.resize(len + 2);
+    piece_data_ = piece_.data();
     piece_[0] = '[';
     std::memcpy(piece_.data() + 1, buf_.data() + from, len);
     piece_[len + 1] = ']';
@@ -243,7 +338,7 @@ class EtReader {
   void parse_piece(size_t len) {
     node_start_ = nullptr;
     try {
-      od::document doc = parser_.iterate(piece_.data(), len, piece_.size());
+      od::document doc = parser_.iterate(piece_.data(), len, piece_.capacity());
       for (auto elem : doc.get_array()) {
         od::value v = elem.value();
         const char* loc = nullptr;
@@ -252,14 +347,14 @@ class EtReader {
       }
     } catch (const simdjson::simdjson_error& e) {
       // simdjson cannot always say where it failed; the start of the node being read is the place we know
-      uint64_t off = piece_base_ + (node_start_ ? static_cast<uint64_t>(node_start_ - piece_.data()) : 1);
+      uint64_t off = piece_base_ + (node_start_ ? static_cast<uint64_t>(node_start_ - piece_data_) : 1);
       std::string where = last_id_set_ ? " (in the node after node " + std::to_string(last_id_) + ")" : "";
       fail_at(off, std::string("invalid JSON: ") + simdjson::error_message(e.error()) + where);
     }
   }
 
   [[noreturn]] void node_fail(const std::string& msg) {
-    uint64_t off = piece_base_ + (node_start_ ? static_cast<uint64_t>(node_start_ - piece_.data()) : 0);
+    uint64_t off = piece_base_ + (node_start_ ? static_cast<uint64_t>(node_start_ - piece_data_) : 0);
     std::string who = cur_id_set_ ? "node " + std::to_string(cur_id_) : "node";
     fail_at(off, who + ": " + msg);
   }
@@ -668,12 +763,14 @@ class EtReader {
   const ReadOptions& opt_;
   std::string name_;
 
-  std::vector<char> buf_;
+  bool whole_document_;
+  RawBuffer buf_;
   size_t pos_ = 0, end_ = 0, mark_ = 0;
   uint64_t base_ = 0;
   bool eof_ = false;
 
-  std::vector<char> piece_;
+  RawBuffer piece_;
+  const char* piece_data_ = nullptr;  // the text node_start_ points into
   uint64_t piece_base_ = 0;
   od::parser parser_;
   const char* node_start_ = nullptr;
@@ -701,7 +798,14 @@ class EtReader {
 Trace read_et_source(ByteSource& src, const ReadOptions& options) {
   Trace t;
   t.source = src.name();
-  EtReader(src, t, options).run();
+  try {
+    EtReader(src, t, options, true).run();
+  } catch (RetryStreaming& retry) {
+    MemorySource again(retry.text, src.name());
+    t = Trace();
+    t.source = src.name();
+    EtReader(again, t, options, false).run();
+  }
   finalize_trace(t, options);
   return t;
 }

@@ -77,7 +77,9 @@ TEST(Kineto, LinksToEtByRecordFunctionId) {
   EXPECT_DOUBLE_EQ(relu.gpu_us, 4);
   EXPECT_EQ(relu.num_gpu_events, 2u);
   for (const KinetoEvent& e : k.events)
-    if (e.cat == KinetoCat::Kernel && t.str(e.name) == "relu_kernel") EXPECT_EQ(e.stream, 9);
+    if (e.cat == KinetoCat::Kernel && t.str(e.name) == "relu_kernel") {
+      EXPECT_EQ(e.stream, 9);
+    }
 }
 
 TEST(Kineto, FallsBackToNameOrder) {
