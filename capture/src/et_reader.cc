@@ -249,17 +249,7 @@ class EtReader {
         scan.in_string = true;
         ++i;
       }
-      for (;;) {
-        size_t r = scan.run(buf_.data(), i, end_);
-        if (r == ValueScan::kUnbalanced) fail_at(start, "unbalanced brackets");
-        if (r != ValueScan::kMore) {
-          i = r;
-          break;
-        }
-        uint64_t done = base_ + end_;
-        if (!fill()) fail_at(start, "unexpected end of file inside the value starting here (truncated JSON?)");
-        i = static_cast<size_t>(done - base_);
-      }
+      i = scan_to_end(scan, i, start, "value");
     } else {
       for (;;) {
         while (i < end_ && !is_json_space(buf_[i]) && buf_[i] != ',' && buf_[i] != '}' && buf_[i] != ']') ++i;
@@ -274,6 +264,20 @@ class EtReader {
     pos_ = i;
     mark_ = pos_;
     return raw;
+  }
+
+  // Index just past the end of the value `scan` is in, reading more text as needed; `start` is the value's file
+  // offset, for errors.
+  size_t scan_to_end(ValueScan& scan, size_t i, uint64_t start, const char* what) {
+    for (;;) {
+      size_t r = scan.run(buf_.data(), i, end_);
+      if (r == ValueScan::kUnbalanced) fail_at(start, std::string("unbalanced brackets in ") + what);
+      if (r != ValueScan::kMore) return r;
+      uint64_t done = base_ + end_;
+      if (!fill())
+        fail_at(start, std::string("unexpected end of file inside the ") + what + " starting here (truncated trace?)");
+      i = static_cast<size_t>(done - base_);
+    }
   }
 
   // ---- the nodes array ----
@@ -302,19 +306,7 @@ class EtReader {
         mark_ = pos_;
       }
       ValueScan scan;
-      size_t i = pos_;
-      for (;;) {
-        size_t r = scan.run(buf_.data(), i, end_);
-        if (r == ValueScan::kUnbalanced) fail_at(node, "unbalanced brackets in node");
-        if (r != ValueScan::kMore) {
-          i = r;
-          break;
-        }
-        uint64_t done = base_ + end_;
-        if (!fill()) fail_at(node, "unexpected end of file inside the node starting here (truncated trace?)");
-        i = static_cast<size_t>(done - base_);
-      }
-      pos_ = i;
+      pos_ = scan_to_end(scan, pos_, node, "node");
       chunk_end = offset();
       if (chunk_end - chunk >= opt_.chunk_bytes) {
         flush(chunk, chunk_end);
