@@ -28,9 +28,12 @@ KinetoCat category(std::string_view c) {
 
 bool is_cpu(KinetoCat c) { return c == KinetoCat::CpuOp || c == KinetoCat::UserAnnotation; }
 
+void attach_gpu_work_impl(Trace& t);
+void attach_gpu_work(Trace& t) { attach_gpu_work_impl(t); }
+
 class KinetoReader {
  public:
-  KinetoReader(const std::string& name, Trace& t, const ReadOptions& opt) : name_(name), t_(t), opt_(opt) {}
+  KinetoReader(const std::string& name, Trace& t, const ReadOptions&) : name_(name), t_(t) {}
 
   void run(const simdjson::padded_string& text) {
     KinetoInfo k;
@@ -159,7 +162,6 @@ class KinetoReader {
 
   std::string name_;
   Trace& t_;
-  const ReadOptions& opt_;
   const char* event_start_ = nullptr;
 };
 
@@ -217,6 +219,10 @@ void nest_cpu_events(KinetoInfo& k) {
   }
 }
 
+}  // namespace
+
+namespace detail {
+
 // Builds trace nodes from the CPU events when no ET was given.
 void build_nodes_from_kineto(Trace& t) {
   KinetoInfo& k = *t.kineto;
@@ -273,9 +279,20 @@ void build_nodes_from_kineto(Trace& t) {
   // finalize sorted the nodes by id: event i now sits at find(id_of_event[i])
   for (int32_t i : cpu) k.events[i].node = t.find(id_of_event[i]);
   k.link_method = "kineto-only";
+  attach_gpu_work(t);
 }
 
-void attach_gpu_work(Trace& t) {
+void read_kineto_events(std::string_view text, const std::string& name, Trace& trace, const ReadOptions& options) {
+  simdjson::padded_string padded(text);
+  KinetoReader(name, trace, options).run(padded);
+  nest_cpu_events(*trace.kineto);
+}
+
+}  // namespace detail
+
+namespace {
+
+void attach_gpu_work_impl(Trace& t) {
   KinetoInfo& k = *t.kineto;
   for (KinetoEvent& e : k.events) {
     if (!is_gpu_work(e.cat)) continue;
@@ -294,13 +311,10 @@ void attach_gpu_work(Trace& t) {
 }  // namespace
 
 void read_kineto_text(std::string_view text, const std::string& name, Trace& trace, const ReadOptions& options) {
-  simdjson::padded_string padded(text);
-  KinetoReader(name, trace, options).run(padded);
-  nest_cpu_events(*trace.kineto);
+  detail::read_kineto_events(text, name, trace, options);
   if (trace.nodes.empty()) {
     if (trace.source.empty()) trace.source = name;
-    build_nodes_from_kineto(trace);
-    attach_gpu_work(trace);
+    detail::build_nodes_from_kineto(trace);
   } else if (options.link) {
     link_kineto(trace, options);
   }

@@ -43,9 +43,7 @@ void load_stream(detail::ByteSource& src, const std::string& name, Loaded& out, 
     Trace t;
     t.source = name;
     std::string text = detail::read_all(all);
-    ReadOptions no_link = opt;
-    no_link.link = false;
-    read_kineto_text(text, name, t, no_link);
+    detail::read_kineto_events(text, name, t, opt);  // nodes are built only if no ET claims it
     t.rank = t.kineto->dist_rank >= 0 ? t.kineto->dist_rank : rank_from_name(name);
     out.kinetos.push_back(std::move(t));
   } else {
@@ -150,6 +148,7 @@ TraceSet load_traces(const std::vector<std::string>& inputs, const ReadOptions& 
   TraceSet set;
   if (all.ets.empty() && all.kinetos.empty()) throw TraceError(inputs[0] + ": no traces found");
   if (all.ets.empty()) {
+    for (Trace& k : all.kinetos) detail::build_nodes_from_kineto(k);
     assign_ranks(all.kinetos);
     set.ranks = std::move(all.kinetos);
     return set;

@@ -14,6 +14,11 @@ Trace read_et_source(ByteSource& src, const ReadOptions& options);
 // builds the child lists, classifies node kinds, and extracts process groups, collectives and iterations.
 void finalize_trace(Trace& t, const ReadOptions& options);
 
+// Reads a Kineto trace's events into trace.kineto and nests its CPU events; builds no nodes and links nothing.
+void read_kineto_events(std::string_view text, const std::string& name, Trace& trace, const ReadOptions& options);
+// Makes trace nodes of the Kineto CPU events (a trace with no ET) and attributes the GPU work to them.
+void build_nodes_from_kineto(Trace& trace);
+
 // Decodes one record_param_comms node into a Collective (attrs from 1.1.0 on, positional inputs before).
 Collective decode_collective(const Trace& t, uint32_t node);
 
