@@ -169,12 +169,7 @@ class EtReader {
         od::value v = field.value();
         if (key == "nodes") {
           saw_nodes = true;
-          for (auto elem : v.get_array()) {
-            od::value nv = elem.value();
-            const char* loc = nullptr;
-            if (nv.current_location().get(loc) == simdjson::SUCCESS) node_start_ = loc;
-            parse_node(nv.get_object());
-          }
+          parse_node_array(v.get_array());
         } else if (key == "schema") {
           t_.schema = std::string(v.get_string().value());
         } else {
@@ -331,12 +326,7 @@ class EtReader {
     node_start_ = nullptr;
     try {
       od::document doc = parser_.iterate(piece_.data(), len, piece_.capacity());
-      for (auto elem : doc.get_array()) {
-        od::value v = elem.value();
-        const char* loc = nullptr;
-        if (v.current_location().get(loc) == simdjson::SUCCESS) node_start_ = loc;
-        parse_node(v.get_object());
-      }
+      parse_node_array(doc.get_array());
     } catch (const simdjson::simdjson_error& e) {
       // simdjson cannot always say where it failed; the start of the node being read is the place we know
       uint64_t off = piece_base_ + (node_start_ ? static_cast<uint64_t>(node_start_ - piece_data_) : 1);
@@ -349,6 +339,16 @@ class EtReader {
     uint64_t off = piece_base_ + (node_start_ ? static_cast<uint64_t>(node_start_ - piece_data_) : 0);
     std::string who = cur_id_set_ ? "node " + std::to_string(cur_id_) : "node";
     fail_at(off, who + ": " + msg);
+  }
+
+  // Parses every node of an array, remembering where each starts for error messages.
+  void parse_node_array(od::array nodes) {
+    for (auto elem : nodes) {
+      od::value v = elem.value();
+      const char* loc = nullptr;
+      if (v.current_location().get(loc) == simdjson::SUCCESS) node_start_ = loc;
+      parse_node(v.get_object());
+    }
   }
 
   // ---- one node ----

@@ -28,12 +28,9 @@ KinetoCat category(std::string_view c) {
 
 bool is_cpu(KinetoCat c) { return c == KinetoCat::CpuOp || c == KinetoCat::UserAnnotation; }
 
-void attach_gpu_work_impl(Trace& t);
-void attach_gpu_work(Trace& t) { attach_gpu_work_impl(t); }
-
 class KinetoReader {
  public:
-  KinetoReader(const std::string& name, Trace& t, const ReadOptions&) : name_(name), t_(t) {}
+  KinetoReader(const std::string& name, Trace& t) : name_(name), t_(t) {}
 
   void run(const simdjson::padded_string& text) {
     KinetoInfo k;
@@ -219,6 +216,22 @@ void nest_cpu_events(KinetoInfo& k) {
   }
 }
 
+void attach_gpu_work(Trace& t) {
+  KinetoInfo& k = *t.kineto;
+  for (KinetoEvent& e : k.events) {
+    if (!is_gpu_work(e.cat)) continue;
+    for (int32_t op = e.cpu_op; op >= 0; op = k.events[op].parent) {
+      if (k.events[op].node != kNone32) {
+        e.node = k.events[op].node;
+        Node& n = t.nodes[e.node];
+        n.gpu_us += e.dur;
+        ++n.num_gpu_events;
+        break;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -282,36 +295,16 @@ void build_nodes_from_kineto(Trace& t) {
   attach_gpu_work(t);
 }
 
-void read_kineto_events(std::string_view text, const std::string& name, Trace& trace, const ReadOptions& options) {
+void read_kineto_events(std::string_view text, const std::string& name, Trace& trace) {
   simdjson::padded_string padded(text);
-  KinetoReader(name, trace, options).run(padded);
+  KinetoReader(name, trace).run(padded);
   nest_cpu_events(*trace.kineto);
 }
 
 }  // namespace detail
 
-namespace {
-
-void attach_gpu_work_impl(Trace& t) {
-  KinetoInfo& k = *t.kineto;
-  for (KinetoEvent& e : k.events) {
-    if (!is_gpu_work(e.cat)) continue;
-    for (int32_t op = e.cpu_op; op >= 0; op = k.events[op].parent) {
-      if (k.events[op].node != kNone32) {
-        e.node = k.events[op].node;
-        Node& n = t.nodes[e.node];
-        n.gpu_us += e.dur;
-        ++n.num_gpu_events;
-        break;
-      }
-    }
-  }
-}
-
-}  // namespace
-
 void read_kineto_text(std::string_view text, const std::string& name, Trace& trace, const ReadOptions& options) {
-  detail::read_kineto_events(text, name, trace, options);
+  detail::read_kineto_events(text, name, trace);
   if (trace.nodes.empty()) {
     if (trace.source.empty()) trace.source = name;
     detail::build_nodes_from_kineto(trace);

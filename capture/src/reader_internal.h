@@ -15,7 +15,7 @@ Trace read_et_source(ByteSource& src, const ReadOptions& options);
 void finalize_trace(Trace& t, const ReadOptions& options);
 
 // Reads a Kineto trace's events into trace.kineto and nests its CPU events; builds no nodes and links nothing.
-void read_kineto_events(std::string_view text, const std::string& name, Trace& trace, const ReadOptions& options);
+void read_kineto_events(std::string_view text, const std::string& name, Trace& trace);
 // Makes trace nodes of the Kineto CPU events (a trace with no ET) and attributes the GPU work to them.
 void build_nodes_from_kineto(Trace& trace);
 
