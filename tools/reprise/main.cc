@@ -1,9 +1,12 @@
 // reprise: one command, a subcommand per capability. Each parses its options and calls one library function.
 #include <boost/program_options.hpp>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <unistd.h>
 
 #include "reprise/capture/builder.h"
 #include "reprise/capture/read.h"
@@ -25,6 +28,7 @@ const char* kTopHelp =
     "  inspect TRACE...      summarize traces: ops, collectives, process groups, iterations, GPU time\n"
     "  convert IN OUT        rewrite any readable ET in the current schema (1.1.1-chakra.0.0.4)\n"
     "  synth --out FILE      write a synthetic data-parallel MLP trace (demos, tests, benchmarks)\n"
+    "  replay TRACE          re-issue a trace's ops through LibTorch and measure them (reprise-torch)\n"
     "\n"
     "TRACE is a PyTorch ET (.json, .json.gz; any schema from 1.0.1), a Kineto trace, a folder of per-rank\n"
     "files, or a .tar/.tar.gz/.tgz of them. `reprise <command> --help` describes each command.\n";
@@ -164,6 +168,26 @@ int cmd_synth(int argc, char** argv) {
   return 0;
 }
 
+// Subcommands that need LibTorch live in reprise-torch beside this binary (as git runs git-<command>), so
+// the commands that only read traces start in milliseconds.
+int exec_torch_tool(int argc, char** argv) {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::filesystem::path tool = (ec ? std::filesystem::path(argv[0]) : self).parent_path() / "reprise-torch";
+  if (!std::filesystem::exists(tool)) {
+    std::cerr << "reprise: " << argv[1] << " needs " << tool.string()
+              << ", which was not built (LibTorch was not found when configuring)\n";
+    return kBadInput;
+  }
+  std::vector<char*> args;
+  args.push_back(const_cast<char*>(tool.c_str()));
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  execv(tool.c_str(), args.data());
+  std::cerr << "reprise: cannot run " << tool.string() << ": " << std::strerror(errno) << "\n";
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -180,6 +204,7 @@ int main(int argc, char** argv) {
     if (cmd == "inspect") return cmd_inspect(argc - 1, argv + 1);
     if (cmd == "convert") return cmd_convert(argc - 1, argv + 1);
     if (cmd == "synth") return cmd_synth(argc - 1, argv + 1);
+    if (cmd == "replay") return exec_torch_tool(argc, argv);
     if (cmd == "--version") {
       std::cout << "reprise 0.1.0\n";
       return 0;

@@ -1,0 +1,150 @@
+#include "executor.h"
+
+#include "memory.h"
+
+namespace reprise::replay::detail {
+
+Executor::Executor(const Trace& trace, Plan& plan, std::vector<at::Tensor> externals)
+    : trace_(trace), plan_(plan), externals_(std::move(externals)), slots_(plan.num_slots) {
+  stack_.reserve(plan.max_stack + 4);
+}
+
+inline at::Tensor Executor::fetch(const TensorRef& r) {
+  if (r.kind == TensorRef::External) return externals_[r.index];
+  if (r.move) return std::move(slots_[r.index]);
+  return slots_[r.index];
+}
+
+inline void Executor::exec(Instr& in) {
+  if (in.failed) {
+    bind_fallbacks(in);
+    return;
+  }
+  stack_.clear();
+  const ArgSpec* a = plan_.args.data() + in.args;
+  const TensorRef* refs = plan_.refs.data();
+  for (uint32_t k = 0; k < in.num_args; ++k, ++a) {
+    switch (a->kind) {
+      case ArgSpec::Const:
+        stack_.push_back(plan_.constants[a->index]);
+        break;
+      case ArgSpec::Tensor:
+        stack_.emplace_back(fetch(refs[a->index]));
+        break;
+      case ArgSpec::TensorList: {
+        c10::List<at::Tensor> l;
+        l.reserve(a->count);
+        for (uint32_t e = 0; e < a->count; ++e) l.push_back(fetch(refs[a->index + e]));
+        stack_.emplace_back(std::move(l));
+        break;
+      }
+      case ArgSpec::OptTensorList: {
+        c10::List<c10::optional<at::Tensor>> l;
+        l.reserve(a->count);
+        for (uint32_t e = 0; e < a->count; ++e) {
+          const TensorRef& r = refs[a->index + e];
+          if (r.kind == TensorRef::None) l.push_back(c10::nullopt);
+          else l.push_back(fetch(r));
+        }
+        stack_.emplace_back(std::move(l));
+        break;
+      }
+    }
+  }
+  try {
+    plan_.ops[in.op].callBoxed(&stack_);
+  } catch (const std::exception& e) {
+    fail(in, e.what());
+    return;
+  }
+  const OutSpec* o = plan_.outs.data() + in.outs;
+  for (uint32_t k = 0; k < in.num_outs; ++k, ++o) {
+    if (o->position >= stack_.size()) break;
+    c10::IValue& v = stack_[o->position];
+    if (o->kind == OutSpec::Tensor) {
+      uint32_t s = plan_.out_slots[o->first];
+      if (s != kNoSlot && v.isTensor()) slots_[s] = std::move(v).toTensor();
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> l = std::move(v).toTensorList();
+      size_t n = std::min<size_t>(o->count, l.size());
+      for (size_t e = 0; e < n; ++e) {
+        uint32_t s = plan_.out_slots[o->first + e];
+        if (s != kNoSlot) slots_[s] = l.get(e);
+      }
+    }
+  }
+  stack_.clear();
+}
+
+std::string short_reason(std::string msg, at::Device device) {
+  if (msg.rfind("Could not run '", 0) == 0) return "no " + device.str() + " kernel in this LibTorch";
+  size_t nl = msg.find('\n');
+  if (nl != std::string::npos) msg.resize(nl);
+  // Drop LibTorch's source-location suffix, which differs per call site.
+  size_t at = msg.find(" (Triggered internally at");
+  if (at != std::string::npos) msg.resize(at);
+  if (msg.size() > 160) msg = msg.substr(0, 157) + "...";
+  return "call failed: " + msg;
+}
+
+void Executor::fail(Instr& in, const char* what) {
+  stack_.clear();
+  std::string reason = short_reason(what, plan_.device);
+  auto it = std::find(plan_.reasons.begin(), plan_.reasons.end(), reason);
+  in.reason = static_cast<uint32_t>(it - plan_.reasons.begin());
+  if (it == plan_.reasons.end()) plan_.reasons.push_back(reason);
+  in.failed = true;
+  if (first_pass_done) ++late_failures_;
+
+  // Outputs for the consumers, made from the recorded metadata.
+  const Node& n = trace_.nodes[in.node];
+  Span<Value> outs = trace_.outputs(n);
+  in.fallback = static_cast<uint32_t>(plan_.fallbacks.size());
+  const OutSpec* o = plan_.outs.data() + in.outs;
+  for (uint32_t k = 0; k < in.num_outs; ++k, ++o) {
+    for (uint32_t e = 0; e < o->count; ++e) {
+      at::Tensor x;
+      const Value* v = o->position < outs.size() ? &outs[o->position] : nullptr;
+      if (v && o->kind == OutSpec::TensorList) v = e < trace_.items(*v).size() ? &trace_.items(*v)[e] : nullptr;
+      if (v && v->kind == ValueKind::Tensor && plan_.out_slots[o->first + e] != kNoSlot) {
+        const reprise::Tensor& t = trace_.tensors[v->ref];
+        bool cpu = t.has_device && trace_.str(t.device) == "cpu" && !plan_.device.is_meta();
+        x = make_tensor_like(trace_, t, cpu ? at::Device(at::kCPU) : plan_.device);
+      }
+      plan_.fallbacks.push_back(std::move(x));
+    }
+  }
+  bind_fallbacks(in);
+}
+
+void Executor::bind_fallbacks(const Instr& in) {
+  uint32_t f = in.fallback;
+  const OutSpec* o = plan_.outs.data() + in.outs;
+  for (uint32_t k = 0; k < in.num_outs; ++k, ++o)
+    for (uint32_t e = 0; e < o->count; ++e, ++f) {
+      uint32_t s = plan_.out_slots[o->first + e];
+      if (s != kNoSlot) slots_[s] = plan_.fallbacks[f];
+    }
+}
+
+void Executor::run_step(size_t s) {
+  Instr* in = plan_.instrs.data();
+  for (uint32_t i = plan_.step_begin[s], end = plan_.step_begin[s + 1]; i < end; ++i) exec(in[i]);
+}
+
+void Executor::run_step_per_op(size_t s, std::vector<OpSpan>& spans, double origin) {
+  Instr* in = plan_.instrs.data();
+  for (uint32_t i = plan_.step_begin[s], end = plan_.step_begin[s + 1]; i < end; ++i) {
+    double t0 = now_seconds();
+    exec(in[i]);
+    synchronize(plan_.device);
+    double t1 = now_seconds();
+    spans.push_back({in[i].node, (t0 - origin) * 1e6, (t1 - t0) * 1e6});
+  }
+}
+
+void Executor::end_iteration() {
+  for (at::Tensor& t : slots_) t.reset();
+}
+
+}  // namespace reprise::replay::detail

@@ -1,0 +1,40 @@
+// Runs a compiled plan: fills tensor slots, pushes the pre-built arguments and calls the dispatcher.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plan.h"
+
+namespace reprise::replay::detail {
+
+class Executor {
+ public:
+  Executor(const Trace& trace, Plan& plan, std::vector<at::Tensor> externals);
+
+  // Runs the instructions of step `s`. An op that throws is marked failed (with the reason) and its recorded
+  // outputs are bound to tensors made from the trace's metadata, so its consumers still run.
+  void run_step(size_t s);
+  // The same, timing each op (device synchronized after each) into `spans`, relative to `origin`.
+  void run_step_per_op(size_t s, std::vector<OpSpan>& spans, double origin);
+  // Releases every tensor produced in the iteration (inputs stay).
+  void end_iteration();
+  // Ops that failed after the first pass (their earlier calls had succeeded).
+  size_t late_failures() const { return late_failures_; }
+  bool first_pass_done = false;
+
+ private:
+  void exec(Instr& in);
+  void fail(Instr& in, const char* what);
+  void bind_fallbacks(const Instr& in);
+  at::Tensor fetch(const TensorRef& r);
+
+  const Trace& trace_;
+  Plan& plan_;
+  std::vector<at::Tensor> externals_;
+  std::vector<at::Tensor> slots_;
+  std::vector<c10::IValue> stack_;
+  size_t late_failures_ = 0;
+};
+
+}  // namespace reprise::replay::detail

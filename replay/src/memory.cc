@@ -1,0 +1,178 @@
+#include "memory.h"
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <type_traits>
+
+#ifdef REPRISE_TORCH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace reprise::replay::detail {
+namespace {
+
+std::atomic<int64_t> g_live{0}, g_peak{0};
+constexpr size_t kHeader = 64;  // keeps the 64-byte alignment of alloc_cpu, and holds the size
+
+// The context is the data pointer itself (mkldnn's raw_allocate requires it); the size sits in front of it.
+void tracked_free(void* data) {
+  if (!data) return;
+  void* base = static_cast<char*>(data) - kHeader;
+  size_t n;
+  std::memcpy(&n, base, sizeof n);
+  g_live.fetch_sub(static_cast<int64_t>(n), std::memory_order_relaxed);
+  c10::free_cpu(base);
+}
+
+c10::DataPtr tracked_allocate(size_t n) {
+  if (n == 0) return {nullptr, nullptr, &tracked_free, at::Device(at::kCPU)};
+  void* base = c10::alloc_cpu(n + kHeader);
+  std::memcpy(base, &n, sizeof n);
+  int64_t live = g_live.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed) + static_cast<int64_t>(n);
+  int64_t peak = g_peak.load(std::memory_order_relaxed);
+  while (live > peak && !g_peak.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+  void* data = static_cast<char*>(base) + kHeader;
+  return {data, data, &tracked_free, at::Device(at::kCPU)};
+}
+
+// c10::Allocator changed across LibTorch versions: allocate() lost its const in 2.x, and copy_data() became a
+// pure virtual. Detect both and override what this version declares.
+template <typename A, typename = void>
+struct ConstAllocate : std::false_type {};
+template <typename A>
+struct ConstAllocate<A, std::void_t<decltype(static_cast<c10::DataPtr (A::*)(size_t) const>(&A::allocate))>>
+    : std::true_type {};
+template <typename A, typename = void>
+struct HasCopyData : std::false_type {};
+template <typename A>
+struct HasCopyData<A, std::void_t<decltype(static_cast<void (A::*)(void*, const void*, std::size_t) const>(
+                          &A::copy_data))>> : std::true_type {};
+
+template <typename Base, bool kConst, bool kCopy>
+class Counting;
+template <typename Base>
+class Counting<Base, true, false> final : public Base {
+ public:
+  c10::DataPtr allocate(size_t n) const override { return tracked_allocate(n); }
+  c10::DeleterFnPtr raw_deleter() const override { return &tracked_free; }
+};
+template <typename Base>
+class Counting<Base, true, true> final : public Base {
+ public:
+  c10::DataPtr allocate(size_t n) const override { return tracked_allocate(n); }
+  c10::DeleterFnPtr raw_deleter() const override { return &tracked_free; }
+  void copy_data(void* d, const void* s, std::size_t n) const override { std::memcpy(d, s, n); }
+};
+template <typename Base>
+class Counting<Base, false, true> final : public Base {
+ public:
+  c10::DataPtr allocate(size_t n) override { return tracked_allocate(n); }
+  c10::DeleterFnPtr raw_deleter() const override { return &tracked_free; }
+  void copy_data(void* d, const void* s, std::size_t n) const override { std::memcpy(d, s, n); }
+};
+using CountingAllocator = Counting<c10::Allocator, ConstAllocate<c10::Allocator>::value, HasCopyData<c10::Allocator>::value>;
+
+}  // namespace
+
+void install_memory_tracking() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    static CountingAllocator allocator;
+    c10::SetCPUAllocator(&allocator, /*priority=*/100);
+  });
+}
+
+int64_t memory_in_use(at::Device device) {
+#ifdef REPRISE_TORCH_CUDA
+  if (device.is_cuda())
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
+        .allocated_bytes[static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)]
+        .current;
+#endif
+  if (device.is_cpu()) return g_live.load();
+  return 0;
+}
+
+int64_t memory_peak(at::Device device) {
+#ifdef REPRISE_TORCH_CUDA
+  if (device.is_cuda())
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
+        .allocated_bytes[static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)]
+        .peak;
+#endif
+  if (device.is_cpu()) return g_peak.load();
+  return 0;
+}
+
+void reset_memory_peak(at::Device device) {
+#ifdef REPRISE_TORCH_CUDA
+  if (device.is_cuda()) {
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+    return;
+  }
+#endif
+  if (device.is_cpu()) g_peak.store(g_live.load());
+}
+
+void synchronize(at::Device device) {
+#ifdef REPRISE_TORCH_CUDA
+  if (device.is_cuda()) c10::cuda::device_synchronize();
+#else
+  (void)device;
+#endif
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+#ifdef REPRISE_TORCH_CUDA
+struct CudaEvents {
+  at::cuda::CUDAEvent begin{cudaEventDefault}, end{cudaEventDefault};
+};
+#endif
+
+RegionTimer::RegionTimer(at::Device device) : device_(device) {
+#ifdef REPRISE_TORCH_CUDA
+  if (device_.is_cuda()) events_ = new CudaEvents;
+#endif
+}
+
+RegionTimer::~RegionTimer() {
+#ifdef REPRISE_TORCH_CUDA
+  delete static_cast<CudaEvents*>(events_);
+#endif
+}
+
+void RegionTimer::start() {
+#ifdef REPRISE_TORCH_CUDA
+  if (events_) {
+    static_cast<CudaEvents*>(events_)->begin.record(c10::cuda::getCurrentCUDAStream(device_.index()));
+    return;
+  }
+#endif
+  t0_ = now_seconds();
+}
+
+double RegionTimer::stop_seconds() {
+#ifdef REPRISE_TORCH_CUDA
+  if (events_) {
+    auto* e = static_cast<CudaEvents*>(events_);
+    e->end.record(c10::cuda::getCurrentCUDAStream(device_.index()));
+    e->end.synchronize();
+    return e->begin.elapsed_time(e->end) / 1000.0;
+  }
+#endif
+  return now_seconds() - t0_;
+}
+
+}  // namespace reprise::replay::detail

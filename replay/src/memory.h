@@ -1,0 +1,38 @@
+// Peak memory of a replay: live bytes of CPU tensors through a counting CPU allocator, and the CUDA caching
+// allocator's own statistics on GPUs.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+namespace reprise::replay::detail {
+
+// Installs the counting CPU allocator (once per process; tensors allocated before keep their deleters).
+void install_memory_tracking();
+
+// Bytes of tensor memory live now on `device`, and the peak since the last reset.
+int64_t memory_in_use(at::Device device);
+int64_t memory_peak(at::Device device);
+void reset_memory_peak(at::Device device);
+
+// Waits for the device's queued work (no-op on CPU and meta).
+void synchronize(at::Device device);
+
+// Times a region on the device: CUDA events on GPUs, the steady clock elsewhere.
+class RegionTimer {
+ public:
+  explicit RegionTimer(at::Device device);
+  ~RegionTimer();
+  void start();
+  double stop_seconds();  // waits for the device
+
+ private:
+  at::Device device_;
+  double t0_ = 0;
+  void* events_ = nullptr;
+};
+
+double now_seconds();
+
+}  // namespace reprise::replay::detail

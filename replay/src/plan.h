@@ -1,0 +1,123 @@
+// The replay plan: a trace compiled once into a flat list of instructions. The replay loop only fills tensor
+// slots, pushes pre-built argument values and calls the dispatcher; every string, schema and map lookup
+// happens here, before it.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reprise/capture/trace.h"
+#include "reprise/replay/replay.h"
+
+namespace reprise::replay::detail {
+
+constexpr uint32_t kNoSlot = UINT32_MAX;
+
+// Where a tensor argument comes from: a slot filled by an earlier instruction, or an input tensor created
+// before the loop ("external"). `move` marks the last use of a slot, so its tensor is released by the call.
+struct TensorRef {
+  enum Kind : uint8_t { None, Slot, External } kind = None;
+  bool move = false;
+  uint32_t index = 0;
+};
+
+struct ArgSpec {
+  enum Kind : uint8_t { Const, Tensor, TensorList, OptTensorList } kind = Const;
+  uint32_t index = 0;  // Const: in Plan::constants; Tensor: in Plan::refs; lists: first of `count` in Plan::refs
+  uint32_t count = 0;
+};
+
+// Returned values bound to slots: a tensor, or a tensor list whose elements go to consecutive out_slots.
+struct OutSpec {
+  enum Kind : uint8_t { Tensor, TensorList } kind = Tensor;
+  uint16_t position = 0;  // index in the returned stack
+  uint32_t first = 0, count = 1;  // in Plan::out_slots (kNoSlot: not used later, not bound)
+};
+
+struct Instr {
+  uint32_t node = 0;   // index in Trace::nodes
+  uint32_t op = 0;     // index in Plan::ops
+  uint32_t args = 0, num_args = 0;
+  uint32_t outs = 0, num_outs = 0;
+  uint32_t fallback = 0;  // failed ops: first of num out_slots' fallback tensors in Plan::fallbacks
+  uint16_t step = 0;
+  bool failed = false;
+  uint32_t reason = 0;  // failed: index in Plan::reasons
+};
+
+// An input tensor created before the loop: a view into its storage group, so tensors that shared a storage
+// in the trace share one here, with the recorded offset and strides.
+struct ExternalSpec {
+  uint32_t tensor = 0;  // index in Trace::tensors
+  uint32_t group = 0;   // index in Plan::groups
+  int64_t offset = 0;
+  std::vector<int64_t> sizes, strides;
+  // Integer data range [lo, hi] (inclusive); sorted = non-decreasing offsets for embedding bags.
+  bool has_range = false, sorted = false;
+  int64_t lo = 0, hi = 0;
+  int64_t sorted_total = 0;  // sorted: values run from 0 to this (the indices count)
+  std::string range_source;  // "tensor_range", "aten::embedding weight rows", ...
+};
+
+struct StorageGroup {
+  int64_t storage_id = 0;
+  at::ScalarType dtype = at::kFloat;
+  at::Device device = at::kCPU;
+  int64_t numel = 0;  // elements of dtype the group's views need
+};
+
+struct Skip {
+  uint32_t node = 0;
+  std::string reason;
+};
+
+struct Plan {
+  std::vector<c10::OperatorHandle> ops;
+  std::vector<std::string> op_names;  // parallel to ops, as registered ("aten::add.Tensor")
+  std::vector<c10::IValue> constants;
+  std::vector<TensorRef> refs;
+  std::vector<ArgSpec> args;
+  std::vector<OutSpec> outs;
+  std::vector<uint32_t> out_slots;
+  std::vector<Instr> instrs;
+  std::vector<uint32_t> step_begin;  // first instruction of each step, plus instrs.size()
+  std::vector<std::string> step_names;
+  std::vector<uint32_t> step_nodes;  // node index of each step's marker, kNone32 for a whole trace
+  uint32_t num_slots = 0;
+  size_t max_stack = 0;
+
+  std::vector<ExternalSpec> externals;
+  std::vector<StorageGroup> groups;
+  std::vector<at::Tensor> fallbacks;  // outputs of failed instructions, created from the recorded metadata
+  std::vector<std::string> reasons;
+
+  std::vector<Skip> skips;          // selected nodes not replayed, with why
+  std::vector<Skip> decomposed;     // wrappers replayed through their children
+  std::vector<uint32_t> collectives;  // selected collective/wait nodes (replayed by the comms layer)
+  int64_t excluded_dataloader = 0;
+  int64_t device_noops = 0;
+  bool truncated = false;  // max_ops cut the steps short  // ops with no effect on the replay device (record_stream off the GPU)
+  int64_t compute_selected = 0;
+
+  at::Device device = at::kCPU;       // target device for the trace's accelerator tensors
+  std::string trace_device;           // the trace's main device ("cuda:0", "cpu")
+  std::vector<std::string> warnings;
+};
+
+// Compiles the selected iterations of `trace` into a plan (no tensors created yet).
+Plan compile_plan(const Trace& trace, const ReplayOptions& options);
+
+// Creates the external tensors of the plan on its device, with their data ranges.
+std::vector<at::Tensor> create_externals(const Plan& plan, uint64_t seed);
+
+// Creates a tensor with the recorded metadata of `t` on `device` (fresh storage), for a failed op's outputs.
+at::Tensor make_tensor_like(const Trace& trace, const reprise::Tensor& t, at::Device device);
+
+// Maps an ET dtype string ("float", "c10::Half", "long int") to a ScalarType; false when unknown.
+bool scalar_type_of(std::string_view dtype, at::ScalarType& out);
+
+}  // namespace reprise::replay::detail

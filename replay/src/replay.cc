@@ -1,0 +1,164 @@
+#include <ATen/Parallel.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "executor.h"
+#include "memory.h"
+#include "plan.h"
+#include "reprise/replay/replay.h"
+
+namespace reprise::replay {
+namespace {
+
+using detail::Plan;
+
+std::string count_text(int64_t n) {
+  std::string s = std::to_string(n);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+void gather_skips(const Trace& t, const Plan& plan, ReplayResult& r) {
+  std::map<std::pair<std::string, std::string>, int64_t> skipped, decomposed;
+  for (const detail::Skip& s : plan.skips) ++skipped[{std::string(t.name(t.nodes[s.node])), s.reason}];
+  for (const detail::Instr& in : plan.instrs)
+    if (in.failed) ++skipped[{std::string(t.name(t.nodes[in.node])), plan.reasons[in.reason]}];
+  for (uint32_t c : plan.collectives) {
+    // Name collectives by what they do: "all_gather (c10d::allgather_)".
+    const Node& n = t.nodes[c];
+    int32_t k = n.collective;
+    for (uint32_t ch : t.children(n))
+      if (k < 0) k = t.nodes[ch].collective;
+    std::string label(t.name(n));
+    if (k >= 0) label = (t.collectives[k].is_wait ? std::string("wait") : t.collectives[k].name) + " (" + label + ")";
+    ++skipped[{label, "collective: replayed by distributed replay, not available in this build"}];
+  }
+  for (const detail::Skip& s : plan.decomposed) ++decomposed[{std::string(t.name(t.nodes[s.node])), s.reason}];
+  auto flatten = [](const auto& m) {
+    std::vector<SkipCount> v;
+    for (const auto& [key, n] : m) v.push_back({key.first, key.second, n});
+    std::stable_sort(v.begin(), v.end(), [](const SkipCount& a, const SkipCount& b) { return a.count > b.count; });
+    return v;
+  };
+  r.skipped = flatten(skipped);
+  r.decomposed = flatten(decomposed);
+}
+
+}  // namespace
+
+ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
+  auto progress = [&](const std::string& s) {
+    if (o.progress) o.progress(s);
+  };
+  if (o.iterations < 1) throw TraceError("--iterations must be at least 1");
+  if (o.warmup < 0) throw TraceError("--warmup must not be negative");
+  detail::install_memory_tracking();
+  if (o.threads > 0) at::set_num_threads(o.threads);
+
+  ReplayResult r;
+  r.trace = trace.source;
+  r.rank = trace.rank;
+  r.torch_version = TORCH_VERSION;
+  r.threads = at::get_num_threads();
+
+  double t0 = detail::now_seconds();
+  Plan plan = detail::compile_plan(trace, o);
+  r.device = plan.device.str();
+  r.steps = plan.step_names;
+  r.warnings = plan.warnings;
+  r.excluded_dataloader = plan.excluded_dataloader;
+  r.device_noops = plan.device_noops;
+  r.truncated = plan.truncated;
+  if (plan.instrs.empty() && plan.collectives.empty() && plan.skips.empty())
+    throw TraceError(trace.source + ": no operators in the selected iteration (" +
+                     (plan.step_names.empty() ? std::string("none") : plan.step_names.front()) + ")");
+  progress("compiled " + count_text(static_cast<int64_t>(plan.instrs.size())) + " ops (" +
+           count_text(static_cast<int64_t>(plan.skips.size())) + " not replayable, " +
+           count_text(static_cast<int64_t>(plan.collectives.size())) + " collectives) in " +
+           std::to_string(detail::now_seconds() - t0).substr(0, 5) + " s");
+
+  std::vector<at::Tensor> externals = detail::create_externals(plan, o.seed);
+  for (const detail::StorageGroup& g : plan.groups)
+    if (!g.device.is_meta()) r.input_bytes += g.numel * static_cast<int64_t>(c10::elementSize(g.dtype));
+  r.setup_seconds = detail::now_seconds() - t0;
+  progress("created " + count_text(static_cast<int64_t>(plan.externals.size())) + " input tensors (" +
+           std::to_string(r.input_bytes >> 20) + " MiB) on " + r.device);
+
+  size_t nsteps = plan.step_names.size();
+  {
+    detail::Executor ex(trace, plan, std::move(externals));
+    // The first pass validates: ops that throw are marked, once, with their reason.
+    for (size_t s = 0; s < nsteps; ++s) ex.run_step(s);
+    ex.end_iteration();
+    detail::synchronize(plan.device);
+    ex.first_pass_done = true;
+    for (int w = 0; w < o.warmup; ++w) {
+      for (size_t s = 0; s < nsteps; ++s) ex.run_step(s);
+      ex.end_iteration();
+    }
+    detail::synchronize(plan.device);
+    progress("validated and warmed up; measuring " + std::to_string(o.iterations) + " iteration(s)");
+
+    detail::reset_memory_peak(plan.device);
+    detail::RegionTimer timer(plan.device);
+    for (int it = 0; it < o.iterations; ++it) {
+      for (size_t s = 0; s < nsteps; ++s) {
+        timer.start();
+        ex.run_step(s);
+        r.iteration_seconds.push_back(timer.stop_seconds());
+      }
+      ex.end_iteration();
+    }
+    r.peak_memory_bytes = detail::memory_peak(plan.device);
+
+    if (o.per_op || o.timeline) {
+      progress("per-op pass");
+      std::vector<OpSpan> spans;
+      double origin = detail::now_seconds();
+      for (size_t s = 0; s < nsteps; ++s) ex.run_step_per_op(s, spans, origin);
+      ex.end_iteration();
+      std::map<std::string, OpTiming> by_name;
+      std::map<std::string, bool> original_known;
+      for (const OpSpan& sp : spans) {
+        const Node& n = trace.nodes[sp.node];
+        OpTiming& ot = by_name[std::string(trace.name(n))];
+        ++ot.count;
+        ot.seconds += sp.dur_us * 1e-6;
+        auto known = original_known.emplace(std::string(trace.name(n)), true).first;
+        if (n.dur_us >= 0 && known->second) ot.original_seconds = std::max(0.0, ot.original_seconds) + n.dur_us * 1e-6;
+        else known->second = false;
+      }
+      for (auto& [name, ot] : by_name) {
+        ot.op = name;
+        if (!original_known[name]) ot.original_seconds = -1;
+        r.per_op.push_back(ot);
+      }
+      std::sort(r.per_op.begin(), r.per_op.end(), [](const OpTiming& a, const OpTiming& b) { return a.seconds > b.seconds; });
+      if (o.timeline) r.timeline = std::move(spans);
+    }
+    if (ex.late_failures() > 0)
+      r.warnings.push_back(std::to_string(ex.late_failures()) +
+                           " op(s) failed after the first pass: their iterations ran without them");
+  }
+
+  for (uint32_t node : plan.step_nodes)
+    if (node != kNone32 && trace.nodes[node].dur_us > 0) r.original_iteration_seconds.push_back(trace.nodes[node].dur_us * 1e-6);
+  if (r.original_iteration_seconds.size() != nsteps) r.original_iteration_seconds.clear();
+
+  gather_skips(trace, plan, r);
+  r.compute_selected = plan.compute_selected;
+  r.compute_replayed = 0;
+  for (const detail::Instr& in : plan.instrs) r.compute_replayed += in.failed ? 0 : 1;
+  r.collectives_selected = static_cast<int64_t>(plan.collectives.size());
+  r.collectives_replayed = 0;
+  r.ops_selected = r.compute_selected + r.collectives_selected;
+  r.ops_replayed = r.compute_replayed + r.collectives_replayed;
+  r.coverage = r.ops_selected > 0 ? static_cast<double>(r.ops_replayed) / static_cast<double>(r.ops_selected) : 0;
+  return r;
+}
+
+}  // namespace reprise::replay

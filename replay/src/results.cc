@@ -1,0 +1,175 @@
+// Replay results for scripts (JSON), for Perfetto (Chrome trace) and for people (a short summary).
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "reprise/replay/replay.h"
+
+namespace reprise::replay {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+void write_atomically(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!f) throw TraceError(path + ": cannot write");
+    f << text;
+    if (!f.flush()) throw TraceError(path + ": write failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw TraceError(path + ": cannot write");
+  }
+}
+
+json skips_json(const std::vector<SkipCount>& v) {
+  json a = json::array();
+  for (const SkipCount& s : v) a.push_back({{"op", s.op}, {"count", s.count}, {"reason", s.reason}});
+  return a;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string human_bytes(double b) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+  return buf;
+}
+
+std::string human_seconds(double s) {
+  char buf[32];
+  if (s >= 1) std::snprintf(buf, sizeof buf, "%.3f s", s);
+  else if (s >= 1e-3) std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+  else std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
+  return buf;
+}
+
+}  // namespace
+
+std::string result_json(const ReplayResult& r) {
+  json j;
+  j["reprise_replay"] = 1;
+  j["trace"] = r.trace;
+  j["rank"] = r.rank;
+  j["device"] = r.device;
+  j["torch_version"] = r.torch_version;
+  j["threads"] = r.threads;
+  j["steps"] = r.steps;
+  j["ops_selected"] = r.ops_selected;
+  j["ops_replayed"] = r.ops_replayed;
+  j["coverage"] = r.coverage;
+  j["compute"] = {{"selected", r.compute_selected}, {"replayed", r.compute_replayed}};
+  j["collectives"] = {{"selected", r.collectives_selected}, {"replayed", r.collectives_replayed}};
+  j["skipped"] = skips_json(r.skipped);
+  j["decomposed"] = skips_json(r.decomposed);
+  j["excluded_dataloader_ops"] = r.excluded_dataloader;
+  j["device_noops"] = r.device_noops;
+  j["truncated"] = r.truncated;
+  j["iteration_seconds"] = r.iteration_seconds;
+  j["median_iteration_seconds"] = median(r.iteration_seconds);
+  if (!r.original_iteration_seconds.empty()) {
+    j["original_iteration_seconds"] = r.original_iteration_seconds;
+    double orig = median(r.original_iteration_seconds);
+    if (orig > 0) j["replay_over_original"] = median(r.iteration_seconds) / orig;
+  }
+  j["setup_seconds"] = r.setup_seconds;
+  j["peak_memory_bytes"] = r.peak_memory_bytes;
+  j["input_bytes"] = r.input_bytes;
+  if (!r.per_op.empty()) {
+    json a = json::array();
+    for (const OpTiming& t : r.per_op) {
+      json e = {{"op", t.op}, {"count", t.count}, {"seconds", t.seconds}};
+      if (t.original_seconds >= 0) e["original_seconds"] = t.original_seconds;
+      a.push_back(e);
+    }
+    j["per_op"] = a;
+  }
+  j["warnings"] = r.warnings;
+  return j.dump(2) + "\n";
+}
+
+void write_result_json(const ReplayResult& r, const std::string& path) { write_atomically(path, result_json(r)); }
+
+void write_timeline(const ReplayResult& r, const Trace& trace, const std::string& path) {
+  json events = json::array();
+  int64_t pid = r.rank >= 0 ? r.rank : 0;
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", "rank " + std::to_string(pid) + " replay (" + r.device + ")"}}}});
+  for (const OpSpan& s : r.timeline) {
+    const Node& n = trace.nodes[s.node];
+    json args = {{"node_id", n.id}};
+    if (n.dur_us >= 0) args["original_us"] = n.dur_us;
+    events.push_back({{"name", std::string(trace.name(n))},
+                      {"cat", "op"},
+                      {"ph", "X"},
+                      {"ts", s.start_us},
+                      {"dur", s.dur_us},
+                      {"pid", pid},
+                      {"tid", 0},
+                      {"args", args}});
+  }
+  json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", {{"source", r.trace}}}};
+  write_atomically(path, doc.dump() + "\n");
+}
+
+void print_summary(const ReplayResult& r, std::FILE* out) {
+  std::fprintf(out, "replay of %s (rank %lld) on %s, LibTorch %s, %d thread(s)\n", r.trace.c_str(),
+               static_cast<long long>(r.rank), r.device.c_str(), r.torch_version.c_str(), r.threads);
+  std::string steps;
+  for (const std::string& s : r.steps) steps += (steps.empty() ? "" : ", ") + s;
+  std::fprintf(out, "  steps        %s%s\n", steps.c_str(), r.truncated ? " (cut short by --max-ops)" : "");
+  std::fprintf(out, "  ops          %lld selected, %lld replayed (coverage %.1f%%); compute %lld/%lld, collectives %lld/%lld\n",
+               static_cast<long long>(r.ops_selected), static_cast<long long>(r.ops_replayed), 100 * r.coverage,
+               static_cast<long long>(r.compute_replayed), static_cast<long long>(r.compute_selected),
+               static_cast<long long>(r.collectives_replayed), static_cast<long long>(r.collectives_selected));
+  size_t shown = 0;
+  for (const SkipCount& s : r.skipped) {
+    if (shown++ == 12) {
+      std::fprintf(out, "               ... %zu more kinds (see the JSON results)\n", r.skipped.size() - 12);
+      break;
+    }
+    std::fprintf(out, "  %s %6lld  %s: %s\n", shown == 1 ? "skipped" : "       ", static_cast<long long>(s.count),
+                 s.op.c_str(), s.reason.c_str());
+  }
+  for (const SkipCount& s : r.decomposed)
+    std::fprintf(out, "  via children %3lld  %s (%s)\n", static_cast<long long>(s.count), s.op.c_str(), s.reason.c_str());
+  if (r.excluded_dataloader > 0)
+    std::fprintf(out, "  excluded     %lld DataLoader op(s)\n", static_cast<long long>(r.excluded_dataloader));
+  if (r.device_noops > 0)
+    std::fprintf(out, "  not needed   %lld aten::record_stream (no streams on %s)\n", static_cast<long long>(r.device_noops),
+                 r.device.c_str());
+  if (!r.iteration_seconds.empty()) {
+    auto mm = std::minmax_element(r.iteration_seconds.begin(), r.iteration_seconds.end());
+    std::fprintf(out, "  iteration    %s median (min %s, max %s) over %zu\n", human_seconds(median(r.iteration_seconds)).c_str(),
+                 human_seconds(*mm.first).c_str(), human_seconds(*mm.second).c_str(), r.iteration_seconds.size());
+  }
+  if (!r.original_iteration_seconds.empty()) {
+    double orig = median(r.original_iteration_seconds);
+    std::fprintf(out, "  original     %s median; replay/original %.3f\n", human_seconds(orig).c_str(),
+                 orig > 0 ? median(r.iteration_seconds) / orig : 0.0);
+  }
+  std::fprintf(out, "  memory       peak %s (inputs %s); setup %s\n", human_bytes(static_cast<double>(r.peak_memory_bytes)).c_str(),
+               human_bytes(static_cast<double>(r.input_bytes)).c_str(), human_seconds(r.setup_seconds).c_str());
+  if (!r.per_op.empty()) {
+    std::fprintf(out, "  slowest ops  (per iteration)\n");
+    for (size_t k = 0; k < r.per_op.size() && k < 8; ++k) {
+      const OpTiming& t = r.per_op[k];
+      std::fprintf(out, "    %10s  x%-5lld %s", human_seconds(t.seconds).c_str(), static_cast<long long>(t.count), t.op.c_str());
+      if (t.original_seconds >= 0) std::fprintf(out, "  (original %s)", human_seconds(t.original_seconds).c_str());
+      std::fprintf(out, "\n");
+    }
+  }
+  for (const std::string& w : r.warnings) std::fprintf(out, "  warning: %s\n", w.c_str());
+}
+
+}  // namespace reprise::replay

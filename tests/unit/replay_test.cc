@@ -1,0 +1,418 @@
+// The replay engine: plans, tensors (aliasing, index ranges, liveness), devices, skips and results.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "executor.h"
+#include "plan.h"
+#include "reprise/capture/builder.h"
+#include "reprise/capture/read.h"
+#include "reprise/replay/replay.h"
+#include "test_util.h"
+
+namespace reprise::replay {
+namespace {
+
+using detail::Plan;
+
+// Builds small traces op by op: a root and a thread node, then ops under one ProfilerStep.
+class MiniTrace {
+ public:
+  MiniTrace() {
+    node("[pytorch|profiler|execution_trace|process]", 1, "", {}, {});
+    node("[pytorch|profiler|execution_trace|thread]", 1, "", {}, {});
+    step_ = node("ProfilerStep#1", 2, "", {}, {});
+  }
+  // A tensor; storage 0 = a storage of its own.
+  Value tensor(std::vector<int64_t> shape, int64_t storage = 0, int64_t offset = 0, std::string dtype = "float",
+               std::vector<int64_t> strides = {}) {
+    TensorSpec s;
+    s.id = next_id_++;
+    s.storage_id = storage ? storage : next_storage_++;
+    s.offset = offset;
+    s.dtype = dtype;
+    s.itemsize = dtype_itemsize(dtype);
+    s.shape = std::move(shape);
+    s.strides = std::move(strides);
+    return b_.tensor(s);
+  }
+  int64_t op(const std::string& schema, std::vector<Arg> in, std::vector<Arg> out, const std::string& range = "",
+             int64_t parent = -1) {
+    std::string name = schema.substr(0, schema.find_first_of(".("));
+    return node(name, parent < 0 ? step_ : parent, schema, std::move(in), std::move(out), range);
+  }
+  int64_t node(const std::string& name, int64_t parent, const std::string& schema, std::vector<Arg> in,
+               std::vector<Arg> out, const std::string& range = "") {
+    NodeSpec n;
+    n.id = next_id_++;
+    n.name = name;
+    n.parent = parent;
+    n.op_schema = schema;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.tensor_range = range;
+    b_.add_node(n);
+    return n.id;
+  }
+  TraceBuilder& b() { return b_; }
+  Trace finish() { return b_.finish(); }
+
+ private:
+  TraceBuilder b_{"mini"};
+  int64_t next_id_ = 1, next_storage_ = 100, step_ = 0;
+};
+
+const std::string F = "Tensor(float)", L = "Tensor(long int)";
+
+ReplayOptions quick(const std::string& device = "cpu") {
+  ReplayOptions o;
+  o.device = device;
+  o.warmup = 0;
+  o.iterations = 2;
+  return o;
+}
+
+TEST(Replay, SyntheticTraceReplaysEveryComputeOp) {
+  SyntheticSpec spec;
+  spec.iterations = 3;
+  spec.layers = 3;
+  spec.hidden = 32;
+  spec.batch = 8;
+  Trace t = synthetic_trace(spec);
+  ReplayResult r = replay_trace(t, quick());
+  EXPECT_EQ(r.steps, std::vector<std::string>{"ProfilerStep#0"});
+  EXPECT_EQ(r.compute_selected, r.compute_replayed);
+  EXPECT_GT(r.compute_selected, 10);
+  EXPECT_EQ(r.collectives_selected, 3);  // one all_reduce per layer, skipped until distributed replay
+  EXPECT_EQ(r.ops_selected, r.compute_selected + r.collectives_selected);
+  EXPECT_NEAR(r.coverage, double(r.ops_replayed) / r.ops_selected, 1e-12);
+  ASSERT_EQ(r.iteration_seconds.size(), 2u);
+  for (double s : r.iteration_seconds) EXPECT_GT(s, 0);
+  EXPECT_GT(r.peak_memory_bytes, 0);
+
+  ReplayOptions all = quick();
+  all.all_iterations = true;
+  ReplayResult ra = replay_trace(t, all);
+  EXPECT_EQ(ra.steps.size(), 3u);
+  EXPECT_EQ(ra.iteration_seconds.size(), 6u);  // 3 steps x 2 measured repetitions
+  EXPECT_EQ(ra.compute_selected, 3 * r.compute_selected);
+
+  ReplayOptions second = quick();
+  second.iteration = 2;
+  EXPECT_EQ(replay_trace(t, second).steps, std::vector<std::string>{"ProfilerStep#2"});
+  second.iteration = 7;
+  try {
+    replay_trace(t, second);
+    FAIL() << "expected an error";
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("no ProfilerStep#7 in the trace (it has 0, 1, 2)"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Replay, OnlyOutermostOpsAreReplayed) {
+  MiniTrace m;
+  Value a = m.tensor({4, 8}), w = m.tensor({3, 8}), bias = m.tensor({3}), y = m.tensor({4, 3});
+  int64_t lin = m.op("aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", {{a, F}, {w, F}, {bias, F}},
+                     {{y, F}});
+  Value wt = m.tensor({8, 3});
+  m.op("aten::t(Tensor(a) self) -> Tensor(a)", {{w, F}}, {{wt, F}}, "", lin);
+  m.op("aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+       {{bias, F}, {a, F}, {wt, F}, {m.b().integer(1), "Int"}, {m.b().integer(1), "Int"}}, {{y, F}}, "", lin);
+  Trace t = m.finish();
+  Plan plan = detail::compile_plan(t, quick());
+  ASSERT_EQ(plan.instrs.size(), 1u);
+  EXPECT_EQ(t.name(t.nodes[plan.instrs[0].node]), "aten::linear");
+}
+
+TEST(Replay, ViewsAndInPlaceOpsKeepAliasing) {
+  // base [4,4] and a view of its second row (offset 4) share storage 7; add_ on the view writes into base.
+  MiniTrace m;
+  Value base = m.tensor({4, 4}, 7);
+  Value row = m.tensor({4}, 7, 4);
+  Value one = m.tensor({4});
+  Value row_out = m.tensor({4}, 7, 4);
+  m.op("aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
+       {{row, F}, {one, F}, {m.b().integer(1), "Int"}}, {{row_out, F}});
+  Value s = m.tensor({});
+  m.op("aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", {{base, F}, {m.b().none(), "None"}}, {{s, F}});
+  Trace t = m.finish();
+  Plan plan = detail::compile_plan(t, quick());
+  ASSERT_EQ(plan.instrs.size(), 2u);
+  ASSERT_EQ(plan.groups.size(), 2u);  // storage 7, and the `one` tensor's own
+  std::vector<at::Tensor> ext = detail::create_externals(plan, 0);
+  ASSERT_EQ(ext.size(), 3u);  // row, one, base
+  at::Tensor x_row = ext[0], x_one = ext[1], x_base = ext[2];
+  EXPECT_TRUE(x_row.is_alias_of(x_base));
+  EXPECT_EQ(x_row.storage_offset(), 4);
+  x_base.fill_(0);
+  x_one.fill_(2);
+  detail::Executor ex(t, plan, ext);
+  ex.run_step(0);
+  EXPECT_EQ(x_base[1].sum().item<float>(), 8.0f);  // the in-place add landed in base's second row
+  EXPECT_EQ(x_base.sum().item<float>(), 8.0f);
+  for (const detail::Instr& in : plan.instrs) EXPECT_FALSE(in.failed) << plan.reasons[in.reason];
+}
+
+TEST(Replay, ProducedTensorsFlowToConsumers) {
+  MiniTrace m;
+  Value a = m.tensor({2, 3}), b = m.tensor({3, 2}), c = m.tensor({2, 2}), d = m.tensor({2, 2});
+  m.op("aten::mm(Tensor self, Tensor mat2) -> Tensor", {{a, F}, {b, F}}, {{c, F}});
+  m.op("aten::relu(Tensor self) -> Tensor", {{c, F}}, {{d, F}});
+  Trace t = m.finish();
+  Plan plan = detail::compile_plan(t, quick());
+  EXPECT_EQ(plan.externals.size(), 2u);  // a and b; c comes from mm
+  ASSERT_EQ(plan.instrs.size(), 2u);
+  const detail::ArgSpec& relu_arg = plan.args[plan.instrs[1].args];
+  EXPECT_EQ(plan.refs[relu_arg.index].kind, detail::TensorRef::Slot);
+  EXPECT_TRUE(plan.refs[relu_arg.index].move);  // its last use releases it
+  // relu's output is read by nobody: not bound to a slot, so it dies with the call.
+  EXPECT_EQ(plan.out_slots[plan.outs[plan.instrs[1].outs].first], detail::kNoSlot);
+}
+
+TEST(Replay, LivenessFreesIntermediates) {
+  // A chain of 40 ops on a 1 MiB tensor: with liveness the peak holds a few of them, not 40.
+  MiniTrace m;
+  Value x = m.tensor({512, 512});
+  for (int k = 0; k < 40; ++k) {
+    Value y = m.tensor({512, 512});
+    m.op("aten::neg(Tensor self) -> Tensor", {{x, F}}, {{y, F}});
+    x = y;
+  }
+  Trace t = m.finish();
+  ReplayResult r = replay_trace(t, quick());
+  EXPECT_EQ(r.compute_replayed, 40);
+  const int64_t mib = 1 << 20;
+  EXPECT_EQ(r.input_bytes, mib);
+  EXPECT_LE(r.peak_memory_bytes, r.input_bytes + 3 * mib) << "intermediates were not freed";
+}
+
+TEST(Replay, IndexTensorsStayInRange) {
+  MiniTrace m;
+  Value weight = m.tensor({10, 4}), idx = m.tensor({64}, 0, 0, "long int"), emb = m.tensor({64, 4});
+  m.op("aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool "
+       "sparse=False) -> Tensor",
+       {{weight, F}, {idx, L}, {m.b().integer(-1), "Int"}, {m.b().boolean(false), "Bool"}, {m.b().boolean(false), "Bool"}},
+       {{emb, F}});
+  Value src = m.tensor({5, 7}), sel = m.tensor({32}, 0, 0, "long int"), picked = m.tensor({5, 32});
+  m.op("aten::index_select(Tensor self, int dim, Tensor index) -> Tensor",
+       {{src, F}, {m.b().integer(-1), "Int"}, {sel, L}}, {{picked, F}});
+  Value table = m.tensor({100, 8}), ind = m.tensor({40}, 0, 0, "long int"), off = m.tensor({8}, 0, 0, "long int");
+  Value o0 = m.tensor({8, 8}), o1 = m.tensor({0}, 0, 0, "long int"), o2 = m.tensor({8}, 0, 0, "long int"),
+        o3 = m.tensor({8}, 0, 0, "long int");
+  m.op("aten::embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, "
+       "bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False) -> (Tensor, Tensor, Tensor, "
+       "Tensor)",
+       {{table, F}, {ind, L}, {off, L}, {m.b().boolean(false), "Bool"}, {m.b().integer(0), "Int"},
+        {m.b().boolean(false), "Bool"}, {m.b().none(), "None"}},
+       {{o0, F}, {o1, L}, {o2, L}, {o3, L}});
+  // A recorded tensor_range wins over the op's bound.
+  Value w2 = m.tensor({1000, 4}), idx2 = m.tensor({16}, 0, 0, "long int"), emb2 = m.tensor({16, 4});
+  m.op("aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool "
+       "sparse=False) -> Tensor",
+       {{w2, F}, {idx2, L}}, {{emb2, F}}, "{\"1\": [3, 5]}");
+  Trace t = m.finish();
+  Plan plan = detail::compile_plan(t, quick());
+  ASSERT_EQ(plan.instrs.size(), 4u);
+  std::vector<at::Tensor> ext = detail::create_externals(plan, 1);
+  auto find = [&](const Value& v) {
+    for (size_t k = 0; k < plan.externals.size(); ++k)
+      if (plan.externals[k].tensor == v.ref) return ext[k];
+    ADD_FAILURE() << "no external for tensor";
+    return at::Tensor();
+  };
+  at::Tensor i1 = find(idx), i2 = find(sel), i3 = find(ind), o = find(off), i4 = find(idx2);
+  EXPECT_GE(i1.min().item<int64_t>(), 0);
+  EXPECT_LE(i1.max().item<int64_t>(), 9);
+  EXPECT_GT(i1.max().item<int64_t>(), 0) << "indices should spread over the rows, not be all zero";
+  EXPECT_LE(i2.max().item<int64_t>(), 6);  // dim -1 of [5, 7]
+  EXPECT_LE(i3.max().item<int64_t>(), 99);
+  EXPECT_EQ(o[0].item<int64_t>(), 0);  // offsets: non-decreasing from 0, within the 40 indices
+  EXPECT_TRUE((o.slice(0, 1) >= o.slice(0, 0, -1)).all().item<bool>());
+  EXPECT_LE(o.max().item<int64_t>(), 40);
+  EXPECT_GE(i4.min().item<int64_t>(), 3);
+  EXPECT_LE(i4.max().item<int64_t>(), 5);
+  ReplayResult r = replay_trace(t, quick());
+  EXPECT_EQ(r.compute_replayed, 4) << (r.skipped.empty() ? "" : r.skipped[0].reason);
+}
+
+TEST(Replay, MetaDeviceIsAShapeOnlyDryRun) {
+  SyntheticSpec spec;
+  spec.layers = 2;
+  spec.hidden = 4096;  // 64 MiB per weight: nothing is allocated on meta
+  spec.batch = 4096;
+  Trace t = synthetic_trace(spec);
+  ReplayResult r = replay_trace(t, quick("meta"));
+  EXPECT_EQ(r.device, "meta");
+  // LibTorch 1.13 lacks meta kernels for a few ops (relu); those are the only skips, and say so.
+  EXPECT_GE(r.compute_replayed * 2, r.compute_selected);
+  for (const SkipCount& s : r.skipped)
+    if (s.reason.rfind("collective", 0) != 0) EXPECT_EQ(s.reason, "no meta kernel in this LibTorch") << s.op;
+  EXPECT_EQ(r.peak_memory_bytes, 0);
+  EXPECT_EQ(r.input_bytes, 0);
+}
+
+TEST(Replay, UnknownOpsBadSchemasAndFailedCallsAreSkippedWithReasons) {
+  MiniTrace m;
+  Value a = m.tensor({2, 3}), b = m.tensor({4, 5}), c = m.tensor({2, 5});
+  m.op("aten::mm(Tensor self, Tensor mat2) -> Tensor", {{a, F}, {b, F}}, {{c, F}});  // shapes do not multiply
+  Value d = m.tensor({2, 5});
+  m.op("aten::relu(Tensor self) -> Tensor", {{c, F}}, {{d, F}});  // still runs, on a stand-in for mm's output
+  m.op("myns::does_not_exist(Tensor self) -> Tensor", {{a, F}}, {{m.tensor({2, 3}), F}});
+  m.op("aten::relu(Tensor self -> Tensor", {{a, F}}, {{m.tensor({2, 3}), F}});  // unbalanced parenthesis
+  m.op("aten::relu(Tensor self) -> Tensor", {{a, F}, {a, F}}, {{m.tensor({2, 3}), F}});  // one argument too many
+  Trace t = m.finish();
+  ReplayResult r = replay_trace(t, quick());
+  EXPECT_EQ(r.compute_selected, 5);
+  EXPECT_EQ(r.compute_replayed, 1);
+  std::map<std::string, std::string> why;
+  for (const SkipCount& s : r.skipped) why[s.op] += s.reason + "|";
+  EXPECT_NE(why["aten::mm"].find("call failed:"), std::string::npos) << why["aten::mm"];
+  EXPECT_NE(why["aten::mm"].find("cannot be multiplied"), std::string::npos) << why["aten::mm"];
+  EXPECT_NE(why["myns::does_not_exist"].find("not a dispatcher op"), std::string::npos);
+  EXPECT_NE(why["aten::relu"].find("bad op_schema string"), std::string::npos) << why["aten::relu"];
+  EXPECT_NE(why["aten::relu"].find("the trace has 2 arguments"), std::string::npos) << why["aten::relu"];
+  EXPECT_NEAR(r.coverage, 0.2, 1e-12);
+}
+
+TEST(Replay, CudaOnlyOpsMapToGenericOnesOffTheGpu) {
+  MiniTrace m;
+  const std::string T = "Tensor(float)";
+  Value x = m.tensor({2, 3, 8, 8}), w = m.tensor({4, 3, 3, 3}), y = m.tensor({2, 4, 6, 6});
+  auto ints = [&](std::vector<int64_t> v) {
+    std::vector<Value> items;
+    for (int64_t i : v) items.push_back(m.b().integer(i));
+    return m.b().list(items);
+  };
+  m.op("aten::cudnn_convolution(Tensor self, Tensor weight, SymInt[] padding, SymInt[] stride, SymInt[] dilation, "
+       "SymInt groups, bool benchmark, bool deterministic, bool allow_tf32) -> Tensor",
+       {{x, T}, {w, T}, {ints({0, 0}), "GenericList[Int,Int]"}, {ints({1, 1}), "GenericList[Int,Int]"},
+        {ints({1, 1}), "GenericList[Int,Int]"}, {m.b().integer(1), "Int"}, {m.b().boolean(false), "Bool"},
+        {m.b().boolean(false), "Bool"}, {m.b().boolean(true), "Bool"}},
+       {{y, T}});
+  Value g = m.tensor({4}), bb = m.tensor({4}), rm = m.tensor({4}), rv = m.tensor({4});
+  Value out = m.tensor({2, 4, 6, 6}), sm = m.tensor({4}), sv = m.tensor({4}), reserve = m.tensor({0}, 0, 0, "unsigned char");
+  m.op("aten::cudnn_batch_norm(Tensor input, Tensor weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
+       "bool training, float exponential_average_factor, float epsilon) -> (Tensor, Tensor, Tensor, Tensor)",
+       {{y, T}, {g, T}, {bb, T}, {rm, T}, {rv, T}, {m.b().boolean(true), "Bool"}, {m.b().real(0.1), "Double"},
+        {m.b().real(1e-5), "Double"}},
+       {{out, T}, {sm, T}, {sv, T}, {reserve, "Tensor(unsigned char)"}});
+  Value go = m.tensor({2, 4, 6, 6}), gi = m.tensor({2, 4, 6, 6}), gw = m.tensor({4}), gb = m.tensor({4});
+  m.op("aten::cudnn_batch_norm_backward(Tensor input, Tensor grad_output, Tensor weight, Tensor? running_mean, Tensor? "
+       "running_var, Tensor? save_mean, Tensor? save_var, float epsilon, Tensor reserveSpace) -> (Tensor, Tensor, Tensor)",
+       {{y, T}, {go, T}, {g, T}, {rm, T}, {rv, T}, {sm, T}, {sv, T}, {m.b().real(1e-5), "Double"},
+        {reserve, "Tensor(unsigned char)"}},
+       {{gi, T}, {gw, T}, {gb, T}});
+  Trace t = m.finish();
+  ReplayResult r = replay_trace(t, quick());
+  EXPECT_EQ(r.compute_replayed, 3) << (r.skipped.empty() ? "" : r.skipped[0].op + ": " + r.skipped[0].reason);
+}
+
+TEST(Replay, ResultJsonHasTheDocumentedKeys) {
+  SyntheticSpec spec;
+  spec.layers = 2;
+  spec.hidden = 16;
+  Trace t = synthetic_trace(spec);
+  ReplayOptions o = quick();
+  o.per_op = true;
+  o.timeline = true;
+  ReplayResult r = replay_trace(t, o);
+  auto j = nlohmann::json::parse(result_json(r));
+  for (const char* k : {"ops_selected", "ops_replayed", "coverage", "skipped", "iteration_seconds",
+                        "peak_memory_bytes", "device", "steps", "per_op", "compute", "collectives"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["iteration_seconds"].size(), 2u);
+  EXPECT_EQ(j["skipped"][0]["reason"].get<std::string>().substr(0, 10), "collective");
+  EXPECT_FALSE(r.timeline.empty());
+  std::string dir = test::temp_dir();
+  write_timeline(r, t, dir + "/timeline.json");
+  write_result_json(r, dir + "/r.json");
+  auto tl = nlohmann::json::parse(std::ifstream(dir + "/timeline.json"));
+  EXPECT_EQ(tl["traceEvents"].size(), r.timeline.size() + 1);
+}
+
+TEST(Replay, OriginalIterationTimeComesFromLinkedKineto) {
+  SyntheticSpec spec;
+  spec.layers = 1;
+  spec.hidden = 8;
+  Trace t = synthetic_trace(spec);
+  for (const Iteration& it : t.iterations)
+    if (it.profiler_step) t.nodes[it.node].dur_us = 2500;
+  ReplayResult r = replay_trace(t, quick());
+  ASSERT_EQ(r.original_iteration_seconds.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.original_iteration_seconds[0], 0.0025);
+}
+
+// --- the shared real traces (skipped when ../shared/traces is absent) ---
+
+ReplayResult replay_shared(const std::string& path, int64_t max_ops = 0) {
+  TraceSet set = load_traces({path});
+  ReplayOptions o = quick();
+  o.iterations = 1;
+  o.max_ops = max_ops;
+  return replay_trace(set.ranks.front(), o);
+}
+
+std::string first_skip(const ReplayResult& r) {
+  for (const SkipCount& s : r.skipped)
+    if (s.reason.rfind("collective", 0) != 0) return s.op + ": " + s.reason;
+  return "";
+}
+
+TEST(ReplayShared, LinearEtReplaysWhole) {
+  REPRISE_NEED_SHARED(path, "param/linear_et.json.gz");
+  ReplayResult r = replay_shared(path);
+  EXPECT_EQ(r.compute_selected, 320);
+  EXPECT_EQ(r.compute_replayed, 320) << first_skip(r);
+}
+
+TEST(ReplayShared, ResnetCompilesEveryOpAndRunsItsFirstOps) {
+  REPRISE_NEED_SHARED(path, "param/resnet_et.json.gz");
+  TraceSet set = load_traces({path});
+  Plan plan = detail::compile_plan(set.ranks.front(), quick());
+  EXPECT_EQ(plan.step_names, std::vector<std::string>{"ProfilerStep#6"});
+  EXPECT_EQ(plan.compute_selected, 1228);
+  EXPECT_EQ(plan.instrs.size(), 1228u) << (plan.skips.empty() ? "" : plan.skips[0].reason);
+  EXPECT_EQ(plan.collectives.size(), 9u);
+  // Running the whole ResNet-50 step takes long on two cores: the first 150 ops, in the forward pass.
+  ReplayResult r = replay_shared(path, 150);
+  EXPECT_TRUE(r.truncated);
+  EXPECT_EQ(r.compute_replayed, r.compute_selected) << first_skip(r);
+}
+
+TEST(ReplayShared, Resnet103CompilesEveryOp) {
+  REPRISE_NEED_SHARED(path, "param/1.0.3-chakra.0.0.4_resnet_1gpu_et.json.gz");
+  TraceSet set = load_traces({path});
+  Plan plan = detail::compile_plan(set.ranks.front(), quick());
+  EXPECT_GE(plan.compute_selected, 1000);
+  EXPECT_EQ(plan.instrs.size(), size_t(plan.compute_selected)) << (plan.skips.empty() ? "" : plan.skips[0].reason);
+}
+
+TEST(ReplayShared, ChakraAllGatherTraceReplaysItsCompute) {
+  REPRISE_NEED_SHARED(path, "chakra/1.0.2-chakra.0.0.4.tgz");
+  ReplayResult r = replay_shared(path);
+  EXPECT_GT(r.compute_selected, 0);
+  EXPECT_EQ(r.compute_replayed, r.compute_selected) << first_skip(r);
+  EXPECT_EQ(r.collectives_selected, 20);  // 10 all_gathers and their 10 waits
+}
+
+TEST(ReplayShared, DlrmRankReplaysItsCompute) {
+  REPRISE_NEED_SHARED(path, "param/dlrm_pytorch_et.tar.gz");
+  ReplayResult r = replay_shared(path);
+  EXPECT_EQ(r.collectives_selected, 13);
+  EXPECT_EQ(r.device_noops, 14);  // record_stream
+  EXPECT_GT(r.excluded_dataloader, 0);
+  EXPECT_EQ(r.compute_replayed, r.compute_selected) << first_skip(r);
+}
+
+TEST(ReplayShared, Pt2TritonKernelsAreSkippedWithAReason) {
+  REPRISE_NEED_SHARED(path, "param/pt2_et.json.tar.gz");
+  ReplayResult r = replay_shared(path);
+  ASSERT_FALSE(r.skipped.empty());
+  EXPECT_NE(r.skipped[0].reason.find("Triton kernel"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace reprise::replay
