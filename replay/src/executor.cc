@@ -77,7 +77,8 @@ inline void Executor::exec(Instr& in) {
 }
 
 std::string short_reason(std::string msg, at::Device device) {
-  if (msg.rfind("Could not run '", 0) == 0) return "no " + device.str() + " kernel in this LibTorch";
+  if (msg.rfind("Could not run '", 0) == 0 || msg.find("with Meta tensors, but there was no fake impl") != std::string::npos)
+    return "no " + std::string(device.is_meta() ? "meta" : device.str()) + " kernel in this LibTorch";
   size_t nl = msg.find('\n');
   if (nl != std::string::npos) msg.resize(nl);
   // Drop LibTorch's source-location suffix, which differs per call site.

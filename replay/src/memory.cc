@@ -95,7 +95,7 @@ int64_t memory_in_use(at::Device device) {
 #ifdef REPRISE_TORCH_CUDA
   if (device.is_cuda())
     return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
-        .allocated_bytes[static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)]
+        .allocated_bytes[0 /* aggregate over pools */]
         .current;
 #endif
   if (device.is_cpu()) return g_live.load();
@@ -106,7 +106,7 @@ int64_t memory_peak(at::Device device) {
 #ifdef REPRISE_TORCH_CUDA
   if (device.is_cuda())
     return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
-        .allocated_bytes[static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)]
+        .allocated_bytes[0 /* aggregate over pools */]
         .peak;
 #endif
   if (device.is_cpu()) return g_peak.load();

@@ -42,7 +42,16 @@ std::vector<at::Tensor> create_externals(const Plan& plan, uint64_t seed) {
   std::vector<at::Tensor> out;
   out.reserve(plan.externals.size());
   for (const ExternalSpec& e : plan.externals) {
-    at::Tensor v = bases[e.group].as_strided(e.sizes, e.strides, e.offset);
+    // set_ shares the storage without making a view: the inputs behave as the leaf tensors they were (a view
+    // would carry autograd view metadata into every op that touches it).
+    const at::Tensor& base = bases[e.group];
+    at::Tensor v;
+    if (base.device().is_meta()) {
+      v = base.as_strided(e.sizes, e.strides, e.offset);
+    } else {
+      v = at::empty({0}, base.options());
+      v.set_(base.storage(), e.offset, e.sizes, e.strides);
+    }
     if (e.has_range) fill_range(v, e);
     out.push_back(std::move(v));
   }

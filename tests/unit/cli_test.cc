@@ -30,7 +30,11 @@ Result run(const std::string& args) {
 
 TEST(Cli, HelpForEveryCommand) {
   EXPECT_EQ(run("--help").status, 0);
-  for (const char* c : {"inspect", "convert", "synth"}) {
+  std::vector<std::string> commands = {"inspect", "convert", "synth"};
+#ifdef REPRISE_HAVE_REPLAY
+  commands.push_back("replay");
+#endif
+  for (const std::string& c : commands) {
     Result r = run(std::string(c) + " --help");
     EXPECT_EQ(r.status, 0) << c;
     EXPECT_NE(r.out.find("usage: reprise"), std::string::npos) << c;
@@ -79,6 +83,43 @@ TEST(Cli, InspectSharedArchive) {
   auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["ranks"].size(), 8u);
   for (auto& rank : j["ranks"]) EXPECT_EQ(rank["collectives"].get<int>() + rank["waits"].get<int>(), 13);
+}
+
+TEST(Cli, ReplayWritesResultsAndTimeline) {
+#ifndef REPRISE_HAVE_REPLAY
+  GTEST_SKIP() << "reprise-torch was not built (no LibTorch): skipped";
+#else
+  std::string dir = reprise::test::temp_dir();
+  ASSERT_EQ(run("synth --out " + dir + "/s.json.gz --iterations 2 --layers 2 --hidden 32 --batch 8").status, 0);
+  Result r = run("replay " + dir + "/s.json.gz --device cpu --iterations 3 --warmup 0 --out " + dir +
+                 "/r.json --timeline " + dir + "/t.json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("coverage"), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(std::ifstream(dir + "/r.json"));
+  EXPECT_EQ(j["iteration_seconds"].size(), 3u);
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_GT(j["ops_replayed"].get<int>(), 0);
+  auto tl = nlohmann::json::parse(std::ifstream(dir + "/t.json"));
+  EXPECT_GT(tl["traceEvents"].size(), 10u);
+
+  // --strict: the skipped collectives make it fail, after writing the results.
+  Result strict = run("replay " + dir + "/s.json.gz --device cpu --iterations 1 --strict -q --out " + dir + "/s.json");
+  EXPECT_EQ(strict.status, 1) << strict.out;
+  EXPECT_NE(strict.out.find("--strict: 2 selected op(s) not replayed"), std::string::npos) << strict.out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/s.json"));
+
+  Result missing = run("replay " + dir + "/nope.json");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_EQ(std::count(missing.out.begin(), missing.out.end(), '\n'), 1) << missing.out;
+  Result bad_iter = run("replay " + dir + "/s.json.gz --iteration 9 -q");
+  EXPECT_EQ(bad_iter.status, 2);
+  EXPECT_NE(bad_iter.out.find("no ProfilerStep#9"), std::string::npos) << bad_iter.out;
+  Result bad_dev = run("replay " + dir + "/s.json.gz --device tpu -q");
+  EXPECT_EQ(bad_dev.status, 2);
+  EXPECT_NE(bad_dev.out.find("--device tpu"), std::string::npos) << bad_dev.out;
+  Result bad_rank = run("replay " + dir + "/s.json.gz --rank 5 -q");
+  EXPECT_EQ(bad_rank.status, 2) << bad_rank.out;
+#endif
 }
 
 }  // namespace

@@ -249,7 +249,9 @@ TEST(Replay, MetaDeviceIsAShapeOnlyDryRun) {
   // LibTorch 1.13 lacks meta kernels for a few ops (relu); those are the only skips, and say so.
   EXPECT_GE(r.compute_replayed * 2, r.compute_selected);
   for (const SkipCount& s : r.skipped)
-    if (s.reason.rfind("collective", 0) != 0) EXPECT_EQ(s.reason, "no meta kernel in this LibTorch") << s.op;
+    if (s.reason.rfind("collective", 0) != 0) {
+      EXPECT_EQ(s.reason, "no meta kernel in this LibTorch") << s.op;
+    }
   EXPECT_EQ(r.peak_memory_bytes, 0);
   EXPECT_EQ(r.input_bytes, 0);
 }
@@ -308,6 +310,31 @@ TEST(Replay, CudaOnlyOpsMapToGenericOnesOffTheGpu) {
   Trace t = m.finish();
   ReplayResult r = replay_trace(t, quick());
   EXPECT_EQ(r.compute_replayed, 3) << (r.skipped.empty() ? "" : r.skipped[0].op + ": " + r.skipped[0].reason);
+}
+
+TEST(Replay, GpuTraceReplaysOnItsGpuOrFallsBackToCpu) {
+  SyntheticSpec spec;
+  spec.layers = 2;
+  spec.hidden = 64;
+  spec.device = "cuda:0";
+  Trace t = synthetic_trace(spec);
+  ReplayOptions o = quick("");  // the trace's own device
+  ReplayResult r = replay_trace(t, o);
+  EXPECT_EQ(r.compute_replayed, r.compute_selected) << (r.skipped.empty() ? "" : r.skipped[0].reason);
+  if (at::hasCUDA()) {
+    EXPECT_EQ(r.device, "cuda:0");
+    EXPECT_GT(r.peak_memory_bytes, 0);
+  } else {
+    EXPECT_EQ(r.device, "cpu");
+    ASSERT_FALSE(r.warnings.empty());
+    EXPECT_NE(r.warnings[0].find("replaying on cpu"), std::string::npos);
+    try {
+      replay_trace(t, quick("cuda"));
+      FAIL() << "expected an error";
+    } catch (const TraceError& e) {
+      EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Replay, ResultJsonHasTheDocumentedKeys) {
