@@ -30,7 +30,10 @@ struct Loaded {
   std::vector<Trace> kinetos;  // Kineto-only traces, to pair or stand alone
 };
 
-void load_stream(detail::ByteSource& src, const std::string& name, Loaded& out, const ReadOptions& opt) {
+// `in_folder`: the file was found in a folder, not named: other JSON there (a capture manifest, replay results)
+// is skipped with a warning instead of failing the load.
+void load_stream(detail::ByteSource& src, const std::string& name, Loaded& out, const ReadOptions& opt,
+                 bool in_folder = false) {
   std::string head(4096, '\0');
   head.resize(detail::read_full(src, head.data(), head.size()));
   TraceFormat f = detect_format(head, name);
@@ -46,6 +49,8 @@ void load_stream(detail::ByteSource& src, const std::string& name, Loaded& out, 
     detail::read_kineto_events(text, name, t);  // nodes are built only if no ET claims it
     t.rank = t.kineto->dist_rank >= 0 ? t.kineto->dist_rank : rank_from_name(name);
     out.kinetos.push_back(std::move(t));
+  } else if (in_folder) {
+    if (opt.warn && base_name(name) != "manifest.json") opt.warn(name + ": not a trace, skipped");
   } else {
     throw TraceError(name + ": neither a PyTorch ET (\"nodes\") nor a Kineto trace (\"traceEvents\")");
   }
@@ -79,7 +84,7 @@ void load_path(const std::string& path, Loaded& out, const ReadOptions& opt, boo
   }
   if (!explicit_file && !looks_like_trace_name(path)) return;
   auto src = detail::open_file(path);
-  load_stream(*src, path, out, opt);
+  load_stream(*src, path, out, opt, !explicit_file);
 }
 
 // Ranks from names when every name has a distinct one; else the order given.

@@ -1,6 +1,6 @@
 #include "executor.h"
 
-#include "memory.h"
+#include "reprise/replay/device.h"
 
 namespace reprise::replay::detail {
 
@@ -11,6 +11,15 @@ Executor::Executor(const Trace& trace, Plan& plan, std::vector<at::Tensor> exter
 
 inline at::Tensor Executor::fetch(const TensorRef& r) {
   if (r.kind == TensorRef::External) return externals_[r.index];
+  if (r.kind == TensorRef::Alias) {
+    const AliasSpec& a = plan_.aliases[r.index];
+    const at::Tensor& base = slots_[a.slot];
+    if (!base.defined()) return base;
+    at::Tensor v = at::empty({0}, base.options().dtype(a.dtype));
+    v.set_(base.storage(), a.offset, a.sizes, a.strides);
+    if (r.move) slots_[a.slot].reset();
+    return v;
+  }
   if (r.move) return std::move(slots_[r.index]);
   return slots_[r.index];
 }
@@ -21,37 +30,37 @@ inline void Executor::exec(Instr& in) {
     return;
   }
   stack_.clear();
-  const ArgSpec* a = plan_.args.data() + in.args;
-  const TensorRef* refs = plan_.refs.data();
-  for (uint32_t k = 0; k < in.num_args; ++k, ++a) {
-    switch (a->kind) {
-      case ArgSpec::Const:
-        stack_.push_back(plan_.constants[a->index]);
-        break;
-      case ArgSpec::Tensor:
-        stack_.emplace_back(fetch(refs[a->index]));
-        break;
-      case ArgSpec::TensorList: {
-        c10::List<at::Tensor> l;
-        l.reserve(a->count);
-        for (uint32_t e = 0; e < a->count; ++e) l.push_back(fetch(refs[a->index + e]));
-        stack_.emplace_back(std::move(l));
-        break;
-      }
-      case ArgSpec::OptTensorList: {
-        c10::List<c10::optional<at::Tensor>> l;
-        l.reserve(a->count);
-        for (uint32_t e = 0; e < a->count; ++e) {
-          const TensorRef& r = refs[a->index + e];
-          if (r.kind == TensorRef::None) l.push_back(c10::nullopt);
-          else l.push_back(fetch(r));
+  try {
+    const ArgSpec* a = plan_.args.data() + in.args;
+    const TensorRef* refs = plan_.refs.data();
+    for (uint32_t k = 0; k < in.num_args; ++k, ++a) {
+      switch (a->kind) {
+        case ArgSpec::Const:
+          stack_.push_back(plan_.constants[a->index]);
+          break;
+        case ArgSpec::Tensor:
+          stack_.emplace_back(fetch(refs[a->index]));
+          break;
+        case ArgSpec::TensorList: {
+          c10::List<at::Tensor> l;
+          l.reserve(a->count);
+          for (uint32_t e = 0; e < a->count; ++e) l.push_back(fetch(refs[a->index + e]));
+          stack_.emplace_back(std::move(l));
+          break;
         }
-        stack_.emplace_back(std::move(l));
-        break;
+        case ArgSpec::OptTensorList: {
+          c10::List<c10::optional<at::Tensor>> l;
+          l.reserve(a->count);
+          for (uint32_t e = 0; e < a->count; ++e) {
+            const TensorRef& r = refs[a->index + e];
+            if (r.kind == TensorRef::None) l.push_back(c10::nullopt);
+            else l.push_back(fetch(r));
+          }
+          stack_.emplace_back(std::move(l));
+          break;
+        }
       }
     }
-  }
-  try {
     plan_.ops[in.op].callBoxed(&stack_);
   } catch (const std::exception& e) {
     fail(in, e.what());

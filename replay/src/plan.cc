@@ -130,6 +130,7 @@ class Compiler {
   std::unordered_map<StrId, ParsedSchema> parsed_;
   std::unordered_map<std::string, Resolved> handles_;
   std::map<std::tuple<int64_t, std::string, int>, uint32_t> groups_;  // (storage, device, dtype) -> group
+  std::unordered_map<int64_t, uint32_t> produced_storage_;  // storage id -> slot of its latest produced tensor
 };
 
 void Compiler::run(const std::vector<StepRange>& steps) {
@@ -342,10 +343,11 @@ bool Compiler::compile_op(uint32_t node, uint16_t step, std::string& why) {
 
   // The argument list: recorded values (or remapped ones) in the order of this LibTorch's schema.
   std::vector<ArgSpec> args;
-  size_t refs_mark = p_.refs.size(), consts_mark = p_.constants.size();
+  size_t refs_mark = p_.refs.size(), consts_mark = p_.constants.size(), aliases_mark = p_.aliases.size();
   auto fail = [&](std::string w) {
     p_.refs.resize(refs_mark);
     p_.constants.resize(consts_mark);
+    p_.aliases.resize(aliases_mark);
     why = std::move(w);
     return false;
   };
@@ -388,8 +390,11 @@ bool Compiler::compile_op(uint32_t node, uint16_t step, std::string& why) {
   in.num_args = static_cast<uint32_t>(args.size());
   p_.args.insert(p_.args.end(), args.begin(), args.end());
   // Record the last reader of each slot; the arguments are pushed in order, so the last ref is the last use.
-  for (size_t k = refs_mark; k < p_.refs.size(); ++k)
-    if (p_.refs[k].kind == TensorRef::Slot) last_ref_[p_.refs[k].index] = static_cast<uint32_t>(k);
+  for (size_t k = refs_mark; k < p_.refs.size(); ++k) {
+    const TensorRef& ref = p_.refs[k];
+    if (ref.kind == TensorRef::Slot) last_ref_[ref.index] = static_cast<uint32_t>(k);
+    if (ref.kind == TensorRef::Alias) last_ref_[p_.aliases[ref.index].slot] = static_cast<uint32_t>(k);
+  }
   bind_outputs(schema, n, in);
   p_.max_stack = std::max({p_.max_stack, formal.size(), schema.returns().size()});
   p_.instrs.push_back(in);
@@ -554,6 +559,26 @@ bool Compiler::tensor_ref(const Value& v, TensorRef& ref, std::string& why) {
     ref.index = cur_slot_[t];
     return true;
   }
+  if (external_of_[t] != kNoSlot) {
+    ref.kind = TensorRef::External;
+    ref.index = external_of_[t];
+    return true;
+  }
+  const reprise::Tensor& x = t_.tensors[t];
+  auto prod = x.storage_id > 0 ? produced_storage_.find(x.storage_id) : produced_storage_.end();
+  at::ScalarType dtype;
+  if (prod != produced_storage_.end() && scalar_type_of(t_.str(x.dtype), dtype)) {
+    AliasSpec a;
+    a.slot = prod->second;
+    a.dtype = dtype;
+    a.offset = x.offset;
+    for (int64_t d : t_.dims(x)) a.sizes.push_back(d);
+    a.strides = t_.strides(x);
+    ref.kind = TensorRef::Alias;
+    ref.index = static_cast<uint32_t>(p_.aliases.size());
+    p_.aliases.push_back(std::move(a));
+    return true;
+  }
   uint32_t e = external(t, why);
   if (e == kNoSlot) return false;
   ref.kind = TensorRef::External;
@@ -612,7 +637,11 @@ void Compiler::bind_outputs(const c10::FunctionSchema& schema, const Node& n, In
     auto bind = [&](const Value& tv) {
       uint32_t slot = p_.num_slots++;
       last_ref_.push_back(kNoSlot);
-      if (tv.kind == ValueKind::Tensor) cur_slot_[tv.ref] = slot;
+      if (tv.kind == ValueKind::Tensor) {
+        cur_slot_[tv.ref] = slot;
+        int64_t storage = t_.tensors[tv.ref].storage_id;
+        if (storage > 0) produced_storage_[storage] = slot;
+      }
       p_.out_slots.push_back(tv.kind == ValueKind::Tensor ? slot : kNoSlot);
     };
     OutSpec o;

@@ -19,10 +19,19 @@ constexpr uint32_t kNoSlot = UINT32_MAX;
 
 // Where a tensor argument comes from: a slot filled by an earlier instruction, or an input tensor created
 // before the loop ("external"). `move` marks the last use of a slot, so its tensor is released by the call.
+// Alias: a tensor the trace saw on the storage of a tensor an earlier replayed op produced (autograd's saved
+// outputs are new tensors on the same storage): a fresh tensor on that slot's storage, index in Plan::aliases.
 struct TensorRef {
-  enum Kind : uint8_t { None, Slot, External } kind = None;
+  enum Kind : uint8_t { None, Slot, External, Alias } kind = None;
   bool move = false;
   uint32_t index = 0;
+};
+
+struct AliasSpec {
+  uint32_t slot = 0;
+  at::ScalarType dtype = at::kFloat;
+  int64_t offset = 0;  // in elements of dtype
+  std::vector<int64_t> sizes, strides;
 };
 
 struct ArgSpec {
@@ -91,6 +100,7 @@ struct Plan {
   size_t max_stack = 0;
 
   std::vector<ExternalSpec> externals;
+  std::vector<AliasSpec> aliases;
   std::vector<StorageGroup> groups;
   std::vector<at::Tensor> fallbacks;  // outputs of failed instructions, created from the recorded metadata
   std::vector<std::string> reasons;

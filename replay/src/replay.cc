@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "executor.h"
-#include "memory.h"
+#include "reprise/replay/device.h"
 #include "plan.h"
 #include "reprise/replay/replay.h"
 
@@ -56,7 +56,7 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   };
   if (o.iterations < 1) throw TraceError("--iterations must be at least 1");
   if (o.warmup < 0) throw TraceError("--warmup must not be negative");
-  detail::install_memory_tracking();
+  install_memory_tracking();
   if (o.threads > 0) at::set_num_threads(o.threads);
 
   ReplayResult r;
@@ -65,7 +65,7 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   r.torch_version = TORCH_VERSION;
   r.threads = at::get_num_threads();
 
-  double t0 = detail::now_seconds();
+  double t0 = now_seconds();
   Plan plan = detail::compile_plan(trace, o);
   r.device = plan.device.str();
   r.steps = plan.step_names;
@@ -79,12 +79,12 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   progress("compiled " + count_text(static_cast<int64_t>(plan.instrs.size())) + " ops (" +
            count_text(static_cast<int64_t>(plan.skips.size())) + " not replayable, " +
            count_text(static_cast<int64_t>(plan.collectives.size())) + " collectives) in " +
-           std::to_string(detail::now_seconds() - t0).substr(0, 5) + " s");
+           std::to_string(now_seconds() - t0).substr(0, 5) + " s");
 
   std::vector<at::Tensor> externals = detail::create_externals(plan, o.seed);
   for (const detail::StorageGroup& g : plan.groups)
     if (!g.device.is_meta()) r.input_bytes += g.numel * static_cast<int64_t>(c10::elementSize(g.dtype));
-  r.setup_seconds = detail::now_seconds() - t0;
+  r.setup_seconds = now_seconds() - t0;
   progress("created " + count_text(static_cast<int64_t>(plan.externals.size())) + " input tensors (" +
            std::to_string(r.input_bytes >> 20) + " MiB) on " + r.device);
 
@@ -94,17 +94,17 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
     // The first pass validates: ops that throw are marked, once, with their reason.
     for (size_t s = 0; s < nsteps; ++s) ex.run_step(s);
     ex.end_iteration();
-    detail::synchronize(plan.device);
+    synchronize(plan.device);
     ex.first_pass_done = true;
     for (int w = 0; w < o.warmup; ++w) {
       for (size_t s = 0; s < nsteps; ++s) ex.run_step(s);
       ex.end_iteration();
     }
-    detail::synchronize(plan.device);
+    synchronize(plan.device);
     progress("validated and warmed up; measuring " + std::to_string(o.iterations) + " iteration(s)");
 
-    detail::reset_memory_peak(plan.device);
-    detail::RegionTimer timer(plan.device);
+    reset_memory_peak(plan.device);
+    RegionTimer timer(plan.device);
     for (int it = 0; it < o.iterations; ++it) {
       for (size_t s = 0; s < nsteps; ++s) {
         timer.start();
@@ -113,12 +113,12 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
       }
       ex.end_iteration();
     }
-    r.peak_memory_bytes = detail::memory_peak(plan.device);
+    r.peak_memory_bytes = memory_peak(plan.device);
 
     if (o.per_op || o.timeline) {
       progress("per-op pass");
       std::vector<OpSpan> spans;
-      double origin = detail::now_seconds();
+      double origin = now_seconds();
       for (size_t s = 0; s < nsteps; ++s) ex.run_step_per_op(s, spans, origin);
       ex.end_iteration();
       std::map<std::string, OpTiming> by_name;

@@ -131,29 +131,38 @@ TEST(Replay, ViewsAndInPlaceOpsKeepAliasing) {
   // base [4,4] and a view of its second row (offset 4) share storage 7; add_ on the view writes into base.
   MiniTrace m;
   Value base = m.tensor({4, 4}, 7);
+  Value s0 = m.tensor({});
+  m.op("aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", {{base, F}, {m.b().none(), "None"}}, {{s0, F}});
   Value row = m.tensor({4}, 7, 4);
   Value one = m.tensor({4});
   Value row_out = m.tensor({4}, 7, 4);
   m.op("aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
        {{row, F}, {one, F}, {m.b().integer(1), "Int"}}, {{row_out, F}});
-  Value s = m.tensor({});
-  m.op("aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", {{base, F}, {m.b().none(), "None"}}, {{s, F}});
+  // A tensor the trace saw on the storage add_ produced, never produced itself (as autograd's saved outputs):
+  // it is made on that storage at run time, not as a fresh input.
+  Value col = m.tensor({4}, 7, 1, "float", {4});
+  Value c = m.tensor({4});
+  m.op("aten::neg(Tensor self) -> Tensor", {{col, F}}, {{c, F}});
+  Value s1 = m.tensor({});
+  m.op("aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", {{c, F}, {m.b().none(), "None"}}, {{s1, F}});
   Trace t = m.finish();
   Plan plan = detail::compile_plan(t, quick());
-  ASSERT_EQ(plan.instrs.size(), 2u);
+  ASSERT_EQ(plan.instrs.size(), 4u);
   ASSERT_EQ(plan.groups.size(), 2u);  // storage 7, and the `one` tensor's own
+  ASSERT_EQ(plan.aliases.size(), 1u);
+  EXPECT_EQ(plan.aliases[0].offset, 1);
   std::vector<at::Tensor> ext = detail::create_externals(plan, 0);
-  ASSERT_EQ(ext.size(), 3u);  // row, one, base
-  at::Tensor x_row = ext[0], x_one = ext[1], x_base = ext[2];
+  ASSERT_EQ(ext.size(), 3u);  // base, row, one
+  at::Tensor x_base = ext[0], x_row = ext[1], x_one = ext[2];
   EXPECT_TRUE(x_row.is_alias_of(x_base));
   EXPECT_EQ(x_row.storage_offset(), 4);
   x_base.fill_(0);
   x_one.fill_(2);
   detail::Executor ex(t, plan, ext);
   ex.run_step(0);
+  for (const detail::Instr& in : plan.instrs) EXPECT_FALSE(in.failed) << plan.reasons[in.reason];
   EXPECT_EQ(x_base[1].sum().item<float>(), 8.0f);  // the in-place add landed in base's second row
   EXPECT_EQ(x_base.sum().item<float>(), 8.0f);
-  for (const detail::Instr& in : plan.instrs) EXPECT_FALSE(in.failed) << plan.reasons[in.reason];
 }
 
 TEST(Replay, ProducedTensorsFlowToConsumers) {

@@ -1,4 +1,4 @@
-#include "memory.h"
+#include "reprise/replay/device.h"
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
@@ -16,7 +16,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
-namespace reprise::replay::detail {
+namespace reprise::replay {
 namespace {
 
 std::atomic<int64_t> g_live{0}, g_peak{0};
@@ -175,4 +175,4 @@ double RegionTimer::stop_seconds() {
   return now_seconds() - t0_;
 }
 
-}  // namespace reprise::replay::detail
+}  // namespace reprise::replay

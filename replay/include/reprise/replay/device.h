@@ -1,12 +1,13 @@
-// Peak memory of a replay: live bytes of CPU tensors through a counting CPU allocator, and the CUDA caching
-// allocator's own statistics on GPUs.
+// Device helpers shared by replay, capture and the communication layer: tensor memory in use and its peak (a
+// counting CPU allocator; the CUDA caching allocator's statistics on GPUs), device synchronization, and a region
+// timer (CUDA events on GPUs, the steady clock elsewhere).
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
 
-namespace reprise::replay::detail {
+namespace reprise::replay {
 
 // Installs the counting CPU allocator (once per process; tensors allocated before keep their deleters).
 void install_memory_tracking();
@@ -35,4 +36,4 @@ class RegionTimer {
 
 double now_seconds();
 
-}  // namespace reprise::replay::detail
+}  // namespace reprise::replay
