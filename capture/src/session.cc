@@ -16,6 +16,9 @@
 #include <unordered_map>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+#include <zlib.h>
+
 #include "reprise/capture/builder.h"
 #include "reprise/capture/strings.h"
 #include "reprise/capture/write.h"
@@ -55,7 +58,11 @@ struct RNode {
   uint32_t in = 0, nin = 0, out = 0, nout = 0;
   uint32_t range = 0;  // global string id of the tensor_range JSON, 0 = none
   int32_t collective = -1;
+  double ts = 0, dur = -1;  // host time, microseconds since the window opened
 };
+
+double g_origin = 0;  // steady-clock seconds when the window opened
+inline double since_origin_us() { return (now_seconds() - g_origin) * 1e6; }
 
 struct NameEntry {
   std::string name;
@@ -290,6 +297,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   auto inputs = fn.inputs();
   add_values(L, inputs, n.in, n.nin);
   if (g().tensor_ranges) n.range = tensor_ranges(inputs);
+  n.ts = since_origin_us();
   L.stack.push_back(static_cast<uint32_t>(L.nodes.size()));
   L.nodes.push_back(n);
   return nullptr;
@@ -303,6 +311,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
   while (k > 0 && L.nodes[L.stack[k - 1]].rf_id != handle) --k;
   if (k == 0) return;  // started on another thread (async ops), or before the window opened
   uint32_t idx = L.stack[k - 1];
+  L.nodes[idx].dur = since_origin_us() - L.nodes[idx].ts;
   L.stack.erase(L.stack.begin() + static_cast<std::ptrdiff_t>(k - 1));
   const std::vector<c10::IValue>& outs = fn.outputs();
   uint32_t first, count;
@@ -330,7 +339,19 @@ struct Session::Impl {
   void open_step();
   void close_step();
   Trace build() const;
+  void write_host_timeline(const std::string& path) const;
 };
+
+// DIR/rank-0.json.gz -> DIR/rank-0.kineto.json.gz
+std::string timeline_path_for(const std::string& et_path) {
+  std::string p = et_path;
+  for (const char* ext : {".json.gz", ".json"})
+    if (p.size() > std::strlen(ext) && p.compare(p.size() - std::strlen(ext), std::strlen(ext), ext) == 0) {
+      p.resize(p.size() - std::strlen(ext));
+      break;
+    }
+  return p + ".kineto.json.gz";
+}
 
 void Session::Impl::open_window() {
   Global& G = g();
@@ -346,6 +367,7 @@ void Session::Impl::open_window() {
   }
   G.next_id = 2;  // 1 is the process root
   G.tensor_ranges = o.tensor_ranges;
+  g_origin = now_seconds();
   G.generation.fetch_add(1, std::memory_order_acq_rel);
   std::time_t now = std::time(nullptr);
   char buf[64];
@@ -380,7 +402,48 @@ void Session::Impl::close_window() {
   at::removeCallback(handle);
   g().active.store(nullptr, std::memory_order_release);
   window_open = false;
-  if (!o.path.empty()) write_et(build(), o.path);
+  if (!o.path.empty()) {
+    write_et(build(), o.path);
+    if (o.host_timeline) write_host_timeline(timeline_path_for(o.path));
+  }
+}
+
+// The recorded ops' host times as a Kineto-style Chrome trace (cpu_op events carrying "Record function id"), so
+// readers link them to the ET by rf_id and know each op's original duration.
+void Session::Impl::write_host_timeline(const std::string& path) const {
+  Global& G = g();
+  std::lock_guard<std::mutex> lock(G.mu);
+  nlohmann::json events = nlohmann::json::array();
+  int64_t pid = static_cast<int64_t>(::getpid());
+  int64_t ext = 1;
+  for (const auto& log : G.logs)
+    for (const RNode& n : log->nodes) {
+      if (n.dur < 0) continue;
+      bool step = n.rf_id == 0;
+      nlohmann::json args = {{"External id", ext++}};
+      if (!step) args["Record function id"] = n.rf_id;
+      if (n.seq >= 0) args["Sequence number"] = n.seq;
+      events.push_back({{"ph", "X"},
+                        {"cat", step ? "user_annotation" : "cpu_op"},
+                        {"name", std::string(G.strings.str(n.name))},
+                        {"pid", pid},
+                        {"tid", static_cast<int64_t>(log->tid)},
+                        {"ts", n.ts},
+                        {"dur", n.dur},
+                        {"args", args}});
+    }
+  nlohmann::json doc = {{"schemaVersion", 1}, {"traceEvents", events}, {"traceName", path}};
+  if (o.rank >= 0) doc["distributedInfo"] = {{"rank", o.rank}};
+  std::string text = doc.dump();
+  std::string tmp = path + ".tmp";
+  gzFile f = gzopen(tmp.c_str(), "wb6");
+  if (!f) throw TraceError(path + ": cannot write");
+  bool ok = gzwrite(f, text.data(), static_cast<unsigned>(text.size())) == static_cast<int>(text.size());
+  ok = gzclose(f) == Z_OK && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw TraceError(path + ": cannot write");
+  }
 }
 
 void Session::Impl::open_step() {
@@ -391,6 +454,7 @@ void Session::Impl::open_step() {
   n.name = intern("ProfilerStep#" + std::to_string(step));
   n.scope = static_cast<int32_t>(at::RecordScope::USER_SCOPE);
   n.tid = static_cast<int64_t>(L.tid);
+  n.ts = since_origin_us();
   L.stack.push_back(static_cast<uint32_t>(L.nodes.size()));
   L.nodes.push_back(n);
   step_log = &L;
@@ -402,6 +466,8 @@ void Session::Impl::close_step() {
   auto& st = step_log->stack;
   for (size_t k = 0; k < st.size(); ++k)
     if (step_log->nodes[st[k]].rf_id == 0 && step_log->nodes[st[k]].scope == static_cast<int32_t>(at::RecordScope::USER_SCOPE)) {
+      RNode& marker = step_log->nodes[st[k]];
+      marker.dur = since_origin_us() - marker.ts;
       st.erase(st.begin() + static_cast<std::ptrdiff_t>(k), st.end());
       break;
     }

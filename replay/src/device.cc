@@ -4,6 +4,7 @@
 #include <c10/core/impl/alloc_cpu.h>
 
 #include <atomic>
+#include <malloc.h>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -86,6 +87,11 @@ using CountingAllocator = Counting<c10::Allocator, ConstAllocate<c10::Allocator>
 void install_memory_tracking() {
   static std::once_flag once;
   std::call_once(once, [] {
+    // Keep freed tensor memory in the heap instead of returning it to the kernel: otherwise glibc's adaptive
+    // mmap/trim thresholds decide, run by run, which re-allocated activations pay page faults again, and capture
+    // and replay (whose allocation orders differ) pay different amounts. Both install this.
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
     static CountingAllocator allocator;
     c10::SetCPUAllocator(&allocator, /*priority=*/100);
   });

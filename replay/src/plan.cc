@@ -684,7 +684,15 @@ void Compiler::note_ranges(const Node& n, const c10::FunctionSchema& schema, Spa
     if (v.kind != ValueKind::Tensor || external_of_[v.ref] == kNoSlot) return;
     ExternalSpec& e = p_.externals[external_of_[v.ref]];
     if (!is_integer(p_.groups[e.group].dtype)) return;
-    if (e.has_range && e.range_source == "tensor_range") return;
+    if (sorted) {  // embedding-bag offsets: non-decreasing from 0, whatever range was recorded
+      e.has_range = true;
+      e.sorted = true;
+      e.lo = lo;
+      e.hi = hi;
+      e.range_source = source;
+      return;
+    }
+    if (e.has_range && (e.range_source == "tensor_range" || e.sorted)) return;
     if (hi < lo) hi = lo;
     if (!e.has_range || source == "tensor_range") {
       e.has_range = true;
@@ -695,7 +703,6 @@ void Compiler::note_ranges(const Node& n, const c10::FunctionSchema& schema, Spa
       e.lo = std::max(e.lo, lo);
       e.hi = std::max(e.lo, std::min(e.hi, hi));
     }
-    e.sorted = sorted;
   };
   std::string op = schema.name();
 

@@ -148,6 +148,8 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   for (uint32_t node : plan.step_nodes)
     if (node != kNone32 && trace.nodes[node].dur_us > 0) r.original_iteration_seconds.push_back(trace.nodes[node].dur_us * 1e-6);
   if (r.original_iteration_seconds.size() != nsteps) r.original_iteration_seconds.clear();
+  if (!o.original_iteration_seconds.empty()) r.original_iteration_seconds = o.original_iteration_seconds;
+  r.original_peak_memory_bytes = o.original_peak_memory_bytes;
 
   gather_skips(trace, plan, r);
   r.compute_selected = plan.compute_selected;

@@ -86,6 +86,7 @@ std::string result_json(const ReplayResult& r) {
   j["setup_seconds"] = r.setup_seconds;
   j["peak_memory_bytes"] = r.peak_memory_bytes;
   j["input_bytes"] = r.input_bytes;
+  if (r.original_peak_memory_bytes >= 0) j["original_peak_memory_bytes"] = r.original_peak_memory_bytes;
   if (!r.per_op.empty()) {
     json a = json::array();
     for (const OpTiming& t : r.per_op) {
@@ -158,8 +159,13 @@ void print_summary(const ReplayResult& r, std::FILE* out) {
     std::fprintf(out, "  original     %s median; replay/original %.3f\n", human_seconds(orig).c_str(),
                  orig > 0 ? median(r.iteration_seconds) / orig : 0.0);
   }
-  std::fprintf(out, "  memory       peak %s (inputs %s); setup %s\n", human_bytes(static_cast<double>(r.peak_memory_bytes)).c_str(),
-               human_bytes(static_cast<double>(r.input_bytes)).c_str(), human_seconds(r.setup_seconds).c_str());
+  std::fprintf(out, "  memory       peak %s (inputs %s)", human_bytes(static_cast<double>(r.peak_memory_bytes)).c_str(),
+               human_bytes(static_cast<double>(r.input_bytes)).c_str());
+  if (r.original_peak_memory_bytes > 0)
+    std::fprintf(out, "; original peak %s (replay/original %.3f)",
+                 human_bytes(static_cast<double>(r.original_peak_memory_bytes)).c_str(),
+                 static_cast<double>(r.peak_memory_bytes) / static_cast<double>(r.original_peak_memory_bytes));
+  std::fprintf(out, "; setup %s\n", human_seconds(r.setup_seconds).c_str());
   if (!r.per_op.empty()) {
     std::fprintf(out, "  slowest ops  (per iteration)\n");
     for (size_t k = 0; k < r.per_op.size() && k < 8; ++k) {

@@ -95,7 +95,7 @@ std::string temp_dir() {
     auto* d = new std::string(mkdtemp(tmpl));
     std::atexit([] {
       std::error_code ec;
-      std::filesystem::remove_all(*dir, ec);
+      if (!std::getenv("REPRISE_KEEP_TEST_FILES")) std::filesystem::remove_all(*dir, ec);
     });
     return d;
   }();

@@ -4,8 +4,15 @@
 #include <cstdlib>
 #include <iostream>
 
+#include <ATen/Parallel.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "reprise/capture/read.h"
 #include "reprise/replay/replay.h"
+#include "reprise/workloads/workloads.h"
 
 namespace po = boost::program_options;
 
@@ -88,6 +95,25 @@ int cmd_replay(int argc, char** argv) {
   }
 
   reprise::replay::ReplayOptions o;
+  // A capture folder's manifest holds the original (uninstrumented) iteration times and thread count.
+  std::string manifest = (std::filesystem::path(trace_path) / "manifest.json").string();
+  if (std::filesystem::is_directory(trace_path) && std::filesystem::exists(manifest)) {
+    try {
+      auto m = nlohmann::json::parse(std::ifstream(manifest));
+      for (auto& r : m.at("ranks"))
+        if (r.at("rank").get<int64_t>() == std::max<int64_t>(trace->rank, 0)) {
+          std::vector<double> t = r.at("iteration_seconds").get<std::vector<double>>();
+          if (!t.empty()) {
+            std::sort(t.begin(), t.end());
+            o.original_iteration_seconds = {t[t.size() / 2]};
+          }
+          o.original_peak_memory_bytes = r.value("peak_memory_bytes", int64_t{-1});
+        }
+      if (!vm.count("threads") || vm["threads"].defaulted()) threads = m.value("threads", 0);
+    } catch (const std::exception& e) {
+      throw Usage(manifest + ": not a capture manifest (" + std::string(e.what()) + ")");
+    }
+  }
   o.device = device;
   o.iteration = iteration;
   o.all_iterations = vm.count("all-iterations") > 0;
@@ -115,16 +141,79 @@ int cmd_replay(int argc, char** argv) {
   return 0;
 }
 
+int cmd_capture(int argc, char** argv) {
+  std::string workloads;
+  for (auto& [name, help] : reprise::workloads::workload_list()) workloads += "  " + name + ": " + help + "\n";
+  po::options_description opts(
+      "usage: reprise capture --workload NAME --out DIR [options]\n\n"
+      "Runs a built-in LibTorch training workload: warm-up steps, timed steps without the observer (the original\n"
+      "iteration time that replay is compared with), then recorded steps. Writes DIR/rank-N.json.gz (PyTorch ET\n"
+      "1.1.1) and DIR/manifest.json; `reprise replay DIR` then reports replay/original.\n\nworkloads:\n" +
+      workloads + "\noptions");
+  reprise::workloads::WorkloadOptions w;
+  int threads = 0;
+  opts.add_options()("help,h", "show this help")("workload", po::value(&w.name)->default_value("mlp"),
+                                                 "mlp, dlrm or gpt")(
+      "out", po::value(&w.out_dir), "output folder")("device", po::value(&w.device)->default_value("cpu"),
+                                                   "cpu, cuda or cuda:N")(
+      "batch", po::value(&w.batch)->default_value(0), "batch size (per rank)")(
+      "hidden", po::value(&w.hidden)->default_value(0), "hidden size")(
+      "layers", po::value(&w.layers)->default_value(0), "layers")("tables", po::value(&w.tables)->default_value(0),
+                                                                  "dlrm: embedding tables")(
+      "rows", po::value(&w.rows)->default_value(0), "dlrm: rows per table")(
+      "dim", po::value(&w.dim)->default_value(0), "dlrm: embedding dimension")(
+      "lookups", po::value(&w.lookups)->default_value(0), "dlrm: lookups per sample and table")(
+      "seq", po::value(&w.seq)->default_value(0), "gpt: sequence length")(
+      "heads", po::value(&w.heads)->default_value(0), "gpt: attention heads")(
+      "vocab", po::value(&w.vocab)->default_value(0), "gpt: vocabulary size")(
+      "warmup", po::value(&w.warmup)->default_value(2), "untimed steps first")(
+      "steps", po::value(&w.steps)->default_value(5), "timed steps without the observer")(
+      "record", po::value(&w.record)->default_value(1), "recorded steps")(
+      "threads", po::value(&threads)->default_value(0), "intra-op CPU threads (0: LibTorch's default)")(
+      "seed", po::value(&w.seed)->default_value(0), "random seed")("quiet,q", "no progress lines");
+  auto vm = parse(argc, argv, opts, {});
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  if (w.out_dir.empty()) throw Usage("capture: --out DIR is required (see reprise capture --help)");
+  if (threads > 0) at::set_num_threads(threads);
+  if (!vm.count("quiet")) w.progress = [](const std::string& s) { std::cerr << "reprise: " << s << "\n"; };
+  reprise::workloads::CaptureReport r;
+  try {
+    r = reprise::workloads::capture_workload(w);
+  } catch (const std::invalid_argument& e) {
+    throw Usage(std::string("capture: ") + e.what());
+  }
+  std::string manifest = (std::filesystem::path(w.out_dir) / "manifest.json").string();
+  {
+    std::ofstream f(manifest + ".tmp");
+    f << reprise::workloads::manifest_json(w, {r}, 1);
+    if (!f.flush()) throw Usage(manifest + ": cannot write");
+  }
+  std::filesystem::rename(manifest + ".tmp", manifest);
+  std::vector<double> t = r.iteration_seconds;
+  std::sort(t.begin(), t.end());
+  std::printf("%s on %s, %d thread(s)\n", r.description.c_str(), r.device.c_str(), r.threads);
+  std::printf("  iteration    %.3f ms median over %zu uninstrumented steps; recorded step %.3f ms\n",
+              1e3 * t[t.size() / 2], t.size(),
+              r.recorded_iteration_seconds.empty() ? 0.0 : 1e3 * r.recorded_iteration_seconds.front());
+  std::printf("  trace        %s\n  manifest     %s\n", (std::filesystem::path(w.out_dir) / r.trace).c_str(),
+              manifest.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: reprise-torch replay ... (run through `reprise replay`)\n";
+    std::cerr << "usage: reprise-torch replay|capture ... (run through `reprise replay` / `reprise capture`)\n";
     return kBadInput;
   }
   std::string cmd = argv[1];
   try {
     if (cmd == "replay") return cmd_replay(argc - 1, argv + 1);
+    if (cmd == "capture") return cmd_capture(argc - 1, argv + 1);
     std::cerr << "reprise: unknown command '" << cmd << "' (see reprise --help)\n";
     return kBadInput;
   } catch (const Usage& e) {

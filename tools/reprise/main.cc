@@ -29,6 +29,7 @@ const char* kTopHelp =
     "  convert IN OUT        rewrite any readable ET in the current schema (1.1.1-chakra.0.0.4)\n"
     "  synth --out FILE      write a synthetic data-parallel MLP trace (demos, tests, benchmarks)\n"
     "  replay TRACE          re-issue a trace's ops through LibTorch and measure them (reprise-torch)\n"
+    "  capture --workload W  run a built-in LibTorch workload (mlp, dlrm, gpt) and record its trace\n"
     "\n"
     "TRACE is a PyTorch ET (.json, .json.gz; any schema from 1.0.1), a Kineto trace, a folder of per-rank\n"
     "files, or a .tar/.tar.gz/.tgz of them. `reprise <command> --help` describes each command.\n";
@@ -204,7 +205,7 @@ int main(int argc, char** argv) {
     if (cmd == "inspect") return cmd_inspect(argc - 1, argv + 1);
     if (cmd == "convert") return cmd_convert(argc - 1, argv + 1);
     if (cmd == "synth") return cmd_synth(argc - 1, argv + 1);
-    if (cmd == "replay") return exec_torch_tool(argc, argv);
+    if (cmd == "replay" || cmd == "capture") return exec_torch_tool(argc, argv);
     if (cmd == "--version") {
       std::cout << "reprise 0.1.0\n";
       return 0;

@@ -30,6 +30,9 @@ struct SessionOptions {
   bool tensor_ranges = true;   // record [min, max] of integer CPU tensor inputs (index ranges for replay)
   int64_t rank = -1;           // written to the trace's metadata when >= 0
   std::string process_groups;  // JSON list for the `## process_group:init ##` node; empty = none
+  // Also write the recorded ops' host times as a Kineto-style trace beside the ET (rank-0.kineto.json.gz), which
+  // readers link to the ET by rf_id: replay then reports each op's original time.
+  bool host_timeline = true;
 };
 
 // One step boundary to the next, as the Session saw it.

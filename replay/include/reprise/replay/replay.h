@@ -30,6 +30,9 @@ struct ReplayOptions {
   int threads = 0;             // intra-op threads for CPU replay; 0 = LibTorch's default
   uint64_t seed = 0;           // seed of the generated tensor data
   int64_t max_ops = 0;         // replay only the first N outermost ops of each step (0 = all): quick checks
+  // The original iteration times when known from elsewhere (a capture manifest); else from a linked Kineto trace.
+  std::vector<double> original_iteration_seconds;
+  int64_t original_peak_memory_bytes = -1;
   // Receives progress lines ("compiled 1,204 ops in 0.08 s"). Default: silent.
   std::function<void(const std::string&)> progress;
 };
@@ -78,6 +81,7 @@ struct ReplayResult {
   // One entry per replayed trace iteration per measured repetition.
   std::vector<double> iteration_seconds;
   std::vector<double> original_iteration_seconds;  // per step, when the trace carries the original times
+  int64_t original_peak_memory_bytes = -1;         // from a capture manifest
   double setup_seconds = 0;  // compile plan + create input tensors
   int64_t peak_memory_bytes = 0;     // during the measured iterations, inputs included
   int64_t input_bytes = 0;           // tensors created before the loop

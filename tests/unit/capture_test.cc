@@ -1,0 +1,191 @@
+// Live capture: the Session observer on small programs with known op sequences, and the built-in workloads
+// captured and replayed.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <set>
+
+#include "reprise/capture/read.h"
+#include "reprise/capture/session.h"
+#include "reprise/replay/replay.h"
+#include "reprise/workloads/workloads.h"
+#include "test_util.h"
+
+namespace reprise {
+namespace {
+
+std::vector<uint32_t> ops_named(const Trace& t, std::string_view name) {
+  std::vector<uint32_t> v;
+  for (uint32_t i = 0; i < t.nodes.size(); ++i)
+    if (t.name(t.nodes[i]) == name) v.push_back(i);
+  return v;
+}
+
+const Tensor& input_tensor(const Trace& t, uint32_t node, size_t k) {
+  const Value& v = t.inputs(t.nodes[node])[k];
+  EXPECT_EQ(v.kind, ValueKind::Tensor);
+  return t.tensors[v.ref];
+}
+
+TEST(Capture, RecordsOpsSchemasShapesAliasingAndRanges) {
+  std::string dir = test::temp_dir();
+  capture::SessionOptions o;
+  o.path = dir + "/rank-0.json.gz";
+  o.rank = 0;
+  o.process_groups = R"J([{"pg_name": "0", "pg_desc": "default_pg", "ranks": [], "group_size": 1}])J";
+  at::Tensor a = at::rand({4, 6});
+  at::Tensor w = at::rand({10, 3});
+  at::Tensor idx = at::tensor({1, 7, 3, 9}, at::kLong);
+  {
+    capture::Session s(o);
+    s.step();
+    at::Tensor v = a.view({24});                       // a view: same storage as a
+    v.add_(1.0);                                       // in place on the view
+    at::Tensor e = at::embedding(w, idx);              // integer input: its range is recorded
+    at::Tensor y = at::mm(a, at::ones({6, 2}));
+    (void)e;
+    (void)y;
+    s.stop();
+  }
+  ASSERT_TRUE(std::filesystem::exists(o.path));
+  ASSERT_TRUE(std::filesystem::exists(dir + "/rank-0.kineto.json.gz"));
+  TraceSet set = load_traces({dir});
+  ASSERT_EQ(set.ranks.size(), 1u);
+  const Trace& t = set.ranks[0];
+  EXPECT_EQ(t.schema, "1.1.1-chakra.0.0.4");
+  ASSERT_EQ(t.process_groups.size(), 1u);
+  ASSERT_EQ(t.iterations.size(), 1u);
+  EXPECT_EQ(t.iterations[0].name, "ProfilerStep#0");
+
+  auto views = ops_named(t, "aten::view");
+  ASSERT_EQ(views.size(), 1u);
+  const Node& view = t.nodes[views[0]];
+  EXPECT_EQ(t.str(view.op_schema), "aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)");
+  const Tensor& base = input_tensor(t, views[0], 0);
+  const Tensor& out = t.tensors[t.outputs(view)[0].ref];
+  EXPECT_EQ(base.storage_id, out.storage_id);
+  EXPECT_NE(base.id, out.id);
+  EXPECT_EQ(std::vector<int64_t>(t.dims(base).begin(), t.dims(base).end()), (std::vector<int64_t>{4, 6}));
+  EXPECT_EQ(std::vector<int64_t>(t.dims(out).begin(), t.dims(out).end()), (std::vector<int64_t>{24}));
+
+  auto adds = ops_named(t, "aten::add_");  // add_.Scalar, and the add_.Tensor it calls below it
+  ASSERT_EQ(adds.size(), 2u);
+  EXPECT_EQ(t.nodes[adds[1]].parent, adds[0]);
+  const Tensor& self = input_tensor(t, adds[0], 0);
+  const Tensor& result = t.tensors[t.outputs(t.nodes[adds[0]])[0].ref];
+  EXPECT_EQ(self.id, result.id);  // in place: the same tensor comes back
+  EXPECT_EQ(self.storage_id, base.storage_id);
+
+  auto emb = ops_named(t, "aten::embedding");
+  ASSERT_EQ(emb.size(), 1u);
+  EXPECT_EQ(t.str(t.nodes[emb[0]].tensor_range), "{\"1\": [1, 9]}");
+  EXPECT_EQ(t.str(input_tensor(t, emb[0], 1).dtype), "long int");
+  // mm's children are recorded below it, and the Kineto-style host timeline linked them by rf_id.
+  auto mm = ops_named(t, "aten::mm");
+  ASSERT_EQ(mm.size(), 1u);
+  EXPECT_GE(t.nodes[mm[0]].dur_us, 0);
+  ASSERT_TRUE(t.kineto.has_value());
+  EXPECT_EQ(t.kineto->link_method, "rf_id");
+
+  replay::ReplayOptions ro;
+  ro.warmup = 0;
+  ro.iterations = 1;
+  replay::ReplayResult r = replay::replay_trace(t, ro);
+  EXPECT_EQ(r.compute_replayed, r.compute_selected);
+  EXPECT_EQ(r.compute_selected, 5);  // view, add_, embedding, ones, mm
+}
+
+TEST(Capture, StepWindowSkipsThenRecords) {
+  std::string dir = test::temp_dir();
+  capture::SessionOptions o;
+  o.path = dir + "/w.json";
+  o.skip_steps = 2;
+  o.record_steps = 1;
+  capture::Session s(o);
+  at::Tensor x = at::rand({8});
+  for (int k = 0; k < 4; ++k) {
+    s.step();
+    EXPECT_EQ(s.recording(), k == 2);
+    x = at::relu(x - 0.5);
+  }
+  s.stop();
+  auto times = s.step_times();
+  ASSERT_EQ(times.size(), 4u);
+  for (const capture::StepTime& st : times) EXPECT_EQ(st.recorded, st.step == 2);
+  Trace t = read_et(o.path);
+  ASSERT_EQ(t.iterations.size(), 1u);
+  EXPECT_EQ(t.iterations[0].name, "ProfilerStep#2");
+  EXPECT_EQ(ops_named(t, "aten::relu").size(), 1u);
+  EXPECT_THROW(capture::Session{o}, std::logic_error);  // one open Session per process
+}
+
+TEST(Capture, BadOptionsAreClearErrors) {
+  workloads::WorkloadOptions o;
+  o.name = "resnet";
+  try {
+    workloads::capture_workload(o);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown (built in: mlp, dlrm, gpt)"), std::string::npos) << e.what();
+  }
+  o.name = "mlp";
+  o.batch = -3;
+  EXPECT_THROW(workloads::capture_workload(o), std::invalid_argument);
+  o.batch = 0;
+  o.device = "tpu:0";
+  EXPECT_THROW(workloads::capture_workload(o), std::invalid_argument);
+  o.device = "cpu";
+  o.steps = 0;
+  EXPECT_THROW(workloads::capture_workload(o), std::invalid_argument);
+  capture::SessionOptions so;
+  so.skip_steps = -1;
+  EXPECT_THROW(capture::Session{so}, std::invalid_argument);
+}
+
+class WorkloadCapture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(WorkloadCapture, CapturedTraceReplaysWithFullCoverage) {
+  std::string dir = test::temp_dir() + "/" + GetParam();
+  workloads::WorkloadOptions o;
+  o.name = GetParam();
+  o.out_dir = dir;
+  o.warmup = 1;
+  o.steps = 2;
+  o.batch = 8;  // small: this checks structure; docs/performance.md has the timing comparison
+  o.hidden = 64;
+  o.rows = 1000;
+  o.seq = 16;
+  o.vocab = 128;
+  workloads::CaptureReport rep = workloads::capture_workload(o);
+  EXPECT_EQ(rep.iteration_seconds.size(), 2u);
+  EXPECT_EQ(rep.recorded_iteration_seconds.size(), 1u);
+  EXPECT_GT(rep.peak_memory_bytes, 0);
+  TraceSet set = load_traces({dir});
+  ASSERT_EQ(set.ranks.size(), 1u);
+  replay::ReplayOptions ro;
+  ro.warmup = 0;
+  ro.iterations = 1;
+  replay::ReplayResult r = replay::replay_trace(set.ranks[0], ro);
+  EXPECT_GT(r.compute_selected, 20);
+  EXPECT_EQ(r.compute_replayed, r.compute_selected) << (r.skipped.empty() ? "" : r.skipped[0].op + ": " + r.skipped[0].reason);
+  std::set<std::string> ops;
+  for (const Node& n : set.ranks[0].nodes) ops.insert(std::string(set.ranks[0].name(n)));
+  if (GetParam() == "dlrm") {
+    EXPECT_TRUE(ops.count("aten::embedding_bag"));
+    EXPECT_TRUE(ops.count("aten::index_select"));
+  } else if (GetParam() == "gpt") {
+    EXPECT_TRUE(ops.count("aten::layer_norm"));
+    EXPECT_TRUE(ops.count("aten::gelu"));
+    EXPECT_TRUE(ops.count("aten::addcdiv_"));  // AdamW
+  } else {
+    EXPECT_TRUE(ops.count("aten::linear"));
+    EXPECT_TRUE(ops.count("aten::mse_loss"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Builtin, WorkloadCapture, ::testing::Values("mlp", "dlrm", "gpt"));
+
+}  // namespace
+}  // namespace reprise

@@ -1,0 +1,47 @@
+// MLP: Linear+ReLU layers, MSE loss, SGD; data parallel (gradient all_reduce) when there are several ranks.
+#include "workload.h"
+
+namespace reprise::workloads::detail {
+namespace {
+
+class Mlp : public Workload {
+ public:
+  Mlp(const WorkloadOptions& o, at::Device d) : o_(o) {
+    B_ = or_default(o.batch, 64);
+    H_ = or_default(o.hidden, 1024);
+    L_ = or_default(o.layers, 4);
+    for (int64_t l = 0; l < L_; ++l) {
+      params_.push_back(parameter({H_, H_}, 1.0 / std::sqrt(double(H_)), d));
+      params_.push_back(parameter({H_}, 1.0 / std::sqrt(double(H_)), d));
+    }
+    auto opt = at::TensorOptions().device(d);
+    x_ = at::randn({B_, H_}, opt);
+    target_ = at::randn({B_, H_}, opt);
+  }
+  std::string describe() const override {
+    return "mlp: batch " + std::to_string(B_) + ", hidden " + std::to_string(H_) + ", layers " + std::to_string(L_);
+  }
+  void step() override {
+    at::Tensor h = x_;
+    for (int64_t l = 0; l < L_; ++l) {
+      h = at::linear(h, params_[2 * l], params_[2 * l + 1]);
+      if (l + 1 < L_) h = at::relu(h);
+    }
+    at::Tensor loss = at::mse_loss(h, target_);
+    loss.backward();
+    all_reduce_grads(params_, o_.comm);
+    sgd(params_, 1e-3);
+  }
+
+ private:
+  WorkloadOptions o_;
+  int64_t B_, H_, L_;
+  std::vector<at::Tensor> params_;
+  at::Tensor x_, target_;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_mlp(const WorkloadOptions& o, at::Device d) { return std::make_unique<Mlp>(o, d); }
+
+}  // namespace reprise::workloads::detail

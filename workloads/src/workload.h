@@ -1,0 +1,32 @@
+// One training workload: builds its model on a device and runs one iteration per step(). One file per workload.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+
+#include "reprise/workloads/workloads.h"
+
+namespace reprise::workloads::detail {
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  virtual std::string describe() const = 0;
+  virtual void step() = 0;
+};
+
+std::unique_ptr<Workload> make_mlp(const WorkloadOptions& o, at::Device device);
+std::unique_ptr<Workload> make_dlrm(const WorkloadOptions& o, at::Device device);
+std::unique_ptr<Workload> make_gpt(const WorkloadOptions& o, at::Device device);
+
+// A parameter: leaf tensor that requires grad, initialised uniform in [-scale, scale].
+at::Tensor parameter(at::IntArrayRef shape, double scale, at::Device device);
+// Averages the gradients over ranks (data parallelism), when there is more than one.
+void all_reduce_grads(std::vector<at::Tensor>& params, Collectives* comm);
+// p -= lr * grad; grads zeroed.
+void sgd(std::vector<at::Tensor>& params, double lr);
+int64_t or_default(int64_t v, int64_t d);
+
+}  // namespace reprise::workloads::detail
