@@ -30,6 +30,7 @@ const char* kTopHelp =
     "  synth --out FILE      write a synthetic data-parallel MLP trace (demos, tests, benchmarks)\n"
     "  replay TRACE          re-issue a trace's ops through LibTorch and measure them (reprise-torch)\n"
     "  capture --workload W  run a built-in LibTorch workload (mlp, dlrm, gpt) and record its trace\n"
+    "  comms --op OP         nccl-tests-like sweep of a collective over message sizes (MPI or NCCL)\n"
     "\n"
     "TRACE is a PyTorch ET (.json, .json.gz; any schema from 1.0.1), a Kineto trace, a folder of per-rank\n"
     "files, or a .tar/.tar.gz/.tgz of them. `reprise <command> --help` describes each command.\n";
@@ -169,15 +170,15 @@ int cmd_synth(int argc, char** argv) {
   return 0;
 }
 
-// Subcommands that need LibTorch live in reprise-torch beside this binary (as git runs git-<command>), so
+// Subcommands that need LibTorch (reprise-torch) or MPI (reprise-comms) live in binaries beside this one (as git runs git-<command>), so
 // the commands that only read traces start in milliseconds.
-int exec_torch_tool(int argc, char** argv) {
+int exec_tool(const char* name, const char* needs, int argc, char** argv) {
   std::error_code ec;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  std::filesystem::path tool = (ec ? std::filesystem::path(argv[0]) : self).parent_path() / "reprise-torch";
+  std::filesystem::path tool = (ec ? std::filesystem::path(argv[0]) : self).parent_path() / name;
   if (!std::filesystem::exists(tool)) {
-    std::cerr << "reprise: " << argv[1] << " needs " << tool.string()
-              << ", which was not built (LibTorch was not found when configuring)\n";
+    std::cerr << "reprise: " << argv[1] << " needs " << tool.string() << ", which was not built (" << needs
+              << " was not found when configuring)\n";
     return kBadInput;
   }
   std::vector<char*> args;
@@ -205,7 +206,8 @@ int main(int argc, char** argv) {
     if (cmd == "inspect") return cmd_inspect(argc - 1, argv + 1);
     if (cmd == "convert") return cmd_convert(argc - 1, argv + 1);
     if (cmd == "synth") return cmd_synth(argc - 1, argv + 1);
-    if (cmd == "replay" || cmd == "capture") return exec_torch_tool(argc, argv);
+    if (cmd == "replay" || cmd == "capture") return exec_tool("reprise-torch", "LibTorch", argc, argv);
+    if (cmd == "comms") return exec_tool("reprise-comms", "MPI", argc, argv);
     if (cmd == "--version") {
       std::cout << "reprise 0.1.0\n";
       return 0;
