@@ -334,15 +334,43 @@ class SelfComm : public Communicator {
     const Descriptor& d = describe(a.kind);
     if ((a.kind == Kind::Send || a.kind == Kind::Recv) && a.peer != 0)
       throw CommError("self: peer " + std::to_string(a.peer) + " is not a rank of a world of 1");
-    size_t bytes = std::min(d.in_elems(a.count, 1), d.out_elems(a.count, 1)) * dtype_size(a.dtype);
-    if (a.kind == Kind::AllToAllV && !a.in_counts.empty())
-      bytes = std::min(a.in_counts[0], a.out_counts.empty() ? 0 : a.out_counts[0]) * dtype_size(a.dtype);
-    if (bytes && a.in && a.out && a.in != a.out) std::memmove(a.out, a.in, bytes);
+    if (d.rooted && a.root != 0) throw CommError("self: root " + std::to_string(a.root) + " is not a rank of a world of 1");
+    size_t es = dtype_size(a.dtype);
+    if (a.kind == Kind::Send || a.kind == Kind::Recv) {
+      // A send to oneself meets the matching receive, whichever was posted first.
+      auto& mine = a.kind == Kind::Send ? sends_ : recvs_;
+      auto& other = a.kind == Kind::Send ? recvs_ : sends_;
+      Pending p{a.kind == Kind::Send ? const_cast<void*>(a.in) : a.out, a.count * es};
+      if (other.empty()) {
+        mine.push_back(p);
+      } else {
+        Pending q = other.front();
+        other.erase(other.begin());
+        void* dst = a.kind == Kind::Send ? q.ptr : p.ptr;
+        const void* src = a.kind == Kind::Send ? p.ptr : q.ptr;
+        std::memmove(dst, src, std::min(p.bytes, q.bytes));
+      }
+    } else {
+      size_t bytes = std::min(d.in_elems(a.count, 1), d.out_elems(a.count, 1)) * es;
+      if (a.kind == Kind::AllToAllV) {
+        if (a.in_counts.size() != 1 || a.out_counts.size() != 1)
+          throw CommError("self: all_to_allv needs one count and displacement per rank (1)");
+        bytes = std::min(a.in_counts[0], a.out_counts[0]) * es;
+      }
+      if (bytes && a.in && a.out && a.in != a.out) std::memmove(a.out, a.in, bytes);
+    }
     r->secs = now() - t0;
     return r;
   }
   std::vector<std::string> exchange(const std::string& mine) override { return {mine}; }
   [[noreturn]] void abort(int code) override { std::_Exit(code); }
+
+ private:
+  struct Pending {
+    void* ptr;
+    size_t bytes;
+  };
+  std::vector<Pending> sends_, recvs_;
 };
 
 }  // namespace

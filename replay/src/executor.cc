@@ -25,6 +25,10 @@ inline at::Tensor Executor::fetch(const TensorRef& r) {
 }
 
 inline void Executor::exec(Instr& in) {
+  if (in.comm >= 0) {
+    comm_->run(static_cast<uint32_t>(in.comm));
+    return;
+  }
   if (in.failed) {
     bind_fallbacks(in);
     return;
@@ -140,6 +144,7 @@ void Executor::bind_fallbacks(const Instr& in) {
 void Executor::run_step(size_t s) {
   Instr* in = plan_.instrs.data();
   for (uint32_t i = plan_.step_begin[s], end = plan_.step_begin[s + 1]; i < end; ++i) exec(in[i]);
+  if (comm_) comm_->end_step();
 }
 
 void Executor::run_step_per_op(size_t s, std::vector<OpSpan>& spans, double origin) {
@@ -151,6 +156,7 @@ void Executor::run_step_per_op(size_t s, std::vector<OpSpan>& spans, double orig
     double t1 = now_seconds();
     spans.push_back({in[i].node, (t0 - origin) * 1e6, (t1 - t0) * 1e6});
   }
+  if (comm_) comm_->end_step();
 }
 
 void Executor::end_iteration() {

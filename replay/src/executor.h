@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "comm_runtime.h"
 #include "plan.h"
 
 namespace reprise::replay::detail {
@@ -22,6 +23,8 @@ class Executor {
   // Ops that failed after the first pass (their earlier calls had succeeded).
   size_t late_failures() const { return late_failures_; }
   bool first_pass_done = false;
+  // Collectives run through this (nullptr: the plan has none).
+  void set_comm(CommRuntime* c) { comm_ = c; }
 
  private:
   void exec(Instr& in);
@@ -35,6 +38,7 @@ class Executor {
   std::vector<at::Tensor> slots_;
   std::vector<c10::IValue> stack_;
   size_t late_failures_ = 0;
+  CommRuntime* comm_ = nullptr;
 };
 
 }  // namespace reprise::replay::detail

@@ -100,6 +100,11 @@ class Compiler {
   Compiler(const Trace& t, const ReplayOptions& o, Plan& p) : t_(t), o_(o), p_(p) {
     cur_slot_.assign(t.tensors.size(), kNoSlot);
     external_of_.assign(t.tensors.size(), kNoSlot);
+    // The trace's world: its largest process group, or the number of rank files it came with.
+    p_.trace_world = std::max(1, o.trace_ranks);
+    for (const ProcessGroup& pg : t.process_groups)
+      p_.trace_world = std::max<int>(p_.trace_world, static_cast<int>(std::max<int64_t>(pg.size, pg.ranks.size())));
+    for (const Collective& c : t.collectives) p_.trace_world = std::max<int>(p_.trace_world, static_cast<int>(c.pg_size));
   }
 
   void run(const std::vector<StepRange>& steps);
@@ -119,6 +124,8 @@ class Compiler {
   void bind_outputs(const c10::FunctionSchema& schema, const Node& n, Instr& in);
   void note_ranges(const Node& n, const c10::FunctionSchema& schema, Span<Value> inputs);
   void finish();
+  void compile_comm(uint32_t node, uint16_t step);
+  uint32_t comm_group(const Collective& c);
   at::Device map_device(std::string_view dev) const;
 
   const Trace& t_;
@@ -131,6 +138,7 @@ class Compiler {
   std::unordered_map<std::string, Resolved> handles_;
   std::map<std::tuple<int64_t, std::string, int>, uint32_t> groups_;  // (storage, device, dtype) -> group
   std::unordered_map<int64_t, uint32_t> produced_storage_;  // storage id -> slot of its latest produced tensor
+  std::unordered_map<int32_t, int32_t> comm_of_collective_;  // Trace::collectives index -> Plan::comms index
 };
 
 void Compiler::run(const std::vector<StepRange>& steps) {
@@ -181,7 +189,8 @@ void Compiler::select(const std::vector<StepRange>& steps) {
       case NodeKind::Collective:
       case NodeKind::Wait:
       case NodeKind::CommOp:
-        p_.collectives.push_back(i);
+        if (o_.comm) compile_comm(i, step);
+        else p_.comm_skips.push_back({i, "collective: needs a distributed replay (mpirun -np N reprise replay)"});
         state[i] = 1;
         break;
       case NodeKind::TritonKernel:
@@ -781,6 +790,118 @@ void Compiler::finish() {
   for (size_t i = p_.instrs.size(); i-- > 0;) p_.step_begin[p_.instrs[i].step] = static_cast<uint32_t>(i);
   for (size_t s = p_.step_names.size(); s-- > 0;)
     p_.step_begin[s] = std::min(p_.step_begin[s], p_.step_begin[s + 1]);
+}
+
+// The global ranks of the collective's group: the process-group node's list, else global_rank_start/stride and
+// pg_size, else every rank of the trace's world.
+uint32_t Compiler::comm_group(const Collective& c) {
+  CommGroup g;
+  g.name = c.pg_name.empty() ? "0" : c.pg_name;
+  const ProcessGroup* pg = nullptr;
+  for (const ProcessGroup& x : t_.process_groups)
+    if (x.name == c.pg_name) pg = &x;
+  if (pg && !pg->ranks.empty()) {
+    for (int64_t r : pg->ranks) g.ranks.push_back(static_cast<int>(r));
+  } else if (c.global_rank_start >= 0 && c.pg_size > 0 && c.pg_size < p_.trace_world) {
+    for (int64_t k = 0; k < c.pg_size; ++k)
+      g.ranks.push_back(static_cast<int>(c.global_rank_start + k * std::max<int64_t>(c.global_rank_stride, 1)));
+  } else {
+    int64_t n = pg && pg->size > 0 ? pg->size : (c.pg_size > 0 ? c.pg_size : p_.trace_world);
+    for (int64_t r = 0; r < n; ++r) g.ranks.push_back(static_cast<int>(r));
+  }
+  std::sort(g.ranks.begin(), g.ranks.end());
+  for (size_t k = 0; k < p_.comm_groups.size(); ++k)
+    if (p_.comm_groups[k].ranks == g.ranks) return static_cast<uint32_t>(k);
+  p_.comm_groups.push_back(g);
+  return static_cast<uint32_t>(p_.comm_groups.size() - 1);
+}
+
+void Compiler::compile_comm(uint32_t node, uint16_t step) {
+  const Node& n = t_.nodes[node];
+  int32_t ci = n.collective;
+  for (uint32_t ch : t_.children(n))  // c10d:: wrappers hold the record_param_comms that describes them
+    if (ci < 0) ci = t_.nodes[ch].collective;
+  auto skip = [&](const std::string& why) { p_.comm_skips.push_back({node, why}); };
+  if (ci < 0) return skip("collective: no record_param_comms describes it");
+  const Collective& c = t_.collectives[static_cast<size_t>(ci)];
+  CommSpec s;
+  s.node = node;
+  s.collective = ci;
+  if (c.is_wait) {
+    s.is_wait = true;
+    s.label = "wait";
+    auto it = c.waits_for >= 0 ? comm_of_collective_.find(c.waits_for) : comm_of_collective_.end();
+    if (it != comm_of_collective_.end()) {
+      s.waits_for = it->second;
+      p_.comms[static_cast<size_t>(it->second)].async = true;
+      s.group = p_.comms[static_cast<size_t>(it->second)].group;
+    }
+  } else {
+    if (!comms::parse_kind(c.name, s.kind)) return skip("collective " + c.name + ": not replayed yet");
+    if (s.kind == comms::Kind::Send || s.kind == comms::Kind::Recv)
+      return skip("collective " + c.name + ": the trace does not record the peer");
+    if (!comms::parse_dtype(c.dtype, s.dtype))
+      return skip("collective " + c.name + ": dtype '" + c.dtype + "' not supported");
+    s.label = c.name;
+    s.group = comm_group(c);
+    const std::vector<int>& ranks = p_.comm_groups[s.group].ranks;
+    const size_t g = ranks.size();
+    const size_t in = static_cast<size_t>(std::max<int64_t>(c.in_elems, 0));
+    const size_t out = static_cast<size_t>(std::max<int64_t>(c.out_elems, 0));
+    switch (s.kind) {
+      case comms::Kind::AllReduce: case comms::Kind::Broadcast: case comms::Kind::Reduce:
+        s.count = std::max(in, out);
+        s.in_elems = s.out_elems = s.count;
+        break;
+      case comms::Kind::AllGather: case comms::Kind::Gather:
+        s.count = in ? in : out / g;
+        s.in_elems = s.count;
+        s.out_elems = s.count * g;
+        break;
+      case comms::Kind::ReduceScatter: case comms::Kind::Scatter:
+        s.count = out ? out : in / g;
+        s.in_elems = s.count * g;
+        s.out_elems = s.count;
+        break;
+      case comms::Kind::AllToAll:
+        s.count = std::max(in, out) / g;
+        s.in_elems = s.out_elems = s.count * g;
+        break;
+      case comms::Kind::AllToAllV: {
+        // Splits are rows of dim 0; a row is (elements / rows) elements.
+        auto counts = [&](const std::vector<int64_t>& splits, size_t elems, std::vector<size_t>& c_out,
+                          std::vector<size_t>& d_out) {
+          int64_t rows = 0;
+          for (int64_t x : splits) rows += x;
+          size_t per_row = rows > 0 ? elems / static_cast<size_t>(rows) : 0;
+          size_t acc = 0;
+          for (size_t p = 0; p < g; ++p) {
+            size_t k = splits.size() == g ? static_cast<size_t>(splits[p]) * per_row : elems / g;
+            c_out.push_back(k);
+            d_out.push_back(acc);
+            acc += k;
+          }
+        };
+        counts(c.in_splits, in, s.in_counts, s.in_displs);
+        counts(c.out_splits, out, s.out_counts, s.out_displs);
+        s.in_elems = in;
+        s.out_elems = out;
+        break;
+      }
+      case comms::Kind::Barrier:
+        break;
+      default:
+        return skip("collective " + c.name + ": not replayed yet");
+    }
+    s.bytes = static_cast<int64_t>(std::max(s.in_elems, s.out_elems) * comms::dtype_size(s.dtype));
+  }
+  Instr in;
+  in.node = node;
+  in.step = step;
+  in.comm = static_cast<int32_t>(p_.comms.size());
+  if (!s.is_wait) comm_of_collective_[ci] = in.comm;
+  p_.comms.push_back(std::move(s));
+  p_.instrs.push_back(in);
 }
 
 }  // namespace

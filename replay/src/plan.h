@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "reprise/capture/trace.h"
+#include "reprise/comms/communicator.h"
 #include "reprise/replay/replay.h"
 
 namespace reprise::replay::detail {
@@ -47,6 +48,30 @@ struct OutSpec {
   uint32_t first = 0, count = 1;  // in Plan::out_slots (kNoSlot: not used later, not bound)
 };
 
+// A collective or wait of the trace, resolved to what the communicator runs.
+struct CommSpec {
+  uint32_t node = 0;
+  int32_t collective = -1;  // index in Trace::collectives
+  comms::Kind kind = comms::Kind::AllReduce;
+  comms::DType dtype = comms::DType::F32;
+  comms::ReduceOp op = comms::ReduceOp::Sum;
+  size_t count = 0;  // as comms::Args counts
+  std::vector<size_t> in_counts, in_displs, out_counts, out_displs;
+  size_t in_elems = 0, out_elems = 0;  // buffer sizes (elements)
+  int root = 0;
+  uint32_t group = 0;  // index in Plan::comm_groups
+  bool is_wait = false;
+  int32_t waits_for = -1;  // wait: the CommSpec it completes (-1: a collective issued before the trace began)
+  bool async = false;      // a later wait completes it
+  std::string label;       // "all_reduce"
+  int64_t bytes = 0;       // the larger buffer, in bytes (nccl-tests' size)
+};
+
+struct CommGroup {
+  std::string name;        // the trace's pg name ("0"), for results
+  std::vector<int> ranks;  // global ranks, ascending
+};
+
 struct Instr {
   uint32_t node = 0;   // index in Trace::nodes
   uint32_t op = 0;     // index in Plan::ops
@@ -54,6 +79,7 @@ struct Instr {
   uint32_t outs = 0, num_outs = 0;
   uint32_t fallback = 0;  // failed ops: first of num out_slots' fallback tensors in Plan::fallbacks
   uint16_t step = 0;
+  int32_t comm = -1;  // >= 0: a collective (index in Plan::comms), run by the communication layer
   bool failed = false;
   uint32_t reason = 0;  // failed: index in Plan::reasons
 };
@@ -107,7 +133,10 @@ struct Plan {
 
   std::vector<Skip> skips;          // selected nodes not replayed, with why
   std::vector<Skip> decomposed;     // wrappers replayed through their children
-  std::vector<uint32_t> collectives;  // selected collective/wait nodes (replayed by the comms layer)
+  std::vector<Skip> comm_skips;       // selected collectives and waits not replayed, with why
+  std::vector<CommSpec> comms;        // with a communicator: the collectives, run as instructions
+  std::vector<CommGroup> comm_groups;
+  int trace_world = 1;                // ranks the trace's groups span
   int64_t excluded_dataloader = 0;
   int64_t device_noops = 0;
   bool truncated = false;  // max_ops cut the steps short  // ops with no effect on the replay device (record_stream off the GPU)

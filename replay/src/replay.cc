@@ -6,7 +6,9 @@
 #include <map>
 #include <sstream>
 
+#include "comm_runtime.h"
 #include "executor.h"
+#include "reprise/comms/communicator.h"
 #include "reprise/replay/device.h"
 #include "plan.h"
 #include "reprise/replay/replay.h"
@@ -22,21 +24,23 @@ std::string count_text(int64_t n) {
   return s;
 }
 
+// Collectives named by what they do: "all_gather (c10d::allgather_)".
+std::string collective_label(const Trace& t, uint32_t node) {
+  const Node& n = t.nodes[node];
+  int32_t k = n.collective;
+  for (uint32_t ch : t.children(n))
+    if (k < 0) k = t.nodes[ch].collective;
+  std::string label(t.name(n));
+  if (k >= 0) label = (t.collectives[k].is_wait ? std::string("wait") : t.collectives[k].name) + " (" + label + ")";
+  return label;
+}
+
 void gather_skips(const Trace& t, const Plan& plan, ReplayResult& r) {
   std::map<std::pair<std::string, std::string>, int64_t> skipped, decomposed;
   for (const detail::Skip& s : plan.skips) ++skipped[{std::string(t.name(t.nodes[s.node])), s.reason}];
   for (const detail::Instr& in : plan.instrs)
     if (in.failed) ++skipped[{std::string(t.name(t.nodes[in.node])), plan.reasons[in.reason]}];
-  for (uint32_t c : plan.collectives) {
-    // Name collectives by what they do: "all_gather (c10d::allgather_)".
-    const Node& n = t.nodes[c];
-    int32_t k = n.collective;
-    for (uint32_t ch : t.children(n))
-      if (k < 0) k = t.nodes[ch].collective;
-    std::string label(t.name(n));
-    if (k >= 0) label = (t.collectives[k].is_wait ? std::string("wait") : t.collectives[k].name) + " (" + label + ")";
-    ++skipped[{label, "collective: replayed by distributed replay, not available in this build"}];
-  }
+  for (const detail::Skip& s : plan.comm_skips) ++skipped[{collective_label(t, s.node), s.reason}];
   for (const detail::Skip& s : plan.decomposed) ++decomposed[{std::string(t.name(t.nodes[s.node])), s.reason}];
   auto flatten = [](const auto& m) {
     std::vector<SkipCount> v;
@@ -73,14 +77,31 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   r.excluded_dataloader = plan.excluded_dataloader;
   r.device_noops = plan.device_noops;
   r.truncated = plan.truncated;
-  if (plan.instrs.empty() && plan.collectives.empty() && plan.skips.empty())
+  if (plan.instrs.empty() && plan.comm_skips.empty() && plan.skips.empty())
     throw TraceError(trace.source + ": no operators in the selected iteration (" +
                      (plan.step_names.empty() ? std::string("none") : plan.step_names.front()) + ")");
   progress("compiled " + count_text(static_cast<int64_t>(plan.instrs.size())) + " ops (" +
            count_text(static_cast<int64_t>(plan.skips.size())) + " not replayable, " +
-           count_text(static_cast<int64_t>(plan.collectives.size())) + " collectives) in " +
+           count_text(static_cast<int64_t>(plan.comms.size() + plan.comm_skips.size())) + " collectives and waits) in " +
            std::to_string(now_seconds() - t0).substr(0, 5) + " s");
 
+  std::unique_ptr<detail::CommRuntime> comm;
+  if (o.comm) {
+    r.world_size = o.comm->size();
+    if (o.comm->size() != plan.trace_world)
+      throw TraceError(trace.source + ": the trace's process groups span " + std::to_string(plan.trace_world) +
+                       " rank(s) but the launch has " + std::to_string(o.comm->size()) +
+                       " (run it with mpirun -np " + std::to_string(plan.trace_world) +
+                       "; changing the world size is the generators' job)");
+    if (plan.device.is_meta() && !plan.comms.empty())
+      throw TraceError("--device meta replays no collectives: launch it as a single process");
+    if (!plan.comms.empty()) {
+      comm = std::make_unique<detail::CommRuntime>(plan, *o.comm, plan.device);
+      r.comm_backend = comm->backend();
+      progress("collectives over " + r.comm_backend + ": " + std::to_string(plan.comms.size()) + " per iteration, " +
+               std::to_string(plan.comm_groups.size()) + " process group(s)");
+    }
+  }
   std::vector<at::Tensor> externals = detail::create_externals(plan, o.seed);
   for (const detail::StorageGroup& g : plan.groups)
     if (!g.device.is_meta()) r.input_bytes += g.numel * static_cast<int64_t>(c10::elementSize(g.dtype));
@@ -91,6 +112,7 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   size_t nsteps = plan.step_names.size();
   {
     detail::Executor ex(trace, plan, std::move(externals));
+    ex.set_comm(comm.get());
     // The first pass validates: ops that throw are marked, once, with their reason.
     for (size_t s = 0; s < nsteps; ++s) ex.run_step(s);
     ex.end_iteration();
@@ -104,6 +126,7 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
     progress("validated and warmed up; measuring " + std::to_string(o.iterations) + " iteration(s)");
 
     reset_memory_peak(plan.device);
+    if (comm) comm->reset_stats();
     RegionTimer timer(plan.device);
     for (int it = 0; it < o.iterations; ++it) {
       for (size_t s = 0; s < nsteps; ++s) {
@@ -114,6 +137,7 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
       ex.end_iteration();
     }
     r.peak_memory_bytes = memory_peak(plan.device);
+    if (comm) r.collective_timing = comm->timings(o.iterations);
 
     if (o.per_op || o.timeline) {
       progress("per-op pass");
@@ -154,9 +178,9 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   gather_skips(trace, plan, r);
   r.compute_selected = plan.compute_selected;
   r.compute_replayed = 0;
-  for (const detail::Instr& in : plan.instrs) r.compute_replayed += in.failed ? 0 : 1;
-  r.collectives_selected = static_cast<int64_t>(plan.collectives.size());
-  r.collectives_replayed = 0;
+  for (const detail::Instr& in : plan.instrs) r.compute_replayed += in.failed || in.comm >= 0 ? 0 : 1;
+  r.collectives_selected = static_cast<int64_t>(plan.comms.size() + plan.comm_skips.size());
+  r.collectives_replayed = static_cast<int64_t>(plan.comms.size());
   r.ops_selected = r.compute_selected + r.collectives_selected;
   r.ops_replayed = r.compute_replayed + r.collectives_replayed;
   r.coverage = r.ops_selected > 0 ? static_cast<double>(r.ops_replayed) / static_cast<double>(r.ops_selected) : 0;

@@ -96,13 +96,66 @@ std::string result_json(const ReplayResult& r) {
     }
     j["per_op"] = a;
   }
+  j["world_size"] = r.world_size;
+  if (!r.comm_backend.empty()) j["comm_backend"] = r.comm_backend;
+  if (!r.collective_timing.empty()) {
+    json a = json::array();
+    for (const CollectiveTiming& t : r.collective_timing)
+      a.push_back({{"name", t.name}, {"group", t.group}, {"group_size", t.group_size}, {"dtype", t.dtype},
+                   {"bytes", t.bytes}, {"calls", t.calls}, {"seconds", t.seconds}, {"algbw_gbps", t.algbw},
+                   {"busbw_gbps", t.busbw}});
+    j["collective_timing"] = a;
+  }
   j["warnings"] = r.warnings;
   return j.dump(2) + "\n";
 }
 
+std::string merged_result_json(const std::vector<std::string>& rank_jsons) {
+  if (rank_jsons.empty()) return "{}\n";
+  std::vector<json> docs;
+  for (const std::string& s : rank_jsons) docs.push_back(json::parse(s));
+  json j = docs[0];
+  j["world_size"] = docs.size();
+  json ranks = json::array();
+  std::vector<double> worst;
+  for (const json& d : docs) {
+    json e = {{"rank", d["rank"]},
+              {"trace", d["trace"]},
+              {"ops_selected", d["ops_selected"]},
+              {"ops_replayed", d["ops_replayed"]},
+              {"coverage", d["coverage"]},
+              {"collectives_selected", d["collectives"]["selected"]},
+              {"collectives_replayed", d["collectives"]["replayed"]},
+              {"iteration_seconds", d["iteration_seconds"]},
+              {"median_iteration_seconds", d["median_iteration_seconds"]},
+              {"peak_memory_bytes", d["peak_memory_bytes"]}};
+    if (d.contains("original_iteration_seconds")) e["original_iteration_seconds"] = d["original_iteration_seconds"];
+    if (d.contains("collective_timing")) e["collective_timing"] = d["collective_timing"];
+    if (!d["skipped"].empty()) e["skipped"] = d["skipped"];
+    ranks.push_back(e);
+    std::vector<double> it = d["iteration_seconds"].get<std::vector<double>>();
+    if (worst.size() < it.size()) worst.resize(it.size(), 0);
+    for (size_t k = 0; k < it.size(); ++k) worst[k] = std::max(worst[k], it[k]);
+  }
+  j["ranks"] = ranks;
+  j["iteration_seconds_max_over_ranks"] = worst;
+  j["median_iteration_seconds_max_over_ranks"] = median(worst);
+  return j.dump(2) + "\n";
+}
+
+void write_merged_timeline(const std::vector<std::string>& rank_timelines, const std::string& path) {
+  json events = json::array();
+  for (const std::string& s : rank_timelines) {
+    json d = json::parse(s);
+    for (auto& e : d["traceEvents"]) events.push_back(std::move(e));
+  }
+  json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  write_atomically(path, doc.dump() + "\n");
+}
+
 void write_result_json(const ReplayResult& r, const std::string& path) { write_atomically(path, result_json(r)); }
 
-void write_timeline(const ReplayResult& r, const Trace& trace, const std::string& path) {
+std::string timeline_json(const ReplayResult& r, const Trace& trace) {
   json events = json::array();
   int64_t pid = r.rank >= 0 ? r.rank : 0;
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", "rank " + std::to_string(pid) + " replay (" + r.device + ")"}}}});
@@ -110,8 +163,10 @@ void write_timeline(const ReplayResult& r, const Trace& trace, const std::string
     const Node& n = trace.nodes[s.node];
     json args = {{"node_id", n.id}};
     if (n.dur_us >= 0) args["original_us"] = n.dur_us;
-    events.push_back({{"name", std::string(trace.name(n))},
-                      {"cat", "op"},
+    std::string name(trace.name(n));
+    if (n.collective >= 0) name = trace.collectives[n.collective].is_wait ? "wait" : trace.collectives[n.collective].name;
+    events.push_back({{"name", name},
+                      {"cat", n.kind == NodeKind::Operator ? "op" : "comm"},
                       {"ph", "X"},
                       {"ts", s.start_us},
                       {"dur", s.dur_us},
@@ -120,7 +175,11 @@ void write_timeline(const ReplayResult& r, const Trace& trace, const std::string
                       {"args", args}});
   }
   json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", {{"source", r.trace}}}};
-  write_atomically(path, doc.dump() + "\n");
+  return doc.dump() + "\n";
+}
+
+void write_timeline(const ReplayResult& r, const Trace& trace, const std::string& path) {
+  write_atomically(path, timeline_json(r, trace));
 }
 
 void print_summary(const ReplayResult& r, std::FILE* out) {
@@ -166,6 +225,15 @@ void print_summary(const ReplayResult& r, std::FILE* out) {
                  human_bytes(static_cast<double>(r.original_peak_memory_bytes)).c_str(),
                  static_cast<double>(r.peak_memory_bytes) / static_cast<double>(r.original_peak_memory_bytes));
   std::fprintf(out, "; setup %s\n", human_seconds(r.setup_seconds).c_str());
+  if (!r.collective_timing.empty()) {
+    std::fprintf(out, "  collectives  over %s, %d rank(s); per iteration:\n", r.comm_backend.c_str(), r.world_size);
+    std::fprintf(out, "    %-16s %6s %5s %10s %6s %10s %9s %9s\n", "name", "group", "size", "bytes", "calls", "time",
+                 "algbw", "busbw");
+    for (const CollectiveTiming& t : r.collective_timing)
+      std::fprintf(out, "    %-16s %6s %5d %10lld %6lld %10s %7.2f GB/s %5.2f GB/s\n", t.name.c_str(), t.group.c_str(),
+                   t.group_size, static_cast<long long>(t.bytes), static_cast<long long>(t.calls),
+                   human_seconds(t.seconds).c_str(), t.algbw, t.busbw);
+  }
   if (!r.per_op.empty()) {
     std::fprintf(out, "  slowest ops  (per iteration)\n");
     for (size_t k = 0; k < r.per_op.size() && k < 8; ++k) {

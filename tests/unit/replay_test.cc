@@ -411,7 +411,7 @@ TEST(ReplayShared, ResnetCompilesEveryOpAndRunsItsFirstOps) {
   EXPECT_EQ(plan.step_names, std::vector<std::string>{"ProfilerStep#6"});
   EXPECT_EQ(plan.compute_selected, 1228);
   EXPECT_EQ(plan.instrs.size(), 1228u) << (plan.skips.empty() ? "" : plan.skips[0].reason);
-  EXPECT_EQ(plan.collectives.size(), 9u);
+  EXPECT_EQ(plan.comm_skips.size(), 9u);
   // Running the whole ResNet-50 step takes long on two cores: the first 150 ops, in the forward pass.
   ReplayResult r = replay_shared(path, 150);
   EXPECT_TRUE(r.truncated);

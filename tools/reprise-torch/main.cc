@@ -4,13 +4,17 @@
 #include <cstdlib>
 #include <iostream>
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include <thread>
+
 #include "reprise/capture/read.h"
+#include "reprise/comms/communicator.h"
 #include "reprise/replay/replay.h"
 #include "reprise/workloads/workloads.h"
 
@@ -36,22 +40,18 @@ po::variables_map parse(int argc, char** argv, const po::options_description& op
   return vm;
 }
 
-// The launcher's rank (mpirun, srun, torchrun), or -1 when launched alone.
-int64_t launcher_rank() {
-  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK"})
-    if (const char* s = std::getenv(v)) return std::strtoll(s, nullptr, 10);
-  return -1;
-}
-
 int cmd_replay(int argc, char** argv) {
   po::options_description opts(
       "usage: reprise replay TRACE [options]\n\n"
       "Replays one iteration of a trace op for op through the LibTorch dispatcher, with the recorded shapes,\n"
       "dtypes, strides and views, and measures it. TRACE is an ET file, a folder of per-rank files or an\n"
       "archive; the rank replayed is --rank, else the launcher's rank (mpirun/srun/torchrun), else 0.\n"
-      "Collectives are counted and skipped here (distributed replay comes with mpirun support).\n\noptions");
+      "Under mpirun/srun each rank replays its own trace and the collectives run over MPI (CPU) or NCCL (GPU, one\n"
+      "GPU per local rank); rank 0 writes the results of every rank. A single process replays the collectives of\n"
+      "one-rank traces and skips those of larger ones.\n\noptions");
   std::string trace_path, device, out, timeline;
   int64_t iteration = -1, rank = -1, max_ops = 0;
+  double timeout = 0;
   int warmup = 1, iterations = 5, threads = 0;
   uint64_t seed = 0;
   opts.add_options()("help,h", "show this help")(
@@ -68,6 +68,7 @@ int cmd_replay(int argc, char** argv) {
       "rank", po::value(&rank), "which rank of a multi-rank TRACE to replay")(
       "seed", po::value(&seed)->default_value(0), "seed of the generated input data")(
       "max-ops", po::value(&max_ops)->default_value(0), "replay only the first N ops of each step (0: all)")(
+      "timeout", po::value(&timeout)->default_value(0), "abort every rank after this many seconds (0: never)")(
       "quiet,q", "no progress lines")("trace", po::value(&trace_path), "the trace");
   po::positional_options_description pos;
   pos.add("trace", 1);
@@ -78,21 +79,36 @@ int cmd_replay(int argc, char** argv) {
   }
   if (trace_path.empty()) throw Usage("replay: no trace given (see reprise replay --help)");
   bool quiet = vm.count("quiet") > 0;
+  if (timeout > 0) {
+    // A rank that stops making progress must not hang the job: abort every rank after the limit.
+    std::thread([timeout] {
+      std::this_thread::sleep_for(std::chrono::duration<double>(timeout));
+      std::cerr << "reprise: replay: --timeout " << timeout << " s reached; aborting every rank\n";
+      std::_Exit(124);
+    }).detach();
+  }
 
   reprise::ReadOptions ro;
   if (!quiet) ro.warn = [](const std::string& w) { std::cerr << "reprise: warning: " << w << "\n"; };
   reprise::TraceSet set = reprise::load_traces({trace_path}, ro);
-  if (rank < 0) rank = launcher_rank();
+
+  // The launch: mpirun/srun give one process per rank; each replays its own trace (rank-N, or the N-th file).
+  reprise::comms::Launch launch = reprise::comms::detect_launch();
+  std::unique_ptr<reprise::comms::Communicator> world;
+  if (launch.size > 1) world = reprise::comms::make_mpi_world();
+  const int64_t my_rank = world ? world->rank() : (rank >= 0 ? rank : 0);
   const reprise::Trace* trace = nullptr;
-  if (rank < 0) {
-    trace = &set.ranks.front();
-  } else {
-    for (const reprise::Trace& t : set.ranks)
-      if (t.rank == rank) trace = &t;
-    if (!trace && set.ranks.size() == 1 && set.ranks.front().rank < 0) trace = &set.ranks.front();
-    if (!trace) throw Usage(trace_path + ": no trace for rank " + std::to_string(rank) + " (it has " +
-                            std::to_string(set.ranks.size()) + " rank(s))");
-  }
+  if (world && set.ranks.size() > 1 && static_cast<int>(set.ranks.size()) != world->size())
+    throw Usage(trace_path + ": " + std::to_string(set.ranks.size()) + " rank traces, but the launch has " +
+                std::to_string(world->size()) + " ranks");
+  for (const reprise::Trace& t : set.ranks)
+    if (t.rank == my_rank) trace = &t;
+  if (!trace && static_cast<size_t>(my_rank) < set.ranks.size() && (world || rank < 0)) trace = &set.ranks[my_rank];
+  if (!trace && set.ranks.size() == 1 && (world || rank < 0)) trace = &set.ranks.front();
+  if (!trace)
+    throw Usage(trace_path + ": no trace for rank " + std::to_string(my_rank) + " (it has " +
+                std::to_string(set.ranks.size()) + " rank(s))");
+  if (world && !quiet && world->rank() != 0) quiet = true;  // one voice: rank 0 prints progress
 
   reprise::replay::ReplayOptions o;
   // A capture folder's manifest holds the original (uninstrumented) iteration times and thread count.
@@ -126,7 +142,64 @@ int cmd_replay(int argc, char** argv) {
   o.seed = seed;
   o.max_ops = max_ops;
   if (!quiet) o.progress = [](const std::string& s) { std::cerr << "reprise: " << s << "\n"; };
-  reprise::replay::ReplayResult r = reprise::replay::replay_trace(*trace, o);
+  o.trace_ranks = static_cast<int>(set.ranks.size());
+  std::unique_ptr<reprise::comms::Communicator> self;
+  if (world) {
+    o.comm = world.get();
+    if (o.device.empty() || o.device == "cuda")  // each local rank takes its own GPU
+      if (at::hasCUDA()) o.device = "cuda:" + std::to_string(launch.local_rank);
+  } else {
+    // A single process replays collectives when the trace's world is one rank; a rank of a larger run replays its
+    // compute only (the summary says why its collectives were skipped).
+    int trace_world = static_cast<int>(set.ranks.size());
+    for (const reprise::ProcessGroup& pg : trace->process_groups)
+      trace_world = std::max<int>(trace_world, static_cast<int>(std::max<int64_t>(pg.size, pg.ranks.size())));
+    for (const reprise::Collective& c : trace->collectives) trace_world = std::max<int>(trace_world, static_cast<int>(c.pg_size));
+    if (trace_world == 1 && o.device != "meta") {
+      self = reprise::comms::make_self();
+      o.comm = self.get();
+    }
+  }
+  reprise::replay::ReplayResult r;
+  try {
+    r = reprise::replay::replay_trace(*trace, o);
+  } catch (const std::exception& e) {
+    if (!world) throw;
+    std::cerr << "reprise: rank " << world->rank() << ": " << e.what() << "\n";
+    world->abort(2);
+  }
+  if (world) {
+    // Everything to rank 0: one results file, one timeline with a process per rank.
+    std::vector<std::string> all = world->exchange(reprise::replay::result_json(r));
+    std::vector<std::string> timelines;
+    if (!timeline.empty()) timelines = world->exchange(reprise::replay::timeline_json(r, *trace));
+    if (world->rank() == 0) {
+      if (!out.empty()) {
+        std::ofstream f(out + ".tmp");
+        f << reprise::replay::merged_result_json(all);
+        if (!f.flush()) throw Usage(out + ": cannot write");
+        f.close();
+        std::filesystem::rename(out + ".tmp", out);
+      }
+      if (!timeline.empty()) reprise::replay::write_merged_timeline(timelines, timeline);
+      reprise::replay::print_summary(r, stdout);
+      auto j = nlohmann::json::parse(reprise::replay::merged_result_json(all));
+      std::printf("  ranks        %d; iteration median per rank:", world->size());
+      for (auto& e : j["ranks"]) std::printf(" %.3f ms", 1e3 * e["median_iteration_seconds"].get<double>());
+      std::printf("\n  slowest rank %.3f ms median per iteration\n", 1e3 * j["median_iteration_seconds_max_over_ranks"].get<double>());
+      if (!out.empty()) std::cout << "results: " << out << " (all ranks)\n";
+      if (!timeline.empty()) std::cout << "timeline: " << timeline << " (all ranks; open in https://ui.perfetto.dev)\n";
+    }
+    world->exchange("");
+    bool strict_fail = o.strict && r.ops_replayed < r.ops_selected;
+    world.reset();
+    reprise::comms::finalize();
+    if (strict_fail) {
+      std::cerr << "reprise: --strict: rank " << my_rank << ": " << (r.ops_selected - r.ops_replayed) << " selected op(s) not replayed\n";
+      return 1;
+    }
+    return 0;
+  }
   if (!out.empty()) reprise::replay::write_result_json(r, out);
   if (!timeline.empty()) reprise::replay::write_timeline(r, *trace, timeline);
   reprise::replay::print_summary(r, stdout);

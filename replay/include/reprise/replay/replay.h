@@ -16,6 +16,10 @@
 
 #include "reprise/capture/trace.h"
 
+namespace reprise::comms {
+class Communicator;
+}
+
 namespace reprise::replay {
 
 struct ReplayOptions {
@@ -33,6 +37,10 @@ struct ReplayOptions {
   // The original iteration times when known from elsewhere (a capture manifest); else from a linked Kineto trace.
   std::vector<double> original_iteration_seconds;
   int64_t original_peak_memory_bytes = -1;
+  // Distributed replay: the launch's world (MPI, or a world of one). Collectives run through it (NCCL on GPUs,
+  // bootstrapped from it); without one they are counted and skipped.
+  comms::Communicator* comm = nullptr;
+  int trace_ranks = 1;  // rank files the trace came with (the trace's world when its groups do not say)
   // Receives progress lines ("compiled 1,204 ops in 0.08 s"). Default: silent.
   std::function<void(const std::string&)> progress;
 };
@@ -50,6 +58,16 @@ struct OpTiming {
   int64_t count = 0;         // calls per replayed iteration
   double seconds = 0;        // total per replayed iteration
   double original_seconds = -1;  // from the trace's linked Kineto durations, -1 when unknown
+};
+
+// Per collective (grouped by name, group, dtype and size): what one replayed iteration issued and how fast.
+struct CollectiveTiming {
+  std::string name, group, dtype;
+  int64_t bytes = 0;       // nccl-tests size: the larger buffer of one rank
+  int64_t calls = 0;       // per iteration
+  int group_size = 1;
+  double seconds = 0;      // mean per call (start to completion)
+  double algbw = 0, busbw = 0;  // GB/s
 };
 
 // One op of the per-op pass, for the timeline.
@@ -86,6 +104,9 @@ struct ReplayResult {
   int64_t peak_memory_bytes = 0;     // during the measured iterations, inputs included
   int64_t input_bytes = 0;           // tensors created before the loop
   std::vector<OpTiming> per_op;      // when per_op
+  std::vector<CollectiveTiming> collective_timing;  // with a communicator
+  int world_size = 1;
+  std::string comm_backend;          // "mpi", "nccl", "self", or "" when collectives were skipped
   std::vector<OpSpan> timeline;      // when timeline: the spans of one per-op iteration
   std::vector<std::string> warnings;
 };
@@ -96,6 +117,12 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& options);
 
 // The results as JSON (schema in docs/replay.md).
 std::string result_json(const ReplayResult& result);
+// Rank 0's results, every rank's summary under "ranks", and the per-iteration maximum over ranks: the document a
+// distributed replay writes. `rank_jsons` are result_json() of every rank, in rank order.
+std::string merged_result_json(const std::vector<std::string>& rank_jsons);
+// The per-op timelines of every rank in one Chrome trace (one process per rank).
+std::string timeline_json(const ReplayResult& result, const Trace& trace);
+void write_merged_timeline(const std::vector<std::string>& rank_timelines, const std::string& path);
 void write_result_json(const ReplayResult& result, const std::string& path);
 // A Chrome/Perfetto trace of the per-op pass.
 void write_timeline(const ReplayResult& result, const Trace& trace, const std::string& path);

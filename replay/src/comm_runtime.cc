@@ -1,0 +1,228 @@
+#include "comm_runtime.h"
+
+#include <set>
+#include <sstream>
+
+#ifdef REPRISE_TORCH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace reprise::replay::detail {
+namespace {
+
+std::string ranks_text(const std::vector<int>& r) {
+  std::string s;
+  for (size_t k = 0; k < r.size(); ++k) s += (k ? "," : "") + std::to_string(r[k]);
+  return s;
+}
+
+std::vector<int> parse_ranks(const std::string& s) {
+  std::vector<int> out;
+  std::istringstream in(s);
+  std::string x;
+  while (std::getline(in, x, ',')) out.push_back(std::stoi(x));
+  return out;
+}
+
+}  // namespace
+
+CommRuntime::CommRuntime(Plan& plan, comms::Communicator& world, at::Device device)
+    : plan_(plan), world_(world), device_(device) {
+  const int W = world.size(), me = world.rank();
+  for (const CommGroup& g : plan.comm_groups) {
+    for (int r : g.ranks)
+      if (r < 0 || r >= W)
+        throw TraceError("process group " + g.name + " names rank " + std::to_string(r) + ", but the launch has " +
+                         std::to_string(W) + " rank(s)");
+    if (std::find(g.ranks.begin(), g.ranks.end(), me) == g.ranks.end())
+      throw TraceError("rank " + std::to_string(me) + " replays collectives of process group " + g.name + " [" +
+                       ranks_text(g.ranks) + "], which it is not in: is this its trace?");
+  }
+  // Every rank says which groups it uses and how many collectives it issues on each; the union, in one order,
+  // is split on every rank (a split is collective), and members must agree on the counts or they would hang.
+  std::vector<int64_t> per_group(plan.comm_groups.size(), 0);
+  for (const CommSpec& s : plan.comms)
+    if (!s.is_wait) ++per_group[s.group];
+  std::string mine;
+  for (size_t g = 0; g < plan.comm_groups.size(); ++g)
+    mine += ranks_text(plan.comm_groups[g].ranks) + ":" + std::to_string(per_group[g]) + ";";
+  std::vector<std::string> all = world.exchange(mine);
+  std::map<std::vector<int>, std::map<int, int64_t>> counts;  // group -> rank -> collectives
+  for (int r = 0; r < W; ++r) {
+    std::istringstream in(all[static_cast<size_t>(r)]);
+    std::string entry;
+    while (std::getline(in, entry, ';')) {
+      size_t colon = entry.find(':');
+      if (colon == std::string::npos) continue;
+      counts[parse_ranks(entry.substr(0, colon))][r] = std::stoll(entry.substr(colon + 1));
+    }
+  }
+  for (auto& [ranks, by_rank] : counts) {
+    auto first = by_rank.begin();
+    for (auto& [r, n] : by_rank)
+      if (n != first->second)
+        throw TraceError("rank " + std::to_string(first->first) + " issues " + std::to_string(first->second) +
+                         " collectives on group [" + ranks_text(ranks) + "] but rank " + std::to_string(r) +
+                         " issues " + std::to_string(n) + ": the traces do not belong to one run");
+  }
+
+  comms::Communicator* base = &world_;
+  if (device_.is_cuda()) {
+    device_world_ = comms::make_nccl(world_, device_.index());
+    base = device_world_.get();
+#ifdef REPRISE_TORCH_CUDA
+    comm_stream_ = new c10::cuda::CUDAStream(c10::cuda::getStreamFromPool(false, device_.index()));
+#endif
+  }
+  groups_.assign(plan.comm_groups.size(), nullptr);
+  for (auto& [ranks, by_rank] : counts) {
+    comms::Communicator* c = nullptr;
+    if (static_cast<int>(ranks.size()) == W) {
+      c = base;  // the whole world: no split
+    } else {
+      std::unique_ptr<comms::Communicator> sub = base->split(ranks);
+      c = sub.get();
+      if (sub) owned_.push_back(std::move(sub));
+    }
+    for (size_t g = 0; g < plan.comm_groups.size(); ++g)
+      if (plan.comm_groups[g].ranks == ranks) groups_[g] = c;
+  }
+  flights_.resize(plan.comms.size());
+  seconds_.assign(plan.comms.size(), 0);
+  calls_.assign(plan.comms.size(), 0);
+}
+
+CommRuntime::~CommRuntime() {
+#ifdef REPRISE_TORCH_CUDA
+  delete static_cast<c10::cuda::CUDAStream*>(comm_stream_);
+#endif
+}
+
+std::string CommRuntime::backend() const { return device_world_ ? device_world_->backend() : world_.backend(); }
+
+at::Tensor CommRuntime::take(int64_t bytes) {
+  auto it = pool_.find(bytes);
+  if (it != pool_.end()) {
+    at::Tensor t = std::move(it->second);
+    pool_.erase(it);
+    return t;
+  }
+  return at::empty({std::max<int64_t>(bytes, 1)}, at::TensorOptions().dtype(at::kByte).device(device_));
+}
+
+void CommRuntime::give(at::Tensor t) {
+  if (t.defined()) pool_.emplace(t.numel(), std::move(t));
+}
+
+void CommRuntime::run(uint32_t spec) {
+  const CommSpec& s = plan_.comms[spec];
+  if (s.is_wait) {
+    if (s.waits_for >= 0 && flights_[static_cast<size_t>(s.waits_for)].req) complete(static_cast<uint32_t>(s.waits_for));
+    return;
+  }
+  comms::Communicator* c = groups_[s.group];
+  size_t es = comms::dtype_size(s.dtype);
+  Flight& f = flights_[spec];
+  bool in_place = s.kind == comms::Kind::AllReduce || s.kind == comms::Kind::Broadcast;
+  f.in = take(static_cast<int64_t>(s.in_elems * es));
+  f.out = in_place ? at::Tensor() : take(static_cast<int64_t>(s.out_elems * es));
+  comms::Args a;
+  a.kind = s.kind;
+  a.dtype = s.dtype;
+  a.op = s.op;
+  a.in = f.in.data_ptr();
+  a.out = in_place ? f.in.data_ptr() : f.out.data_ptr();
+  a.count = s.count;
+  a.in_counts = s.in_counts;
+  a.in_displs = s.in_displs;
+  a.out_counts = s.out_counts;
+  a.out_displs = s.out_displs;
+  a.root = s.root;
+#ifdef REPRISE_TORCH_CUDA
+  if (comm_stream_) {
+    // The collective starts after everything the compute stream has queued so far (its producers included).
+    auto& cs = *static_cast<c10::cuda::CUDAStream*>(comm_stream_);
+    at::cuda::CUDAEvent ready;
+    ready.record(c10::cuda::getCurrentCUDAStream(device_.index()));
+    ready.block(cs);
+    a.stream = cs.stream();
+  }
+#endif
+  f.req = c->start(a);
+  if (!s.async) complete(spec);
+}
+
+void CommRuntime::complete(uint32_t spec) {
+  Flight& f = flights_[spec];
+  if (!f.req) return;
+#ifdef REPRISE_TORCH_CUDA
+  if (comm_stream_) {
+    // The consumer's stream waits for the collective; the host does not.
+    f.req->wait_on(c10::cuda::getCurrentCUDAStream(device_.index()).stream());
+    done_.emplace_back(spec, std::move(f.req));
+    give(std::move(f.in));
+    give(std::move(f.out));
+    return;
+  }
+#endif
+  f.req->wait();
+  collect(spec, *f.req);
+  f.req.reset();
+  give(std::move(f.in));
+  give(std::move(f.out));
+}
+
+void CommRuntime::collect(uint32_t spec, comms::Request& r) {
+  double t = r.seconds();
+  if (t >= 0) seconds_[spec] += t;
+  ++calls_[spec];
+}
+
+void CommRuntime::end_step() {
+  for (uint32_t k = 0; k < flights_.size(); ++k)
+    if (flights_[k].req) complete(k);
+  for (auto& [spec, req] : done_) {
+    req->wait();
+    collect(spec, *req);
+  }
+  done_.clear();
+}
+
+void CommRuntime::reset_stats() {
+  std::fill(seconds_.begin(), seconds_.end(), 0.0);
+  std::fill(calls_.begin(), calls_.end(), 0);
+}
+
+std::vector<CollectiveTiming> CommRuntime::timings(int iterations) const {
+  std::map<std::tuple<std::string, std::string, std::string, int64_t>, CollectiveTiming> by;
+  for (size_t k = 0; k < plan_.comms.size(); ++k) {
+    const CommSpec& s = plan_.comms[k];
+    if (s.is_wait || calls_[k] == 0) continue;
+    const CommGroup& g = plan_.comm_groups[s.group];
+    CollectiveTiming& t = by[{s.label, g.name, comms::dtype_name(s.dtype), s.bytes}];
+    t.name = s.label;
+    t.group = g.name;
+    t.dtype = comms::dtype_name(s.dtype);
+    t.bytes = s.bytes;
+    t.group_size = static_cast<int>(g.ranks.size());
+    t.calls += calls_[k];
+    t.seconds += seconds_[k];
+  }
+  std::vector<CollectiveTiming> out;
+  for (auto& [key, t] : by) {
+    t.seconds /= static_cast<double>(t.calls);
+    t.calls /= std::max(iterations, 1);
+    t.algbw = t.seconds > 0 ? static_cast<double>(t.bytes) / t.seconds / 1e9 : 0;
+    comms::Kind k;
+    comms::parse_kind(t.name, k);
+    t.busbw = t.algbw * comms::describe(k).busbw_factor(t.group_size);
+    out.push_back(t);
+  }
+  std::sort(out.begin(), out.end(), [](const CollectiveTiming& a, const CollectiveTiming& b) {
+    return a.seconds * a.calls > b.seconds * b.calls;
+  });
+  return out;
+}
+
+}  // namespace reprise::replay::detail

@@ -1,0 +1,50 @@
+// Runs a plan's collectives: one sub-communicator per process group (created once, in the same order on every
+// rank), pooled buffers on the replay device, asynchronous collectives completed at their waits, timings.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "plan.h"
+
+namespace reprise::replay::detail {
+
+class CommRuntime {
+ public:
+  // Collective over the world: every rank constructs it. Throws TraceError when the ranks' traces disagree.
+  CommRuntime(Plan& plan, comms::Communicator& world, at::Device device);
+  ~CommRuntime();
+  // Issues the collective (completing it now unless a later wait does), or completes the one a wait names.
+  void run(uint32_t spec);
+  // Completes whatever is still in flight (end of a step).
+  void end_step();
+  void reset_stats();
+  std::vector<CollectiveTiming> timings(int iterations) const;
+  std::string backend() const;
+
+ private:
+  struct Flight {
+    std::unique_ptr<comms::Request> req;
+    at::Tensor in, out;
+  };
+  void complete(uint32_t spec);
+  at::Tensor take(int64_t bytes);
+  void give(at::Tensor t);
+  void collect(uint32_t spec, comms::Request& r);
+
+  Plan& plan_;
+  comms::Communicator& world_;
+  at::Device device_;
+  std::unique_ptr<comms::Communicator> device_world_;  // NCCL over the world, on GPUs
+  std::vector<std::unique_ptr<comms::Communicator>> owned_;
+  std::vector<comms::Communicator*> groups_;  // per Plan::comm_groups
+  std::vector<Flight> flights_;               // per spec
+  std::vector<std::pair<uint32_t, std::unique_ptr<comms::Request>>> done_;  // GPU: timed after the step
+  std::multimap<int64_t, at::Tensor> pool_;
+  std::vector<double> seconds_;
+  std::vector<int64_t> calls_;
+  void* comm_stream_ = nullptr;  // GPU: the collectives' stream (a c10::cuda::CUDAStream)
+};
+
+}  // namespace reprise::replay::detail

@@ -1,0 +1,171 @@
+// The communication layer, run under mpirun with 1, 2, 4 ranks (ctest runs it each way): every collective and
+// dtype with its data checked, sub-communicators, uneven all_to_allv, the descriptors, and bad arguments.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+
+#include "reprise/comms/communicator.h"
+#include "reprise/comms/sweep.h"
+
+using namespace reprise::comms;
+
+namespace {
+
+Communicator* g_world = nullptr;
+
+TEST(Descriptors, BusBandwidthFactorsAreNcclTests) {
+  EXPECT_DOUBLE_EQ(describe(Kind::AllReduce).busbw_factor(8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(describe(Kind::AllGather).busbw_factor(4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(describe(Kind::ReduceScatter).busbw_factor(4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(describe(Kind::AllToAll).busbw_factor(2), 0.5);
+  EXPECT_DOUBLE_EQ(describe(Kind::Broadcast).busbw_factor(16), 1.0);
+  EXPECT_DOUBLE_EQ(describe(Kind::AllReduce).busbw_factor(1), 0.0);
+  EXPECT_EQ(describe(Kind::AllGather).out_elems(10, 4), 40u);
+  EXPECT_EQ(describe(Kind::ReduceScatter).in_elems(10, 4), 40u);
+  EXPECT_EQ(describe(Kind::AllReduce).in_elems(10, 4), 10u);
+  for (Kind k : all_kinds()) {
+    Kind back;
+    ASSERT_TRUE(parse_kind(describe(k).name, back)) << describe(k).name;
+    EXPECT_EQ(back, k);
+  }
+  Kind k;
+  EXPECT_TRUE(parse_kind("allgather_base", k) == false);  // the trace model normalizes those names first
+  EXPECT_TRUE(parse_kind("alltoall", k) && k == Kind::AllToAll);
+  DType t;
+  EXPECT_TRUE(parse_dtype("c10::BFloat16", t) && t == DType::BF16);
+  EXPECT_TRUE(parse_dtype("Long", t) && t == DType::I64);
+  EXPECT_FALSE(parse_dtype("complex", t));
+  EXPECT_EQ(dtype_size(DType::F16), 2u);
+}
+
+TEST(Collectives, EveryKindAndDtypeGivesTheExpectedData) {
+  Communicator& c = *g_world;
+  for (Kind k : all_kinds()) {
+    if (k == Kind::Recv) continue;  // `send` runs a ring of send and recv
+    for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8}) {
+      SweepOptions o;
+      o.kind = k;
+      o.dtype = t;
+      o.min_bytes = 64;
+      o.max_bytes = 64 << 10;
+      o.factor = 32;
+      o.warmup = 0;
+      o.iters = 1;
+      o.root = c.size() - 1;
+      for (const SweepRow& r : sweep(c, o)) {
+        if (k != Kind::Barrier) {
+          EXPECT_EQ(r.wrong, 0) << describe(k).name << " " << dtype_name(t) << " " << r.bytes << " B";
+        }
+        EXPECT_GT(r.time_us, 0);
+      }
+    }
+  }
+  for (ReduceOp op : {ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod, ReduceOp::Avg}) {
+    SweepOptions o;
+    o.op = op;
+    o.dtype = op == ReduceOp::Avg ? DType::F64 : DType::F32;
+    o.max_bytes = 4096;
+    o.factor = 8;
+    o.iters = 1;
+    for (const SweepRow& r : sweep(c, o)) EXPECT_EQ(r.wrong, 0) << reduce_op_name(op);
+  }
+}
+
+TEST(Collectives, UnevenAllToAllv) {
+  Communicator& c = *g_world;
+  const int n = c.size(), me = c.rank();
+  // Rank r sends (r + p + 1) elements to rank p, each = 1000 * r + p.
+  std::vector<size_t> in_counts, in_displs, out_counts, out_displs;
+  size_t in_total = 0, out_total = 0;
+  for (int p = 0; p < n; ++p) {
+    in_counts.push_back(size_t(me + p + 1));
+    in_displs.push_back(in_total);
+    in_total += in_counts.back();
+    out_counts.push_back(size_t(p + me + 1));
+    out_displs.push_back(out_total);
+    out_total += out_counts.back();
+  }
+  std::vector<int64_t> in(in_total), out(out_total, -1);
+  for (int p = 0; p < n; ++p)
+    for (size_t k = 0; k < in_counts[p]; ++k) in[in_displs[p] + k] = 1000 * me + p;
+  Args a;
+  a.kind = Kind::AllToAllV;
+  a.dtype = DType::I64;
+  a.in = in.data();
+  a.out = out.data();
+  a.in_counts = in_counts;
+  a.in_displs = in_displs;
+  a.out_counts = out_counts;
+  a.out_displs = out_displs;
+  c.run(a);
+  for (int p = 0; p < n; ++p)
+    for (size_t k = 0; k < out_counts[p]; ++k) EXPECT_EQ(out[out_displs[p] + k], 1000 * p + me);
+}
+
+TEST(Collectives, SubCommunicatorsOfEvenAndOddRanks) {
+  Communicator& c = *g_world;
+  std::vector<int> even, odd;
+  for (int r = 0; r < c.size(); ++r) (r % 2 ? odd : even).push_back(r);
+  auto e = c.split(even);
+  auto o = c.split(odd);
+  Communicator* mine = c.rank() % 2 ? o.get() : e.get();
+  ASSERT_NE(mine, nullptr);
+  EXPECT_EQ(c.rank() % 2 ? e.get() : o.get(), nullptr);
+  EXPECT_EQ(mine->size(), static_cast<int>((c.rank() % 2 ? odd : even).size()));
+  double x = c.rank(), sum = 0;
+  Args a;
+  a.in = &x;
+  a.out = &sum;
+  a.count = 1;
+  a.dtype = DType::F64;
+  mine->run(a);
+  double want = 0;
+  for (int r : (c.rank() % 2 ? odd : even)) want += r;
+  EXPECT_DOUBLE_EQ(sum, want);
+  std::vector<std::string> names = c.exchange("rank" + std::to_string(c.rank()));
+  ASSERT_EQ(names.size(), size_t(c.size()));
+  for (int r = 0; r < c.size(); ++r) EXPECT_EQ(names[r], "rank" + std::to_string(r));
+}
+
+TEST(Collectives, BadArgumentsAreErrorsNotHangs) {
+  Communicator& c = *g_world;
+  float x = 0;
+  Args a;
+  a.kind = Kind::Broadcast;
+  a.in = a.out = &x;
+  a.count = 1;
+  a.root = c.size();
+  EXPECT_THROW(c.start(a), CommError);
+  a.kind = Kind::Send;
+  a.peer = -1;
+  EXPECT_THROW(c.start(a), CommError);
+  a.kind = Kind::AllToAllV;
+  a.in_counts = {1};  // one count, for any number of ranks but one
+  if (c.size() > 1) {
+    EXPECT_THROW(c.start(a), CommError);
+  }
+  SweepOptions o;
+  o.factor = 1;
+  EXPECT_THROW(sweep(c, o), CommError);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  auto world = make_mpi_world();
+  g_world = world.get();
+  // Only rank 0 reports; every rank runs every test (collectives need them all).
+  if (world->rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  int rc = RUN_ALL_TESTS();
+  // A failure on any rank fails the run.
+  std::vector<std::string> all = world->exchange(std::to_string(rc));
+  for (const std::string& s : all) rc |= std::stoi(s);
+  world.reset();
+  finalize();
+  return rc;
+}
