@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Multi-rank end-to-end cases for ctest: tests/mpi/replay_mpi.sh CASE BIN_DIR SHARED_DIR WORK_DIR
+# Exit 0 = pass, 77 = skipped (shared traces absent), anything else = fail.
+set -uo pipefail
+CASE=$1 BIN=$2 SHARED=$3 WORK=$4/$1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+MPI=(mpiexec --oversubscribe)
+rm -rf "$WORK" && mkdir -p "$WORK"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+need_shared() { [ -f "$SHARED/$1" ] || { echo "shared trace $1 not found (../shared/traces absent): skipped"; exit 77; }; }
+check_json() {  # check_json FILE PYTHON-EXPRESSION-ON-r
+  python3 - "$1" "$2" <<'PY' || exit 1
+import json, sys
+r = json.load(open(sys.argv[1]))
+ok = eval(sys.argv[2])
+if not ok:
+    print("check failed:", sys.argv[2]); print(json.dumps({k: r[k] for k in r if k != "ranks"}, indent=1)[:3000])
+    for e in r.get("ranks", []): print(json.dumps(e)[:600])
+    sys.exit(1)
+PY
+}
+synth() {  # synth DIR LAYERS_RANK0 LAYERS_RANK1
+  mkdir -p "$1"
+  "$BIN/reprise" synth --out "$1/rank-0.json.gz" --world-size 2 --rank 0 --layers "$2" --hidden 32 --batch 8 >/dev/null || fail synth
+  "$BIN/reprise" synth --out "$1/rank-1.json.gz" --world-size 2 --rank 1 --layers "$3" --hidden 32 --batch 8 >/dev/null || fail synth
+}
+
+case $CASE in
+  synth_np2)
+    synth "$WORK/t" 3 3
+    "${MPI[@]}" -np 2 "$BIN/reprise" replay "$WORK/t" --iterations 3 --out "$WORK/r.json" --timeline "$WORK/t.json" \
+      --timeout 120 -q || fail "replay exited $?"
+    check_json "$WORK/r.json" 'r["world_size"] == 2 and len(r["ranks"]) == 2 and all(e["collectives_replayed"] == e["collectives_selected"] == 3 and e["coverage"] == 1 and len(e["iteration_seconds"]) == 3 for e in r["ranks"]) and r["collective_timing"][0]["name"] == "all_reduce" and r["collective_timing"][0]["busbw_gbps"] > 0'
+    python3 -c "import json,sys; d=json.load(open('$WORK/t.json')); assert {e['pid'] for e in d['traceEvents']} == {0, 1}" || fail "timeline lacks a rank"
+    ;;
+  rank_count_mismatch)
+    synth "$WORK/t" 2 2
+    out=$("${MPI[@]}" -np 3 "$BIN/reprise" replay "$WORK/t" --timeout 60 -q 2>&1) && fail "expected a failure"
+    grep -q "2 rank traces, but the launch has 3 ranks" <<<"$out" || fail "message: $out"
+    ;;
+  traces_disagree)
+    synth "$WORK/t" 2 3
+    out=$("${MPI[@]}" -np 2 "$BIN/reprise" replay "$WORK/t" --timeout 60 -q 2>&1) && fail "expected a failure"
+    grep -q "the traces do not belong to one run" <<<"$out" || fail "message: $out"
+    ;;
+  failing_rank)
+    synth "$WORK/t" 2 2
+    printf '{"schema": "1.1.1-chakra.0.0.4", "nodes": [{"id": 1,' | gzip >"$WORK/t/rank-1.json.gz"
+    out=$("${MPI[@]}" -np 2 "$BIN/reprise" replay "$WORK/t" --timeout 60 -q 2>&1) && fail "expected a failure"
+    grep -q "rank-1.json.gz: " <<<"$out" || fail "message: $out"
+    ;;
+  dlrm_np8)
+    need_shared param/dlrm_pytorch_et.tar.gz
+    "${MPI[@]}" -np 8 "$BIN/reprise" replay "$SHARED/param/dlrm_pytorch_et.tar.gz" --iterations 2 --warmup 0 \
+      --out "$WORK/r.json" --timeout 300 -q || fail "replay exited $?"
+    check_json "$WORK/r.json" 'r["world_size"] == 8 and all(e["collectives_selected"] == 13 and e["collectives_replayed"] == 13 and e["coverage"] == 1 for e in r["ranks"])'
+    ;;
+  chakra_np2)
+    need_shared chakra/1.0.2-chakra.0.0.4.tgz
+    "${MPI[@]}" -np 2 "$BIN/reprise" replay "$SHARED/chakra/1.0.2-chakra.0.0.4.tgz" --iterations 2 --out "$WORK/r.json" \
+      --timeout 120 -q || fail "replay exited $?"
+    check_json "$WORK/r.json" 'all(e["collectives_replayed"] == 20 for e in r["ranks"]) and any(t["name"] == "all_gather" and t["bytes"] == 8 and t["group_size"] == 2 for t in r["collective_timing"])'
+    ;;
+  comms_np2|comms_np4)
+    np=${CASE#comms_np}
+    for op in all_reduce all_gather reduce_scatter all_to_all broadcast send; do
+      out=$("${MPI[@]}" -np "$np" "$BIN/reprise" comms --op $op -e 1M -f 16 -n 3 -w 1 --json "$WORK/$op.json" 2>&1) ||
+        fail "comms $op exited: $out"
+      grep -q "out of bounds values: 0 OK" <<<"$out" || fail "comms $op: $out"
+    done
+    check_json "$WORK/all_reduce.json" 'r["world_size"] == '"$np"' and r["rows"][-1]["busbw_gbps"] > 0 and abs(r["busbw_factor"] - 2 * ('"$np"' - 1) / '"$np"') < 1e-9'
+    ;;
+  *) fail "unknown case $CASE" ;;
+esac
+echo "ok: $CASE"
