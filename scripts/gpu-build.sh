@@ -12,6 +12,17 @@ if [ ! -d "$PREFIX" ]; then
 fi
 PY=${PYTHON:-python3}
 TORCH_PREFIX=$($PY -c 'import torch; print(torch.utils.cmake_prefix_path)')
+# NCCL: /usr/local/cuda when it has it, else the nvidia-nccl wheel (whose library has no unversioned name).
+if [ ! -f /usr/local/cuda/include/nccl.h ] && [ -z "${NCCL_HOME:-}" ]; then
+  wheel=$($PY -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)
+  if [ -n "$wheel" ]; then
+    mkdir -p .gpu-deps/nccl/lib
+    ln -sfn "$wheel/include" .gpu-deps/nccl/include
+    ln -sf "$(ls "$wheel"/lib/libnccl.so* | head -1)" .gpu-deps/nccl/lib/libnccl.so
+    export NCCL_HOME=$PWD/.gpu-deps/nccl
+    export LD_LIBRARY_PATH=$wheel/lib:${LD_LIBRARY_PATH:-}
+  fi
+fi
 export LD_LIBRARY_PATH=$PREFIX/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export CMAKE_POLICY_VERSION_MINIMUM=3.5
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \

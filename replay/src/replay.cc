@@ -149,10 +149,11 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
       std::map<std::string, bool> original_known;
       for (const OpSpan& sp : spans) {
         const Node& n = trace.nodes[sp.node];
-        OpTiming& ot = by_name[std::string(trace.name(n))];
+        std::string name = n.kind == NodeKind::Operator ? std::string(trace.name(n)) : collective_label(trace, sp.node);
+        OpTiming& ot = by_name[name];
         ++ot.count;
         ot.seconds += sp.dur_us * 1e-6;
-        auto known = original_known.emplace(std::string(trace.name(n)), true).first;
+        auto known = original_known.emplace(name, true).first;
         if (n.dur_us >= 0 && known->second) ot.original_seconds = std::max(0.0, ot.original_seconds) + n.dur_us * 1e-6;
         else known->second = false;
       }

@@ -252,19 +252,52 @@ int cmd_capture(int argc, char** argv) {
   if (w.out_dir.empty()) throw Usage("capture: --out DIR is required (see reprise capture --help)");
   if (threads > 0) at::set_num_threads(threads);
   if (!vm.count("quiet")) w.progress = [](const std::string& s) { std::cerr << "reprise: " << s << "\n"; };
+  // Under mpirun/srun every rank runs the workload with its collectives over MPI (NCCL on GPUs).
+  reprise::comms::Launch launch = reprise::comms::detect_launch();
+  std::unique_ptr<reprise::comms::Communicator> world;
+  std::unique_ptr<reprise::workloads::Collectives> collectives;
+  if (launch.size > 1) {
+    world = reprise::comms::make_mpi_world();
+    if (w.device == "cuda") w.device = "cuda:" + std::to_string(launch.local_rank);
+    if (world->rank() != 0) w.progress = nullptr;
+  }
   reprise::workloads::CaptureReport r;
   try {
+    if (world) {
+      collectives = reprise::workloads::make_collectives(*world, at::Device(w.device));
+      w.comm = collectives.get();
+    }
     r = reprise::workloads::capture_workload(w);
-  } catch (const std::invalid_argument& e) {
-    throw Usage(std::string("capture: ") + e.what());
+  } catch (const std::exception& e) {
+    if (!world) throw Usage(std::string("capture: ") + e.what());
+    std::cerr << "reprise: capture: rank " << world->rank() << ": " << e.what() << "\n";
+    world->abort(2);
   }
   std::string manifest = (std::filesystem::path(w.out_dir) / "manifest.json").string();
-  {
-    std::ofstream f(manifest + ".tmp");
-    f << reprise::workloads::manifest_json(w, {r}, 1);
-    if (!f.flush()) throw Usage(manifest + ": cannot write");
+  std::string text = reprise::workloads::manifest_json(w, {r}, world ? world->size() : 1);
+  if (world) {
+    // One manifest with every rank's report, written by rank 0.
+    std::vector<std::string> all = world->exchange(text);
+    auto m = nlohmann::ordered_json::parse(all[0]);
+    m["ranks"] = nlohmann::ordered_json::array();
+    for (const std::string& s : all) m["ranks"].push_back(nlohmann::ordered_json::parse(s)["ranks"][0]);
+    text = m.dump(2) + "\n";
   }
-  std::filesystem::rename(manifest + ".tmp", manifest);
+  if (!world || world->rank() == 0) {
+    std::ofstream f(manifest + ".tmp");
+    f << text;
+    if (!f.flush()) throw Usage(manifest + ": cannot write");
+    f.close();
+    std::filesystem::rename(manifest + ".tmp", manifest);
+  }
+  if (world) {
+    world->exchange("");
+    bool quiet_rank = world->rank() != 0;
+    collectives.reset();
+    world.reset();
+    reprise::comms::finalize();
+    if (quiet_rank) return 0;
+  }
   std::vector<double> t = r.iteration_seconds;
   std::sort(t.begin(), t.end());
   std::printf("%s on %s, %d thread(s)\n", r.description.c_str(), r.device.c_str(), r.threads);

@@ -7,8 +7,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace reprise::comms {
+class Communicator;
+}
 
 namespace reprise::workloads {
 
@@ -24,6 +29,10 @@ class Collectives {
   // Equal chunks: chunk r of `in` goes to rank r, chunk r of `out` comes from rank r (contiguous tensors).
   virtual void all_to_all(at::Tensor& out, const at::Tensor& in) = 0;
 };
+
+// Collectives over Reprise's communicator (NCCL on a CUDA device, else the communicator itself), recorded in the
+// active capture Session.
+std::unique_ptr<Collectives> make_collectives(comms::Communicator& world, at::Device device);
 
 struct WorkloadOptions {
   std::string name = "mlp";   // mlp, dlrm, gpt
