@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# What we run on a lent GPU machine (see docs/performance.md): build with the torch wheel, run the LibTorch and
+# comms tests, sweep NCCL collectives on one rank, replay a GPU trace with its collectives over NCCL, and the
+# fidelity and overhead benchmarks. Writes everything under ${OUT:-bench/out/gpu}.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-bench/out/gpu}
+mkdir -p "$OUT"
+bash scripts/gpu-build.sh >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+grep -E "^-- (LibTorch|MPI|CUDA|NCCL)" "$OUT/build.log"
+export LD_LIBRARY_PATH=$PWD/.gpu-deps/prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null) &&
+  export LD_LIBRARY_PATH=$wheel/lib:$LD_LIBRARY_PATH
+B=build-gpu/bin
+for t in replay_tests capture_tests comms_tests; do
+  echo "== $t"; $B/$t 2>&1 | grep -E "PASSED|FAILED|SKIPPED \]|Failure" | head -8
+done
+for op in all_reduce all_gather reduce_scatter all_to_all broadcast; do
+  $B/reprise comms --op $op --backend nccl -b 8 -e 1G -f 4 --json "$OUT/nccl_${op}_1rank.json" >"$OUT/nccl_${op}_1rank.txt" 2>&1
+  echo "== nccl $op: $(grep -E 'out of bounds|avg bus' "$OUT/nccl_${op}_1rank.txt" | tr '\n' ' ')"
+done
+tail -4 "$OUT/nccl_all_reduce_1rank.txt"
+$B/reprise synth --out "$OUT/cuda_synth.json.gz" --world-size 1 --layers 8 --hidden 2048 --batch 512 --device cuda:0 >/dev/null
+$B/reprise replay "$OUT/cuda_synth.json.gz" -q --out "$OUT/cuda_synth_replay.json" | grep -E "ops |iteration|collectives|all_reduce"
+bench/fidelity.sh --device cuda --large --bin $B >/dev/null 2>"$OUT/fidelity.err"; cat bench/out/fidelity_cuda_large.md
+bench/fidelity.sh --device cuda --bin $B >/dev/null 2>>"$OUT/fidelity.err"; cat bench/out/fidelity_cuda.md
+tail -3 "$OUT/fidelity.err"
+for d in cuda cpu; do taskset -c 3 $B/bench_replay_overhead --ops 100000 --device $d --iterations 15 | tail -3; done
+cp bench/out/fidelity_cuda*.md "$OUT/" 2>/dev/null
