@@ -92,8 +92,9 @@ void install_memory_tracking() {
     // and replay (whose allocation orders differ) pay different amounts. Both install this.
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    static CountingAllocator allocator;
-    c10::SetCPUAllocator(&allocator, /*priority=*/100);
+    // Never destroyed: tensors are still freed (and, with CUDA LibTorch, allocated) during static destruction.
+    static CountingAllocator* allocator = new CountingAllocator;
+    c10::SetCPUAllocator(allocator, /*priority=*/100);
   });
 }
 

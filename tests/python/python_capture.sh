@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The Python helper on Debian's python3-torch: capture a small training loop, read it back, replay it with full
+# coverage. tests/python/python_capture.sh BIN_DIR SOURCE_DIR WORK_DIR; exit 77 = skipped (no torch in Python).
+set -uo pipefail
+BIN=$1 SRC=$2 WORK=$3/python_capture
+PY=${REPRISE_PYTHON:-/usr/bin/python3}
+"$PY" -c "import torch" 2>/dev/null || { echo "no torch in $PY (install python3-torch): skipped"; exit 77; }
+rm -rf "$WORK"
+"$PY" "$SRC/capture/python/examples/train_mlp.py" "$WORK" || { echo "FAIL: train_mlp.py"; exit 1; }
+[ -f "$WORK/manifest.json" ] || { echo "FAIL: no manifest"; exit 1; }
+out=$("$BIN/reprise" inspect "$WORK" 2>&1) || { echo "FAIL: inspect: $out"; exit 1; }
+grep -q "ProfilerStep#6" <<<"$out" || { echo "FAIL: no ProfilerStep#6 in: $out"; exit 1; }
+grep -q "default_pg" <<<"$out" || { echo "FAIL: no process group in: $out"; exit 1; }
+out=$("$BIN/reprise" replay "$WORK" --strict --iterations 2 -q 2>&1) || { echo "FAIL: replay: $out"; exit 1; }
+grep -q "coverage 100.0%" <<<"$out" || { echo "FAIL: coverage: $out"; exit 1; }
+grep -q "replay/original" <<<"$out" || { echo "FAIL: no original time: $out"; exit 1; }
+echo "ok"
