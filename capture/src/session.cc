@@ -81,15 +81,20 @@ struct ThreadLog {
   std::vector<uint32_t> stack;  // open nodes (indices in nodes)
   std::unordered_map<const char*, NameEntry> names;  // keyed by the op's (stable) name pointer
   std::unordered_map<std::string, uint32_t> type_ids;
-  std::unordered_map<int, uint32_t> dtype_ids, device_ids;
+  // Per scalar type: the dtype's string id and "Tensor(<dtype>)"'s type id and text; per device: its string id.
+  struct DtypeEntry {
+    uint32_t dtype = 0, type = 0;
+    std::string text;
+  };
+  std::vector<DtypeEntry> dtypes;
+  std::vector<uint32_t> devices;
+  uint32_t int_type = 0, double_type = 0, bool_type = 0, string_type = 0, device_type = 0, none_type = 0;
 };
 
 struct Global {
   std::mutex mu;  // strings, logs
   StringTable strings;
   std::vector<std::unique_ptr<ThreadLog>> logs;
-  std::mutex ids_mu;
-  std::unordered_map<const void*, int64_t> tensor_ids, storage_ids;
   std::atomic<int64_t> next_id{1};
   std::atomic<uint64_t> generation{0};
   std::atomic<void*> active{nullptr};  // the recording Session::Impl
@@ -133,39 +138,39 @@ uint32_t type_id(ThreadLog& L, const std::string& type) {
   return id;
 }
 
-int64_t object_id(std::unordered_map<const void*, int64_t>& map, const void* p) {
-  auto it = map.find(p);
-  if (it != map.end()) return it->second;
-  int64_t id = g().next_id++;
-  map.emplace(p, id);
-  return id;
-}
-
-uint32_t add_tensor(ThreadLog& L, const at::Tensor& t, std::string& type) {
+// Records t; `type` receives its type string's id and `text` the string itself (for list types).
+uint32_t add_tensor(ThreadLog& L, const at::Tensor& t, uint32_t& type, const std::string*& text) {
   RTensor r;
   if (!t.defined()) {
+    static const std::string undefined = "Tensor(nullptr (uninitialized))";
     r.dtype = intern("nullptr (uninitialized)");
     r.device = intern("cpu");
-    type = "Tensor(nullptr (uninitialized))";
+    type = type_id(L, undefined);
+    text = &undefined;
     L.tensors.push_back(r);
     return static_cast<uint32_t>(L.tensors.size() - 1);
   }
-  int st = static_cast<int>(t.scalar_type());
-  auto dt = L.dtype_ids.find(st);
-  if (dt == L.dtype_ids.end()) {
+  size_t st = static_cast<size_t>(t.scalar_type());
+  if (st >= L.dtypes.size()) L.dtypes.resize(st + 1);
+  ThreadLog::DtypeEntry& de = L.dtypes[st];
+  if (!de.dtype) {
     auto name = t.dtype().name();
-    dt = L.dtype_ids.emplace(st, intern(std::string_view(name.data(), name.size()))).first;
+    std::string n(name.data(), name.size());
+    de.dtype = intern(n);
+    de.text = "Tensor(" + n + ")";
+    de.type = type_id(L, de.text);
   }
-  r.dtype = dt->second;
-  int dev_key = static_cast<int>(t.device().type()) * 1024 + t.device().index() + 1;
-  auto dv = L.device_ids.find(dev_key);
-  if (dv == L.device_ids.end()) dv = L.device_ids.emplace(dev_key, intern(t.device().str())).first;
-  r.device = dv->second;
-  {
-    std::lock_guard<std::mutex> lock(g().ids_mu);
-    r.id = object_id(g().tensor_ids, t.unsafeGetTensorImpl());
-    if (t.has_storage()) r.storage = object_id(g().storage_ids, t.storage().unsafeGetStorageImpl());
-  }
+  type = de.type;
+  text = &de.text;
+  r.dtype = de.dtype;
+  size_t dev_key = static_cast<size_t>(t.device().type()) * 64 + static_cast<size_t>(t.device().index() + 1);
+  if (dev_key >= L.devices.size()) L.devices.resize(dev_key + 1, 0);
+  if (!L.devices[dev_key]) L.devices[dev_key] = intern(t.device().str());
+  r.device = L.devices[dev_key];
+  // The objects' addresses stand in for ids on the hot path; build() numbers them (a reused address is the
+  // same id, as in PyTorch's observer).
+  r.id = reinterpret_cast<intptr_t>(t.unsafeGetTensorImpl());
+  if (t.has_storage()) r.storage = reinterpret_cast<intptr_t>(t.storage().unsafeGetStorageImpl());
   r.strided = t.layout() == at::kStrided && !t.is_nested();
   r.offset = r.strided ? t.storage_offset() : 0;
   r.numel = t.numel();
@@ -177,41 +182,54 @@ uint32_t add_tensor(ThreadLog& L, const at::Tensor& t, std::string& type) {
     for (int64_t s : t.strides()) L.ints.push_back(s);
   else
     for (int64_t k = 0; k < t.dim(); ++k) L.ints.push_back(0);
-  {
-    std::lock_guard<std::mutex> lock(g().mu);
-    type = "Tensor(" + std::string(g().strings.str(r.dtype)) + ")";
-  }
   L.tensors.push_back(r);
   return static_cast<uint32_t>(L.tensors.size() - 1);
 }
 
-// Fills vals[slot] with v; lists and tuples reserve their elements contiguously. Returns the type string.
-std::string fill_value(ThreadLog& L, const c10::IValue& v, size_t slot) {
+// Fills vals[slot] with v and returns its type string's id; lists and tuples reserve their elements
+// contiguously, and only they build a type string ("GenericList[Int,Int]").
+uint32_t fill_value(ThreadLog& L, const c10::IValue& v, size_t slot, std::string* text) {
+  if (!L.int_type) {
+    L.int_type = type_id(L, "Int");
+    L.double_type = type_id(L, "Double");
+    L.bool_type = type_id(L, "Bool");
+    L.string_type = type_id(L, "String");
+    L.device_type = type_id(L, "Device");
+    L.none_type = type_id(L, "None");
+  }
   RVal r;
-  std::string type;
+  uint32_t type = 0;
+  const char* name = nullptr;
   if (v.isTensor()) {
     r.kind = ValueKind::Tensor;
-    r.ref = add_tensor(L, v.toTensor(), type);
+    const std::string* tt = nullptr;
+    r.ref = add_tensor(L, v.toTensor(), type, tt);
+    if (text) *text = *tt;
   } else if (v.isInt()) {
     r.kind = ValueKind::Int;
     r.i = v.toInt();
-    type = "Int";
+    type = L.int_type;
+    name = "Int";
   } else if (v.isDouble()) {
     r.kind = ValueKind::Double;
     r.d = v.toDouble();
-    type = "Double";
+    type = L.double_type;
+    name = "Double";
   } else if (v.isBool()) {
     r.kind = ValueKind::Bool;
     r.i = v.toBool();
-    type = "Bool";
+    type = L.bool_type;
+    name = "Bool";
   } else if (v.isString()) {
     r.kind = ValueKind::String;
     r.ref = intern(v.toStringRef());
-    type = "String";
+    type = L.string_type;
+    name = "String";
   } else if (v.isDevice()) {
     r.kind = ValueKind::Device;
     r.ref = intern(v.toDevice().str());
-    type = "Device";
+    type = L.device_type;
+    name = "Device";
   } else if (v.isList() || v.isTuple()) {
     std::vector<c10::IValue> items;
     if (v.isList()) {
@@ -224,16 +242,22 @@ std::string fill_value(ThreadLog& L, const c10::IValue& v, size_t slot) {
     r.ref = static_cast<uint32_t>(L.vals.size());
     L.vals.resize(L.vals.size() + items.size());
     L.types.resize(L.vals.size(), 0);
-    type = v.isList() ? "GenericList[" : "Tuple[";
+    std::string list = v.isList() ? "GenericList[" : "Tuple[";
+    std::string elem;
     for (size_t k = 0; k < items.size(); ++k) {
-      std::string et = fill_value(L, items[k], r.ref + k);
-      type += (k ? "," : "") + et;
+      fill_value(L, items[k], r.ref + k, &elem);
+      list += (k ? "," : "") + elem;
     }
-    type += "]";
+    list += "]";
+    type = type_id(L, list);
+    if (text) *text = std::move(list);
   } else {
     // None, and what replay cannot rebuild (generators, streams, objects): recorded as None of that type.
-    type = v.isNone() ? "None" : v.tagKind();
+    std::string t = v.isNone() ? "None" : v.tagKind();
+    type = v.isNone() ? L.none_type : type_id(L, t);
+    if (text) *text = std::move(t);
   }
+  if (name && text) *text = name;
   L.vals[slot] = r;
   return type;
 }
@@ -243,7 +267,7 @@ void add_values(ThreadLog& L, c10::ArrayRef<const c10::IValue> values, uint32_t&
   count = static_cast<uint32_t>(values.size());
   L.vals.resize(L.vals.size() + values.size());
   L.types.resize(L.vals.size(), 0);
-  for (size_t k = 0; k < values.size(); ++k) L.types[first + k] = type_id(L, fill_value(L, values[k], first + k));
+  for (size_t k = 0; k < values.size(); ++k) L.types[first + k] = fill_value(L, values[k], first + k, nullptr);
 }
 
 // {"<input position>": [min, max]} of the integer CPU tensors among the inputs: index ranges for replay.
@@ -360,11 +384,6 @@ void Session::Impl::open_window() {
     G.logs.clear();
     G.strings = StringTable();
   }
-  {
-    std::lock_guard<std::mutex> lock(G.ids_mu);
-    G.tensor_ids.clear();
-    G.storage_ids.clear();
-  }
   G.next_id = 2;  // 1 is the process root
   G.tensor_ranges = o.tensor_ranges;
   g_origin = now_seconds();
@@ -478,6 +497,16 @@ Trace Session::Impl::build() const {
   Global& G = g();
   std::lock_guard<std::mutex> lock(G.mu);
   TraceBuilder b(o.path);
+  // Tensor and storage ids: the recorded addresses, numbered after the node ids in order of appearance.
+  std::unordered_map<int64_t, int64_t> tensor_ids, storage_ids;
+  int64_t next_id = G.next_id.load();
+  auto number = [&next_id](std::unordered_map<int64_t, int64_t>& m, int64_t address) -> int64_t {
+    if (address == 0) return 0;
+    auto it = m.find(address);
+    if (it != m.end()) return it->second;
+    m.emplace(address, next_id);
+    return next_id++;
+  };
   b.set_metadata("pid", std::to_string(static_cast<long long>(::getpid())));
   b.set_metadata("time", "\"" + start_time + "\"");
   if (o.rank >= 0) b.set_metadata("rank", std::to_string(o.rank));
@@ -503,8 +532,8 @@ Trace Session::Impl::build() const {
         case ValueKind::Tensor: {
           const RTensor& t = L.tensors[v.ref];
           TensorSpec s;
-          s.id = t.id;
-          s.storage_id = t.storage;
+          s.id = number(tensor_ids, t.id);
+          s.storage_id = number(storage_ids, t.storage);
           s.offset = t.offset;
           s.dtype = str(t.dtype);
           s.itemsize = t.itemsize;
