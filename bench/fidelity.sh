@@ -21,7 +21,7 @@ while (($#)); do
 done
 ((${#workloads[@]})) || workloads=(mlp dlrm gpt)
 mkdir -p "$OUT"
-md=$OUT/fidelity_${DEVICE}$([ $LARGE = 1 ] && echo _large).md
+md=$OUT/fidelity_${DEVICE}$( [ $LARGE = 1 ] && echo _large || true).md
 sizes() {
   [ $LARGE = 1 ] || return 0
   case $1 in
