@@ -33,8 +33,8 @@ sizes() {
 {
   echo "# Replay fidelity on $DEVICE$([ $LARGE = 1 ] && echo ', large sizes') ($(date -u +%Y-%m-%d), $(nproc) cores)"
   echo
-  echo "| workload | original iteration (median of 10) | replay iteration (median of 10) | replay/original | original peak | replay peak | replay/original memory | recorded step / original (capture overhead) |"
-  echo "|---|---|---|---|---|---|---|---|"
+  echo "| workload | original iteration (median of 10) | replay iteration (median of 10) | replay/original | original peak | replay peak | replay/original memory | recorded step / original (capture overhead) | coverage |"
+  echo "|---|---|---|---|---|---|---|---|---|"
 } >"$md"
 for w in "${workloads[@]}"; do
   dir=$OUT/capture_${w}_$DEVICE
@@ -50,7 +50,8 @@ rep = r["median_iteration_seconds"]
 rec = m["recorded_iteration_seconds"][0]
 mib = 2 ** 20
 print(f"| {sys.argv[1]} ({json.load(open(sys.argv[2]))['description'].split(': ', 1)[1]}) | {orig*1e3:.2f} ms | {rep*1e3:.2f} ms | {rep/orig:.3f} | {m['peak_memory_bytes']/mib:.1f} MiB | "
-      f"{r['peak_memory_bytes']/mib:.1f} MiB | {r['peak_memory_bytes']/max(m['peak_memory_bytes'],1):.3f} | {rec/orig:.2f}x |")
+      f"{r['peak_memory_bytes']/mib:.1f} MiB | {r['peak_memory_bytes']/max(m['peak_memory_bytes'],1):.3f} | {rec/orig:.2f}x | "
+      f"{100*r['coverage']:.1f}%" + ("" if not r["skipped"] else " (" + "; ".join(f"{s['count']} {s['op']}: {s['reason']}" for s in r["skipped"][:3]) + ")") + " |")
 PY
 done
 cat "$md"
