@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <type_traits>
+#include <unordered_map>
 
 #ifdef REPRISE_TORCH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -21,27 +22,49 @@ namespace reprise::replay {
 namespace {
 
 std::atomic<int64_t> g_live{0}, g_peak{0};
-constexpr size_t kHeader = 64;  // keeps the 64-byte alignment of alloc_cpu, and holds the size
 
-// The context is the data pointer itself (mkldnn's raw_allocate requires it); the size sits in front of it.
+// Sizes of the live allocations, by address, in shards. A side table rather than a header in front of the data:
+// memory allocated before the allocator was installed may be freed through its raw deleter, and must then be
+// recognized as foreign and freed as the default allocator would.
+struct Shard {
+  std::mutex mu;
+  std::unordered_map<void*, size_t> sizes;
+};
+constexpr size_t kShards = 64;
+Shard* shards() {
+  static Shard* s = new Shard[kShards];  // never destroyed: frees happen during static destruction
+  return s;
+}
+Shard& shard_of(void* p) { return shards()[(reinterpret_cast<uintptr_t>(p) >> 6) % kShards]; }
+
 void tracked_free(void* data) {
   if (!data) return;
-  void* base = static_cast<char*>(data) - kHeader;
-  size_t n;
-  std::memcpy(&n, base, sizeof n);
-  g_live.fetch_sub(static_cast<int64_t>(n), std::memory_order_relaxed);
-  c10::free_cpu(base);
+  Shard& sh = shard_of(data);
+  size_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(sh.mu);
+    auto it = sh.sizes.find(data);
+    if (it != sh.sizes.end()) {
+      n = it->second;
+      sh.sizes.erase(it);
+    }
+  }
+  if (n) g_live.fetch_sub(static_cast<int64_t>(n), std::memory_order_relaxed);
+  c10::free_cpu(data);
 }
 
 c10::DataPtr tracked_allocate(size_t n) {
-  if (n == 0) return {nullptr, nullptr, &tracked_free, at::Device(at::kCPU)};
-  void* base = c10::alloc_cpu(n + kHeader);
-  std::memcpy(base, &n, sizeof n);
+  void* data = c10::alloc_cpu(n);
+  if (!data) return {nullptr, nullptr, &tracked_free, at::Device(at::kCPU)};
+  {
+    Shard& sh = shard_of(data);
+    std::lock_guard<std::mutex> lock(sh.mu);
+    sh.sizes[data] = n;
+  }
   int64_t live = g_live.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed) + static_cast<int64_t>(n);
   int64_t peak = g_peak.load(std::memory_order_relaxed);
   while (live > peak && !g_peak.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
   }
-  void* data = static_cast<char*>(base) + kHeader;
   return {data, data, &tracked_free, at::Device(at::kCPU)};
 }
 
