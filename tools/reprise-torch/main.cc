@@ -1,6 +1,8 @@
 // reprise-torch: the subcommands that link LibTorch (replay). `reprise replay ...` runs this binary, so tools
 // that only read traces do not pay LibTorch's start-up (about 0.5 s and 165 MB).
 #include <boost/program_options.hpp>
+
+#include "cli.h"
 #include <cstdlib>
 #include <iostream>
 
@@ -22,23 +24,10 @@ namespace po = boost::program_options;
 
 namespace {
 
-constexpr int kBadInput = 2;
+using reprise::cli::kBadInput;
 
-struct Usage : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-po::variables_map parse(int argc, char** argv, const po::options_description& opts,
-                        const po::positional_options_description& pos) {
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw Usage(e.what());
-  }
-  return vm;
-}
+using reprise::cli::parse;
+using reprise::cli::Usage;
 
 int cmd_replay(int argc, char** argv) {
   po::options_description opts(
@@ -317,22 +306,10 @@ int main(int argc, char** argv) {
     return kBadInput;
   }
   std::string cmd = argv[1];
-  try {
+  return reprise::cli::guarded([&]() -> int {
     if (cmd == "replay") return cmd_replay(argc - 1, argv + 1);
     if (cmd == "capture") return cmd_capture(argc - 1, argv + 1);
     std::cerr << "reprise: unknown command '" << cmd << "' (see reprise --help)\n";
     return kBadInput;
-  } catch (const Usage& e) {
-    std::cerr << "reprise: " << e.what() << "\n";
-    return kBadInput;
-  } catch (const reprise::TraceError& e) {
-    std::cerr << "reprise: " << e.what() << "\n";
-    return kBadInput;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "reprise: out of memory\n";
-    return 3;
-  } catch (const std::exception& e) {
-    std::cerr << "reprise: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

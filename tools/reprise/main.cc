@@ -1,5 +1,7 @@
 // reprise: one command, a subcommand per capability. Each parses its options and calls one library function.
 #include <boost/program_options.hpp>
+
+#include "cli.h"
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -17,7 +19,7 @@ namespace po = boost::program_options;
 
 namespace {
 
-constexpr int kBadInput = 2;
+using reprise::cli::kBadInput;
 
 const char* kTopHelp =
     "usage: reprise <command> [options]\n"
@@ -35,21 +37,8 @@ const char* kTopHelp =
     "TRACE is a PyTorch ET (.json, .json.gz; any schema from 1.0.1), a Kineto trace, a folder of per-rank\n"
     "files, or a .tar/.tar.gz/.tgz of them. `reprise <command> --help` describes each command.\n";
 
-struct Usage : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-po::variables_map parse(int argc, char** argv, const po::options_description& opts,
-                        const po::positional_options_description& pos) {
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw Usage(e.what());
-  }
-  return vm;
-}
+using reprise::cli::parse;
+using reprise::cli::Usage;
 
 reprise::ReadOptions read_options(bool quiet) {
   reprise::ReadOptions o;
@@ -202,29 +191,17 @@ int main(int argc, char** argv) {
     std::cout << kTopHelp;
     return 0;
   }
-  try {
+  return reprise::cli::guarded([&]() -> int {
     if (cmd == "inspect") return cmd_inspect(argc - 1, argv + 1);
     if (cmd == "convert") return cmd_convert(argc - 1, argv + 1);
     if (cmd == "synth") return cmd_synth(argc - 1, argv + 1);
     if (cmd == "replay" || cmd == "capture") return exec_tool("reprise-torch", "LibTorch", argc, argv);
     if (cmd == "comms") return exec_tool("reprise-comms", "MPI", argc, argv);
     if (cmd == "--version") {
-      std::cout << "reprise 0.1.0\n";
-      return 0;
+    std::cout << "reprise 0.1.0\n";
+    return 0;
     }
     std::cerr << "reprise: unknown command '" << cmd << "' (see reprise --help)\n";
     return kBadInput;
-  } catch (const Usage& e) {
-    std::cerr << "reprise: " << e.what() << "\n";
-    return kBadInput;
-  } catch (const reprise::TraceError& e) {
-    std::cerr << "reprise: " << e.what() << "\n";
-    return kBadInput;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "reprise: out of memory\n";
-    return 3;
-  } catch (const std::exception& e) {
-    std::cerr << "reprise: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

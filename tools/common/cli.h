@@ -1,0 +1,55 @@
+// What every reprise binary's command line shares: option parsing that turns Boost errors into usage errors, and
+// the one place where errors become one line on stderr and an exit status.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <functional>
+#include <iostream>
+#include <new>
+#include <stdexcept>
+
+#include "reprise/capture/trace.h"
+
+namespace reprise::cli {
+
+namespace po = boost::program_options;
+
+constexpr int kBadInput = 2;
+
+// Bad usage: printed as one line, exit status 2.
+struct Usage : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+inline po::variables_map parse(int argc, char** argv, const po::options_description& opts,
+                               const po::positional_options_description& pos = {}) {
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw Usage(e.what());
+  }
+  return vm;
+}
+
+// Runs `body`; usage errors and bad input exit 2, out of memory 3, anything else 1, each as one line.
+inline int guarded(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const Usage& e) {
+    std::cerr << "reprise: " << e.what() << "\n";
+    return kBadInput;
+  } catch (const TraceError& e) {
+    std::cerr << "reprise: " << e.what() << "\n";
+    return kBadInput;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "reprise: out of memory\n";
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << "reprise: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace reprise::cli
