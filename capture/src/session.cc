@@ -30,14 +30,8 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-struct RVal {
-  ValueKind kind = ValueKind::None;
-  uint32_t count = 0;
-  union {
-    int64_t i;
-    double d;
-    uint32_t ref;  // String/Device: global string id; Tensor: index in tensors; List/Tuple: first child in vals
-  };
+// Values are recorded in the trace model's own form (String/Device refs are global string ids here).
+using RVal = Value;
   RVal() : i(0) {}
 };
 
