@@ -32,8 +32,6 @@ double now_seconds() {
 
 // Values are recorded in the trace model's own form (String/Device refs are global string ids here).
 using RVal = Value;
-  RVal() : i(0) {}
-};
 
 struct RTensor {
   int64_t id = 0, storage = 0, offset = 0, numel = 0;
