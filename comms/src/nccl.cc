@@ -71,32 +71,44 @@ class NcclRequest : public Request {
 
 class NcclComm : public Communicator {
  public:
-  // `boot` stays owned by the caller for the world; sub-communicators own their bootstrap group.
-  NcclComm(Communicator& boot, std::unique_ptr<Communicator> owned_boot, int device)
-      : boot_(owned_boot ? *owned_boot : boot), owned_boot_(std::move(owned_boot)), device_(device) {
+  // `boot` is the world (MPI or TCP), which carries the unique ids. `ranks`: the world ranks of this
+  // communicator, ascending; empty = the whole world. Constructing one is collective over the world: every world
+  // rank takes part in the exchange, members then initialize NCCL.
+  NcclComm(Communicator& boot, std::vector<int> ranks, int device) : boot_(boot), ranks_(std::move(ranks)), device_(device) {
+    if (ranks_.empty())
+      for (int r = 0; r < boot_.size(); ++r) ranks_.push_back(r);
+    auto me = std::find(ranks_.begin(), ranks_.end(), boot_.rank());
+    member_ = me != ranks_.end();
+    rank_ = member_ ? static_cast<int>(me - ranks_.begin()) : -1;
     cuda_check(cudaSetDevice(device_), "set device");
     ncclUniqueId id;
-    if (boot_.rank() == 0) nccl_check(ncclGetUniqueId(&id), "unique id");
-    std::string mine = boot_.rank() == 0 ? std::string(reinterpret_cast<const char*>(&id), sizeof id) : std::string();
+    std::string mine;
+    if (rank_ == 0) {
+      nccl_check(ncclGetUniqueId(&id), "unique id");
+      mine.assign(reinterpret_cast<const char*>(&id), sizeof id);
+    }
     std::vector<std::string> all = boot_.exchange(mine);
-    if (all.empty() || all[0].size() != sizeof id) throw CommError("NCCL: bootstrap did not carry the unique id");
-    std::memcpy(&id, all[0].data(), sizeof id);
-    nccl_check(ncclCommInitRank(&comm_, boot_.size(), id, boot_.rank()), "init");
+    const std::string& leader = all.at(static_cast<size_t>(ranks_.front()));
+    if (leader.size() != sizeof id) throw CommError("NCCL: bootstrap did not carry the unique id");
+    if (!member_) return;
+    std::memcpy(&id, leader.data(), sizeof id);
+    nccl_check(ncclCommInitRank(&comm_, static_cast<int>(ranks_.size()), id, rank_), "init");
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
   }
   ~NcclComm() override {
     if (comm_) ncclCommDestroy(comm_);
     if (stream_) cudaStreamDestroy(stream_);
   }
-  int rank() const override { return boot_.rank(); }
-  int size() const override { return boot_.size(); }
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(ranks_.size()); }
   std::string backend() const override { return "nccl"; }
 
   std::unique_ptr<Communicator> split(const std::vector<int>& ranks) override {
-    std::unique_ptr<Communicator> sub = boot_.split(ranks);
-    if (!sub) return nullptr;
-    Communicator& ref = *sub;
-    return std::make_unique<NcclComm>(ref, std::move(sub), device_);
+    std::vector<int> world_ranks;
+    for (int r : ranks) world_ranks.push_back(ranks_.at(static_cast<size_t>(r)));
+    auto sub = std::make_unique<NcclComm>(boot_, world_ranks, device_);
+    if (!sub->member_) return nullptr;
+    return sub;
   }
 
   std::unique_ptr<Request> start(const Args& a) override {
@@ -178,7 +190,10 @@ class NcclComm : public Communicator {
     return r;
   }
 
-  std::vector<std::string> exchange(const std::string& mine) override { return boot_.exchange(mine); }
+  std::vector<std::string> exchange(const std::string& mine) override {
+    if (static_cast<int>(ranks_.size()) != boot_.size()) throw CommError("NCCL: exchange() is for the world communicator");
+    return boot_.exchange(mine);
+  }
   [[noreturn]] void abort(int code) override {
     if (comm_) ncclCommAbort(comm_);
     boot_.abort(code);
@@ -187,8 +202,10 @@ class NcclComm : public Communicator {
 
  private:
   Communicator& boot_;
-  std::unique_ptr<Communicator> owned_boot_;
+  std::vector<int> ranks_;
   int device_;
+  bool member_ = false;
+  int rank_ = -1;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   void* barrier_buf_ = nullptr;
@@ -243,7 +260,7 @@ std::unique_ptr<Communicator> make_nccl(Communicator& bootstrap, int device) {
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) throw CommError("NCCL: no usable GPU on this machine");
   if (device < 0 || device >= n)
     throw CommError("NCCL: device " + std::to_string(device) + " does not exist (" + std::to_string(n) + " GPUs)");
-  return std::make_unique<NcclComm>(bootstrap, nullptr, device);
+  return std::make_unique<NcclComm>(bootstrap, std::vector<int>{}, device);
 }
 
 }  // namespace reprise::comms

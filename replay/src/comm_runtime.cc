@@ -30,6 +30,8 @@ std::vector<int> parse_ranks(const std::string& s) {
 CommRuntime::CommRuntime(Plan& plan, comms::Communicator& world, at::Device device)
     : plan_(plan), world_(world), device_(device) {
   const int W = world.size(), me = world.rank();
+  if (world.backend() == "tcp" && !device.is_cuda())
+    throw TraceError("a torchrun-style launch replays collectives on GPUs only (NCCL); on CPUs launch with mpirun or srun");
   for (const CommGroup& g : plan.comm_groups) {
     for (int r : g.ranks)
       if (r < 0 || r >= W)

@@ -79,7 +79,7 @@ int run(int argc, char** argv) {
   if (backend != "auto" && backend != "mpi" && backend != "nccl") return bad("--backend " + backend + ": mpi, nccl or auto");
 
   Launch launch = detect_launch();
-  std::unique_ptr<Communicator> world = make_mpi_world();
+  std::unique_ptr<Communicator> world = make_world();
   std::unique_ptr<Communicator> comm;
   try {
     bool use_nccl = backend == "nccl" || (backend == "auto" && nccl_available());

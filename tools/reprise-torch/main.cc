@@ -84,7 +84,7 @@ int cmd_replay(int argc, char** argv) {
   // The launch: mpirun/srun give one process per rank; each replays its own trace (rank-N, or the N-th file).
   reprise::comms::Launch launch = reprise::comms::detect_launch();
   std::unique_ptr<reprise::comms::Communicator> world;
-  if (launch.size > 1) world = reprise::comms::make_mpi_world();
+  if (launch.size > 1) world = reprise::comms::make_world();
   const int64_t my_rank = world ? world->rank() : (rank >= 0 ? rank : 0);
   const reprise::Trace* trace = nullptr;
   if (world && set.ranks.size() > 1 && static_cast<int>(set.ranks.size()) != world->size())
@@ -246,7 +246,7 @@ int cmd_capture(int argc, char** argv) {
   std::unique_ptr<reprise::comms::Communicator> world;
   std::unique_ptr<reprise::workloads::Collectives> collectives;
   if (launch.size > 1) {
-    world = reprise::comms::make_mpi_world();
+    world = reprise::comms::make_world();
     if (w.device == "cuda") w.device = "cuda:" + std::to_string(launch.local_rank);
     if (world->rank() != 0) w.progress = nullptr;
   }

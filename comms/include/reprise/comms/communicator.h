@@ -123,6 +123,11 @@ std::unique_ptr<Communicator> make_mpi_world();
 // Throws CommError where NCCL is not built in or no GPU is usable.
 std::unique_ptr<Communicator> make_nccl(Communicator& bootstrap, int device);
 bool nccl_available();
+// A torchrun-style world (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) without MPI: exchange() only, over TCP
+// through rank 0; enough to bootstrap NCCL. Its start() refuses CPU collectives.
+std::unique_ptr<Communicator> make_tcp_world(const Launch& launch);
+// The launch's world: MPI for mpirun/srun, TCP for torchrun-style variables, a world of one otherwise.
+std::unique_ptr<Communicator> make_world();
 // A world of one (no launcher): collectives copy input to output.
 std::unique_ptr<Communicator> make_self();
 // Finalizes MPI if this process initialized it.
