@@ -98,10 +98,33 @@ CommRuntime::CommRuntime(Plan& plan, comms::Communicator& world, at::Device devi
 CommRuntime::~CommRuntime() {
 #ifdef REPRISE_TORCH_CUDA
   delete static_cast<c10::cuda::CUDAStream*>(comm_stream_);
+  for (auto& [key, st] : trace_streams_) delete static_cast<c10::cuda::CUDAStream*>(st);
+#endif
+}
+
+// Collectives that ran on different streams in the original (Kineto stream ids) run on different streams here,
+// so they may overlap each other as they did; unknown ones share the default collective stream.
+void* CommRuntime::stream_for(int64_t trace_stream) {
+#ifdef REPRISE_TORCH_CUDA
+  if (trace_stream < 0) return comm_stream_;
+  auto it = trace_streams_.find(trace_stream);
+  if (it == trace_streams_.end())
+    it = trace_streams_.emplace(trace_stream, new c10::cuda::CUDAStream(c10::cuda::getStreamFromPool(false, device_.index()))).first;
+  return it->second;
+#else
+  (void)trace_stream;
+  return comm_stream_;
 #endif
 }
 
 std::string CommRuntime::backend() const { return device_world_ ? device_world_->backend() : world_.backend(); }
+
+size_t CommRuntime::trace_streams() const {
+  std::set<int64_t> s;
+  for (const CommSpec& c : plan_.comms)
+    if (c.stream >= 0) s.insert(c.stream);
+  return s.size();
+}
 
 at::Tensor CommRuntime::take(int64_t bytes) {
   auto it = pool_.find(bytes);
@@ -144,7 +167,7 @@ void CommRuntime::run(uint32_t spec) {
 #ifdef REPRISE_TORCH_CUDA
   if (comm_stream_) {
     // The collective starts after everything the compute stream has queued so far (its producers included).
-    auto& cs = *static_cast<c10::cuda::CUDAStream*>(comm_stream_);
+    auto& cs = *static_cast<c10::cuda::CUDAStream*>(stream_for(s.stream));
     at::cuda::CUDAEvent ready;
     ready.record(c10::cuda::getCurrentCUDAStream(device_.index()));
     ready.block(cs);

@@ -22,6 +22,8 @@ class CommRuntime {
   void reset_stats();
   std::vector<CollectiveTiming> timings(int iterations) const;
   std::string backend() const;
+  // Distinct GPU streams the original ran these collectives on (from a linked Kineto trace); 0 when unknown.
+  size_t trace_streams() const;
 
  private:
   struct Flight {
@@ -44,7 +46,9 @@ class CommRuntime {
   std::multimap<int64_t, at::Tensor> pool_;
   std::vector<double> seconds_;
   std::vector<int64_t> calls_;
-  void* comm_stream_ = nullptr;  // GPU: the collectives' stream (a c10::cuda::CUDAStream)
+  void* comm_stream_ = nullptr;  // GPU: the collectives' default stream (a c10::cuda::CUDAStream)
+  std::map<int64_t, void*> trace_streams_;  // GPU: one stream per stream the original ran collectives on
+  void* stream_for(int64_t trace_stream);
 };
 
 }  // namespace reprise::replay::detail

@@ -105,6 +105,9 @@ class Compiler {
     for (const ProcessGroup& pg : t.process_groups)
       p_.trace_world = std::max<int>(p_.trace_world, static_cast<int>(std::max<int64_t>(pg.size, pg.ranks.size())));
     for (const Collective& c : t.collectives) p_.trace_world = std::max<int>(p_.trace_world, static_cast<int>(c.pg_size));
+    if (t.kineto)
+      for (const KinetoEvent& e : t.kineto->events)
+        if (is_gpu_work(e.cat) && e.node != kNone32 && e.stream >= 0) gpu_stream_of_node_.emplace(e.node, e.stream);
   }
 
   void run(const std::vector<StepRange>& steps);
@@ -139,6 +142,7 @@ class Compiler {
   std::map<std::tuple<int64_t, std::string, int>, uint32_t> groups_;  // (storage, device, dtype) -> group
   std::unordered_map<int64_t, uint32_t> produced_storage_;  // storage id -> slot of its latest produced tensor
   std::unordered_map<int32_t, int32_t> comm_of_collective_;  // Trace::collectives index -> Plan::comms index
+  std::unordered_map<uint32_t, int64_t> gpu_stream_of_node_;  // from the linked Kineto trace: launching node -> stream
 };
 
 void Compiler::run(const std::vector<StepRange>& steps) {
@@ -895,6 +899,11 @@ void Compiler::compile_comm(uint32_t node, uint16_t step) {
     }
     s.bytes = static_cast<int64_t>(std::max(s.in_elems, s.out_elems) * comms::dtype_size(s.dtype));
   }
+  // The stream the original's kernel ran on (the wrapper's or its record_param_comms'), when Kineto says.
+  auto st = gpu_stream_of_node_.find(node);
+  for (uint32_t ch : t_.children(n))
+    if (st == gpu_stream_of_node_.end()) st = gpu_stream_of_node_.find(ch);
+  if (st != gpu_stream_of_node_.end()) s.stream = st->second;
   Instr in;
   in.node = node;
   in.step = step;

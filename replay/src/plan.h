@@ -65,6 +65,7 @@ struct CommSpec {
   bool async = false;      // a later wait completes it
   std::string label;       // "all_reduce"
   int64_t bytes = 0;       // the larger buffer, in bytes (nccl-tests' size)
+  int64_t stream = -1;     // the GPU stream its kernel ran on in the original (linked Kineto), -1 = unknown
 };
 
 struct CommGroup {

@@ -99,7 +99,9 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
       comm = std::make_unique<detail::CommRuntime>(plan, *o.comm, plan.device);
       r.comm_backend = comm->backend();
       progress("collectives over " + r.comm_backend + ": " + std::to_string(plan.comms.size()) + " per iteration, " +
-               std::to_string(plan.comm_groups.size()) + " process group(s)");
+               std::to_string(plan.comm_groups.size()) + " process group(s)" +
+               (comm->trace_streams() ? ", on the " + std::to_string(comm->trace_streams()) +
+                                            " stream(s) the linked Kineto trace shows" : std::string()));
     }
   }
   std::vector<at::Tensor> externals = detail::create_externals(plan, o.seed);

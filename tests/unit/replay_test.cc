@@ -9,6 +9,7 @@
 #include "plan.h"
 #include "reprise/capture/builder.h"
 #include "reprise/capture/read.h"
+#include "reprise/comms/communicator.h"
 #include "reprise/replay/replay.h"
 #include "test_util.h"
 
@@ -344,6 +345,42 @@ TEST(Replay, GpuTraceReplaysOnItsGpuOrFallsBackToCpu) {
       EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
     }
   }
+}
+
+TEST(Replay, CollectivesBecomeInstructionsWithTheirKinetoStreams) {
+  SyntheticSpec spec;
+  spec.layers = 2;
+  spec.hidden = 16;
+  spec.world_size = 1;
+  Trace t = synthetic_trace(spec);
+  // A linked Kineto trace saying each all_reduce's kernel ran on stream 21.
+  t.kineto.emplace();
+  for (uint32_t i = 0; i < t.nodes.size(); ++i)
+    if (t.nodes[i].kind == NodeKind::Collective) {
+      KinetoEvent e;
+      e.cat = KinetoCat::Kernel;
+      e.stream = 21;
+      e.node = i;
+      t.kineto->events.push_back(e);
+    }
+  auto self = comms::make_self();
+  ReplayOptions o = quick();
+  o.comm = self.get();
+  Plan plan = detail::compile_plan(t, o);
+  ASSERT_EQ(plan.comms.size(), 2u);
+  for (const detail::CommSpec& c : plan.comms) {
+    EXPECT_EQ(c.label, "all_reduce");
+    EXPECT_EQ(c.kind, comms::Kind::AllReduce);
+    EXPECT_EQ(c.count, 16u * 16u);
+    EXPECT_EQ(c.bytes, 16 * 16 * 4);
+    EXPECT_EQ(c.stream, 21);
+  }
+  ReplayResult r = replay_trace(t, o);
+  EXPECT_EQ(r.collectives_replayed, 2);
+  EXPECT_EQ(r.coverage, 1.0);
+  ASSERT_FALSE(r.collective_timing.empty());
+  EXPECT_EQ(r.collective_timing[0].calls, 2);
+  EXPECT_EQ(r.comm_backend, "self");
 }
 
 TEST(Replay, ResultJsonHasTheDocumentedKeys) {
