@@ -61,6 +61,17 @@ case $CASE in
       --timeout 120 -q || fail "replay exited $?"
     check_json "$WORK/r.json" 'all(e["collectives_replayed"] == 20 for e in r["ranks"]) and any(t["name"] == "all_gather" and t["bytes"] == 8 and t["group_size"] == 2 for t in r["collective_timing"])'
     ;;
+  capture_dlrm_np4)
+    "${MPI[@]}" -np 4 "$BIN/reprise" capture --workload dlrm --out "$WORK/cap" --batch 32 --rows 2000 --warmup 1 \
+      --steps 2 -q >/dev/null || fail "capture exited $?"
+    check_json "$WORK/cap/manifest.json" 'r["world_size"] == 4 and [e["rank"] for e in r["ranks"]] == [0, 1, 2, 3] and all(len(e["iteration_seconds"]) == 2 for e in r["ranks"])'
+    out=$("$BIN/reprise" inspect "$WORK/cap" 2>&1) || fail "inspect: $out"
+    [ "$(grep -c '^== rank' <<<"$out")" = 4 ] || fail "inspect does not show 4 ranks: $out"
+    grep -q "all_to_all" <<<"$out" || fail "no all_to_all in: $out"
+    "${MPI[@]}" -np 4 "$BIN/reprise" replay "$WORK/cap" --iterations 2 --out "$WORK/r.json" --timeout 200 -q ||
+      fail "replay exited $?"
+    check_json "$WORK/r.json" 'r["world_size"] == 4 and all(e["collectives_selected"] > 0 and e["collectives_replayed"] == e["collectives_selected"] and e["coverage"] == 1 and "original_iteration_seconds" in e for e in r["ranks"]) and {t["name"] for t in r["collective_timing"]} == {"all_reduce", "all_to_all"}'
+    ;;
   comms_np2|comms_np4)
     np=${CASE#comms_np}
     for op in all_reduce all_gather reduce_scatter all_to_all broadcast send; do
