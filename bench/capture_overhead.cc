@@ -33,14 +33,16 @@ void loop(int64_t n, at::Tensor x, const at::Tensor& w, const at::Tensor& b) {
 int main(int argc, char** argv) {
   int64_t ops = 60000, size = 16;
   std::string device = "cpu", json;
+  bool write = true;  // --write 0: record without writing the trace (for profiling the hot path alone)
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--ops") ops = std::stoll(argv[i + 1]);
     else if (a == "--size") size = std::stoll(argv[i + 1]);
     else if (a == "--device") device = argv[i + 1];
     else if (a == "--json") json = argv[i + 1];
+    else if (a == "--write") write = std::string(argv[i + 1]) != "0";
     else {
-      std::fprintf(stderr, "usage: bench_capture_overhead [--ops N] [--size ELEMS] [--device cpu|cuda] [--json FILE]\n");
+      std::fprintf(stderr, "usage: bench_capture_overhead [--ops N] [--size ELEMS] [--device cpu|cuda] [--json FILE] [--write 0|1]\n");
       return 2;
     }
   }
@@ -61,7 +63,7 @@ int main(int argc, char** argv) {
   std::sort(plain.begin(), plain.end());
   std::string path = "/tmp/reprise_capture_overhead.json.gz";
   reprise::capture::SessionOptions so;
-  so.path = path;
+  so.path = write ? path : "";
   so.host_timeline = false;
   double recorded, write_s;
   size_t nodes = 0;
