@@ -163,16 +163,17 @@ int cmd_replay(int argc, char** argv) {
     std::vector<std::string> timelines;
     if (!timeline.empty()) timelines = world->exchange(reprise::replay::timeline_json(r, *trace));
     if (world->rank() == 0) {
+      const std::string merged = reprise::replay::merged_result_json(all);
       if (!out.empty()) {
         std::ofstream f(out + ".tmp");
-        f << reprise::replay::merged_result_json(all);
+        f << merged;
         if (!f.flush()) throw Usage(out + ": cannot write");
         f.close();
         std::filesystem::rename(out + ".tmp", out);
       }
       if (!timeline.empty()) reprise::replay::write_merged_timeline(timelines, timeline);
       reprise::replay::print_summary(r, stdout);
-      auto j = nlohmann::json::parse(reprise::replay::merged_result_json(all));
+      auto j = nlohmann::json::parse(merged);
       std::printf("  ranks        %d; iteration median per rank:", world->size());
       for (auto& e : j["ranks"]) std::printf(" %.3f ms", 1e3 * e["median_iteration_seconds"].get<double>());
       std::printf("\n  slowest rank %.3f ms median per iteration\n", 1e3 * j["median_iteration_seconds_max_over_ranks"].get<double>());
