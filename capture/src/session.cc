@@ -112,6 +112,17 @@ ThreadLog& thread_log() {
   uint64_t gen = G.generation.load(std::memory_order_acquire);
   if (tl_generation != gen || !tl_log) {
     auto log = std::make_unique<ThreadLog>();
+    // Room for a typical step, touched now: growing the logs on the hot path costs copies and page faults.
+    auto prepare = [](auto& v, size_t n) {
+      v.resize(n);
+      v.clear();
+    };
+    prepare(log->nodes, 16384);
+    prepare(log->vals, 65536);
+    prepare(log->types, 65536);
+    prepare(log->tensors, 32768);
+    prepare(log->ints, 131072);
+    log->stack.reserve(64);
     log->tid = at::RecordFunction::currentThreadId();
     log->thread_node = G.next_id++;
     tl_log = log.get();
