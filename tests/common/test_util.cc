@@ -1,8 +1,11 @@
 #include "test_util.h"
 
+#include <execinfo.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
-#include <unistd.h>
 
 namespace reprise::test {
 
@@ -109,3 +112,24 @@ std::string write_file(const std::string& path, const std::string& text) {
 }
 
 }  // namespace reprise::test
+
+namespace {
+
+// A crash in a test binary prints its stack (to stderr) before the process dies, so CI logs say where.
+void print_stack_and_die(int sig) {
+  void* frames[64];
+  int n = backtrace(frames, 64);
+  const char msg[] = "\n*** test binary crashed; stack:\n";
+  (void)!write(2, msg, sizeof msg - 1);
+  backtrace_symbols_fd(frames, n, 2);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+const bool kStackOnCrash = [] {
+  std::signal(SIGSEGV, print_stack_and_die);
+  std::signal(SIGABRT, print_stack_and_die);
+  return true;
+}();
+
+}  // namespace
