@@ -126,9 +126,20 @@ void print_stack_and_die(int sig) {
   std::raise(sig);
 }
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define REPRISE_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define REPRISE_ASAN 1
+#endif
+
 const bool kStackOnCrash = [] {
+#ifndef REPRISE_ASAN  // the sanitizers report crashes better themselves
   std::signal(SIGSEGV, print_stack_and_die);
   std::signal(SIGABRT, print_stack_and_die);
+#endif
   return true;
 }();
 
