@@ -33,6 +33,10 @@ TEST(Cli, HelpForEveryCommand) {
   std::vector<std::string> commands = {"inspect", "convert", "synth"};
 #ifdef REPRISE_HAVE_REPLAY
   commands.push_back("replay");
+  commands.push_back("capture");
+#endif
+#ifdef REPRISE_HAVE_COMMS
+  commands.push_back("comms");
 #endif
   for (const std::string& c : commands) {
     Result r = run(std::string(c) + " --help");
@@ -119,6 +123,17 @@ TEST(Cli, ReplayWritesResultsAndTimeline) {
   EXPECT_NE(bad_dev.out.find("--device tpu"), std::string::npos) << bad_dev.out;
   Result bad_rank = run("replay " + dir + "/s.json.gz --rank 5 -q");
   EXPECT_EQ(bad_rank.status, 2) << bad_rank.out;
+
+  // capture: malformed options are one line and exit 2, and write nothing.
+  for (const std::string& args : std::vector<std::string>{"--workload resnet --out " + dir + "/c1", "--workload mlp --out " + dir +
+                                  "/c2 --batch -4", "--workload mlp", "--workload mlp --out " + dir + "/c3 --steps 0",
+                                  "--workload gpt --out " + dir + "/c4 --hidden 100 --heads 3",
+                                  "--workload mlp --out " + dir + "/c5 --device tpu"}) {
+    Result c = run("capture " + args + " -q");
+    EXPECT_EQ(c.status, 2) << args << ": " << c.out;
+    EXPECT_EQ(std::count(c.out.begin(), c.out.end(), '\n'), 1) << args << ": " << c.out;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/c1/manifest.json"));
+  }
 #endif
 }
 
