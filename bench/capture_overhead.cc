@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
     }
   }
   at::set_num_threads(1);
+  reprise::replay::install_memory_tracking();  // the steady malloc thresholds `reprise capture` runs with
   at::Device d(device);
   auto o = at::TensorOptions().device(d);
   at::Tensor x = at::rand({size}, o), w = at::rand({size}, o), b = at::rand({size}, o);
