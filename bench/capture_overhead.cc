@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   int64_t ops = 60000, size = 16;
   std::string device = "cpu", json;
   bool write = true;  // --write 0: record without writing the trace (for profiling the hot path alone)
+  bool lean = false;  // --lean 1: inner ops without arguments (SessionOptions::nested_values = false)
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--ops") ops = std::stoll(argv[i + 1]);
@@ -41,8 +42,9 @@ int main(int argc, char** argv) {
     else if (a == "--device") device = argv[i + 1];
     else if (a == "--json") json = argv[i + 1];
     else if (a == "--write") write = std::string(argv[i + 1]) != "0";
+    else if (a == "--lean") lean = std::string(argv[i + 1]) != "0";
     else {
-      std::fprintf(stderr, "usage: bench_capture_overhead [--ops N] [--size ELEMS] [--device cpu|cuda] [--json FILE] [--write 0|1]\n");
+      std::fprintf(stderr, "usage: bench_capture_overhead [--ops N] [--size ELEMS] [--device cpu|cuda] [--json FILE] [--write 0|1] [--lean 0|1]\n");
       return 2;
     }
   }
@@ -66,6 +68,7 @@ int main(int argc, char** argv) {
   reprise::capture::SessionOptions so;
   so.path = write ? path : "";
   so.host_timeline = false;
+  so.nested_values = !lean;
   double recorded, write_s;
   size_t nodes = 0;
   {
@@ -78,9 +81,9 @@ int main(int argc, char** argv) {
     write_s = now() - t0;
   }
   double base = plain[plain.size() / 2];
-  std::printf("%lld ops of %lld elements on %s, 1 thread (%zu nodes recorded)\n  without capture  %.4f s (%.2f us/op)\n"
+  std::printf("%lld ops of %lld elements on %s, 1 thread (%zu nodes recorded%s)\n  without capture  %.4f s (%.2f us/op)\n"
               "  recorded         %.4f s (%.2f us/op)\n  overhead         %.2fx (writing the trace afterwards: %.3f s)\n",
-              static_cast<long long>(ops), static_cast<long long>(size), d.str().c_str(), nodes, base, 1e6 * base / ops,
+              static_cast<long long>(ops), static_cast<long long>(size), d.str().c_str(), nodes, lean ? ", lean" : "", base, 1e6 * base / ops,
               recorded, 1e6 * recorded / ops, recorded / base, write_s);
   if (!json.empty())
     std::ofstream(json) << "{\"ops\": " << ops << ", \"device\": \"" << d.str() << "\", \"plain_seconds\": " << base

@@ -51,6 +51,7 @@ struct RNode {
   uint32_t range = 0;  // global string id of the tensor_range JSON, 0 = none
   int32_t collective = -1;
   double ts = 0, dur = -1;  // host time, microseconds since the window opened
+  bool inner = false;       // lean capture: recorded without arguments
 };
 
 double g_origin = 0;  // steady-clock seconds when the window opened
@@ -92,6 +93,7 @@ struct Global {
   std::atomic<void*> active{nullptr};  // the recording Session::Impl
   Session* session = nullptr;
   bool tensor_ranges = true;
+  bool nested_values = true;
 };
 
 Global& g() {
@@ -321,9 +323,16 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   n.tid = static_cast<int64_t>(fn.threadId());
   n.fw_tid = static_cast<int64_t>(fn.forwardThreadId());
   n.scope = static_cast<int32_t>(fn.scope());
-  auto inputs = fn.inputs();
-  add_values(L, inputs, n.in, n.nin);
-  if (g().tensor_ranges) n.range = tensor_ranges(inputs);
+  // Lean capture: an op called by another dispatcher op is recorded without its arguments (replay issues the
+  // outer op, never this one); communication records keep theirs.
+  bool inner = !g().nested_values && !L.stack.empty() && L.nodes[L.stack.back()].schema != 0 &&
+               std::strcmp(name, "record_param_comms") != 0;
+  n.inner = inner;
+  if (!inner) {
+    auto inputs = fn.inputs();
+    add_values(L, inputs, n.in, n.nin);
+    if (g().tensor_ranges) n.range = tensor_ranges(inputs);
+  }
   n.ts = since_origin_us();
   L.stack.push_back(static_cast<uint32_t>(L.nodes.size()));
   L.nodes.push_back(n);
@@ -340,6 +349,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
   uint32_t idx = L.stack[k - 1];
   L.nodes[idx].dur = since_origin_us() - L.nodes[idx].ts;
   L.stack.erase(L.stack.begin() + static_cast<std::ptrdiff_t>(k - 1));
+  if (L.nodes[idx].inner) return;
   const std::vector<c10::IValue>& outs = fn.outputs();
   uint32_t first, count;
   add_values(L, c10::ArrayRef<const c10::IValue>(outs.data(), outs.size()), first, count);
@@ -389,6 +399,7 @@ void Session::Impl::open_window() {
   }
   G.next_id = 2;  // 1 is the process root
   G.tensor_ranges = o.tensor_ranges;
+  G.nested_values = o.nested_values;
   g_origin = now_seconds();
   G.generation.fetch_add(1, std::memory_order_acq_rel);
   std::time_t now = std::time(nullptr);

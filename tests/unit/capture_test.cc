@@ -121,6 +121,36 @@ TEST(Capture, StepWindowSkipsThenRecords) {
   EXPECT_THROW(capture::Session{o}, std::logic_error);  // one open Session per process
 }
 
+TEST(Capture, LeanCaptureKeepsOuterArgumentsOnly) {
+  std::string dir = test::temp_dir();
+  capture::SessionOptions o;
+  o.path = dir + "/lean.json";
+  o.nested_values = false;
+  at::Tensor a = at::rand({4, 8}), w = at::rand({3, 8}), b = at::rand({3});
+  {
+    capture::Session s(o);
+    s.step();
+    at::Tensor y = at::linear(a, w, b);  // calls t and addmm below it
+    y.mul_(2.0);
+    s.stop();
+  }
+  Trace t = read_et(o.path);
+  auto lin = ops_named(t, "aten::linear");
+  auto addmm = ops_named(t, "aten::addmm");
+  ASSERT_EQ(lin.size(), 1u);
+  ASSERT_EQ(addmm.size(), 1u);
+  EXPECT_EQ(t.nodes[lin[0]].num_inputs, 3u);
+  EXPECT_EQ(t.nodes[lin[0]].num_outputs, 1u);
+  EXPECT_EQ(t.nodes[addmm[0]].num_inputs, 0u);  // inner: name and schema only
+  EXPECT_NE(t.nodes[addmm[0]].op_schema, 0u);
+  replay::ReplayOptions ro;
+  ro.warmup = 0;
+  ro.iterations = 1;
+  replay::ReplayResult r = replay::replay_trace(t, ro);
+  EXPECT_EQ(r.compute_selected, 2);
+  EXPECT_EQ(r.compute_replayed, 2);
+}
+
 TEST(Capture, BadOptionsAreClearErrors) {
   workloads::WorkloadOptions o;
   o.name = "resnet";

@@ -233,13 +233,16 @@ int cmd_capture(int argc, char** argv) {
       "steps", po::value(&w.steps)->default_value(5), "timed steps without the observer")(
       "record", po::value(&w.record)->default_value(1), "recorded steps")(
       "threads", po::value(&threads)->default_value(0), "intra-op CPU threads (0: LibTorch's default)")(
-      "seed", po::value(&w.seed)->default_value(0), "random seed")("quiet,q", "no progress lines");
+      "seed", po::value(&w.seed)->default_value(0), "random seed")(
+      "lean", "record ops called by other ops without their arguments (about half the observer's cost; replay\n"
+              "issues the outer ops only)")("quiet,q", "no progress lines");
   auto vm = parse(argc, argv, opts, {});
   if (vm.count("help")) {
     std::cout << opts << "\n";
     return 0;
   }
   if (w.out_dir.empty()) throw Usage("capture: --out DIR is required (see reprise capture --help)");
+  w.lean = vm.count("lean") > 0;
   if (threads > 0) at::set_num_threads(threads);
   if (!vm.count("quiet")) w.progress = [](const std::string& s) { std::cerr << "reprise: " << s << "\n"; };
   // Under mpirun/srun every rank runs the workload with its collectives over MPI (NCCL on GPUs).

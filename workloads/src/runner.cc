@@ -123,6 +123,7 @@ CaptureReport capture_workload(const WorkloadOptions& o) {
     so.path = (std::filesystem::path(o.out_dir) / r.trace).string();
   }
   so.record_steps = o.record;
+  so.nested_values = !o.lean;
   so.rank = r.rank;
   int world = o.comm ? o.comm->world_size() : 1;
   so.process_groups = "[{\"pg_name\": \"0\", \"pg_desc\": \"default_pg\", \"backend_config\": \"" +
@@ -154,6 +155,7 @@ std::string manifest_json(const WorkloadOptions& o, const std::vector<CaptureRep
   j["threads"] = ranks.empty() ? 1 : ranks.front().threads;
   j["steps"] = {{"warmup", o.warmup}, {"timed", o.steps}, {"recorded", o.record}};
   j["seed"] = o.seed;
+  j["lean"] = o.lean;
   auto a = nlohmann::ordered_json::array();
   for (const CaptureReport& r : ranks)
     a.push_back({{"rank", r.rank},

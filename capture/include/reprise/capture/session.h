@@ -28,6 +28,10 @@ struct SessionOptions {
   int skip_steps = 0;          // steps run before recording starts
   int record_steps = 1;        // steps recorded; 0 = every step until stop()
   bool tensor_ranges = true;   // record [min, max] of integer CPU tensor inputs (index ranges for replay)
+  // Record the arguments of ops called by other dispatcher ops too, as PyTorch's observer does. false ("lean"):
+  // those inner ops keep their names, schemas and times but no arguments, which roughly halves the observer's
+  // own cost; replay issues outer ops only, but can then no longer fall back to an unknown op's children.
+  bool nested_values = true;
   int64_t rank = -1;           // written to the trace's metadata when >= 0
   std::string process_groups;  // JSON list for the `## process_group:init ##` node; empty = none
   // Also write the recorded ops' host times as a Kineto-style trace beside the ET (rank-0.kineto.json.gz), which

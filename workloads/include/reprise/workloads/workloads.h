@@ -46,6 +46,7 @@ struct WorkloadOptions {
   int record = 1;  // recorded steps
   uint64_t seed = 0;
   std::string out_dir;  // rank-N.json.gz goes here
+  bool lean = false;    // record inner ops without arguments (capture::SessionOptions::nested_values = false)
   Collectives* comm = nullptr;
   std::function<void(const std::string&)> progress;
 };
