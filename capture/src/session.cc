@@ -94,6 +94,7 @@ struct Global {
   Session* session = nullptr;
   bool tensor_ranges = true;
   bool nested_values = true;
+  bool host_times = true;  // time each op (for the host timeline)
 };
 
 Global& g() {
@@ -333,7 +334,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     add_values(L, inputs, n.in, n.nin);
     if (g().tensor_ranges) n.range = tensor_ranges(inputs);
   }
-  n.ts = since_origin_us();
+  if (g().host_times) n.ts = since_origin_us();
   L.stack.push_back(static_cast<uint32_t>(L.nodes.size()));
   L.nodes.push_back(n);
   return nullptr;
@@ -347,7 +348,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
   while (k > 0 && L.nodes[L.stack[k - 1]].rf_id != handle) --k;
   if (k == 0) return;  // started on another thread (async ops), or before the window opened
   uint32_t idx = L.stack[k - 1];
-  L.nodes[idx].dur = since_origin_us() - L.nodes[idx].ts;
+  if (g().host_times) L.nodes[idx].dur = since_origin_us() - L.nodes[idx].ts;
   L.stack.erase(L.stack.begin() + static_cast<std::ptrdiff_t>(k - 1));
   if (L.nodes[idx].inner) return;
   const std::vector<c10::IValue>& outs = fn.outputs();
@@ -400,6 +401,7 @@ void Session::Impl::open_window() {
   G.next_id = 2;  // 1 is the process root
   G.tensor_ranges = o.tensor_ranges;
   G.nested_values = o.nested_values;
+  G.host_times = o.host_timeline && !o.path.empty();
   g_origin = now_seconds();
   G.generation.fetch_add(1, std::memory_order_acq_rel);
   std::time_t now = std::time(nullptr);
