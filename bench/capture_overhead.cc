@@ -11,11 +11,14 @@
 #include <vector>
 
 #include "reprise/capture/session.h"
+#include "bench_util.h"
 #include "reprise/replay/device.h"
 
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+using reprise::bench::median;
+using reprise::bench::now;
+
 
 void loop(int64_t n, at::Tensor x, const at::Tensor& w, const at::Tensor& b) {
   for (int64_t k = 0; k < n; k += 6) {
@@ -63,7 +66,6 @@ int main(int argc, char** argv) {
   timed();
   std::vector<double> plain;
   for (int k = 0; k < 5; ++k) plain.push_back(timed());
-  std::sort(plain.begin(), plain.end());
   std::string path = "/tmp/reprise_capture_overhead.json.gz";
   reprise::capture::SessionOptions so;
   so.path = write ? path : "";
@@ -80,7 +82,7 @@ int main(int argc, char** argv) {
     s.stop();
     write_s = now() - t0;
   }
-  double base = plain[plain.size() / 2];
+  double base = median(plain);
   std::printf("%lld ops of %lld elements on %s, 1 thread (%zu nodes recorded%s)\n  without capture  %.4f s (%.2f us/op)\n"
               "  recorded         %.4f s (%.2f us/op)\n  overhead         %.2fx (writing the trace afterwards: %.3f s)\n",
               static_cast<long long>(ops), static_cast<long long>(size), d.str().c_str(), nodes, lean ? ", lean" : "", base, 1e6 * base / ops,

@@ -15,19 +15,17 @@
 #include <vector>
 
 #include "reprise/capture/builder.h"
+#include "bench_util.h"
 #include "reprise/replay/replay.h"
 
 namespace {
 
+using reprise::bench::median;
+using reprise::bench::now;
+
 using reprise::Arg;
 using reprise::Value;
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // The op pattern, repeated: y = add(x, w); y = mul(y, s); y.add_(b); y = relu(y); y = sub(y, w); x = neg(y).
 const int kPattern = 6;

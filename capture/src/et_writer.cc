@@ -279,37 +279,72 @@ std::string et_json(const Trace& trace) {
   return all;
 }
 
+namespace {
+
+// A file written beside its target (plain or gzip by the name) and renamed into place on commit(); removed when
+// it was not committed.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::string& path)
+      : path_(path), tmp_(path + ".tmp-" + std::to_string(::getpid())), gz_(ends_with(path, ".gz")) {
+    if (gz_) gzf_ = gzopen(tmp_.c_str(), "wb6");
+    else f_ = std::fopen(tmp_.c_str(), "wb");
+    if (!gzf_ && !f_) throw TraceError(path + ": cannot create: " + std::strerror(errno));
+  }
+  ~AtomicFile() {
+    if (done_) return;
+    close();
+    std::remove(tmp_.c_str());
+  }
+  void write(std::string_view s) {
+    if (s.empty()) return;
+    if (gz_) ok_ = ok_ && gzwrite(gzf_, s.data(), static_cast<unsigned>(s.size())) == static_cast<int>(s.size());
+    else ok_ = ok_ && std::fwrite(s.data(), 1, s.size(), f_) == s.size();
+  }
+  void commit() {
+    ok_ = close() && ok_;
+    if (!ok_ || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+      int err = errno;
+      std::remove(tmp_.c_str());
+      done_ = true;
+      throw TraceError(path_ + ": write failed: " + std::strerror(err));
+    }
+    done_ = true;
+  }
+
+ private:
+  bool close() {
+    bool ok = true;
+    if (gzf_) ok = gzclose(gzf_) == Z_OK;
+    if (f_) ok = std::fclose(f_) == 0;
+    gzf_ = nullptr;
+    f_ = nullptr;
+    return ok;
+  }
+  std::string path_, tmp_;
+  bool gz_;
+  gzFile gzf_ = nullptr;
+  FILE* f_ = nullptr;
+  bool ok_ = true, done_ = false;
+};
+
+}  // namespace
+
 void write_et(const Trace& trace, const std::string& path) {
-  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  bool gz = ends_with(path, ".gz");
-  gzFile gzf = nullptr;
-  FILE* f = nullptr;
-  if (gz) gzf = gzopen(tmp.c_str(), "wb6");
-  else f = std::fopen(tmp.c_str(), "wb");
-  if (!gzf && !f) throw TraceError(path + ": cannot create: " + std::strerror(errno));
-  bool ok = true;
-  try {
-    std::string buf;
-    buf.reserve(2u << 20);
-    Writer(trace).write(buf, [&](std::string& o) {
-      if (o.empty()) return;
-      if (gz) ok = ok && gzwrite(gzf, o.data(), static_cast<unsigned>(o.size())) == static_cast<int>(o.size());
-      else ok = ok && std::fwrite(o.data(), 1, o.size(), f) == o.size();
-      o.clear();
-    });
-  } catch (...) {
-    if (gz) gzclose(gzf);
-    else std::fclose(f);
-    std::remove(tmp.c_str());
-    throw;
-  }
-  if (gz) ok = gzclose(gzf) == Z_OK && ok;
-  else ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    std::remove(tmp.c_str());
-    throw TraceError(path + ": write failed: " + std::strerror(err));
-  }
+  AtomicFile file(path);
+  std::string buf;
+  buf.reserve(2u << 20);
+  Writer(trace).write(buf, [&](std::string& o) {
+    file.write(o);
+    o.clear();
+  });
+  file.commit();
+}
+
+void write_text_file(const std::string& path, std::string_view text) {
+  AtomicFile file(path);
+  file.write(text);
+  file.commit();
 }
 
 }  // namespace reprise

@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
-#include <zlib.h>
 
 #include "reprise/capture/builder.h"
 #include "reprise/capture/strings.h"
@@ -469,16 +468,7 @@ void Session::Impl::write_host_timeline(const std::string& path) const {
     }
   nlohmann::json doc = {{"schemaVersion", 1}, {"traceEvents", events}, {"traceName", path}};
   if (o.rank >= 0) doc["distributedInfo"] = {{"rank", o.rank}};
-  std::string text = doc.dump();
-  std::string tmp = path + ".tmp";
-  gzFile f = gzopen(tmp.c_str(), "wb6");
-  if (!f) throw TraceError(path + ": cannot write");
-  bool ok = gzwrite(f, text.data(), static_cast<unsigned>(text.size())) == static_cast<int>(text.size());
-  ok = gzclose(f) == Z_OK && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw TraceError(path + ": cannot write");
-  }
+  write_text_file(path, doc.dump());
 }
 
 void Session::Impl::open_step() {

@@ -4,12 +4,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "clock.h"
 #include "reprise/comms/communicator.h"
 
 namespace reprise::comms {
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+using detail::now;
 
 int env_int(const char* name, int dflt) {
   const char* v = std::getenv(name);

@@ -9,12 +9,13 @@
 #include <cstring>
 #include <functional>
 
+#include "clock.h"
 #include "reprise/comms/communicator.h"
 
 namespace reprise::comms {
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+using detail::now;
 
 bool g_we_initialized = false;
 

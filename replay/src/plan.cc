@@ -100,11 +100,7 @@ class Compiler {
   Compiler(const Trace& t, const ReplayOptions& o, Plan& p) : t_(t), o_(o), p_(p) {
     cur_slot_.assign(t.tensors.size(), kNoSlot);
     external_of_.assign(t.tensors.size(), kNoSlot);
-    // The trace's world: its largest process group, or the number of rank files it came with.
-    p_.trace_world = std::max(1, o.trace_ranks);
-    for (const ProcessGroup& pg : t.process_groups)
-      p_.trace_world = std::max<int>(p_.trace_world, static_cast<int>(std::max<int64_t>(pg.size, pg.ranks.size())));
-    for (const Collective& c : t.collectives) p_.trace_world = std::max<int>(p_.trace_world, static_cast<int>(c.pg_size));
+    p_.trace_world = trace_world_size(t, o.trace_ranks);
     if (t.kineto)
       for (const KinetoEvent& e : t.kineto->events)
         if (is_gpu_work(e.cat) && e.node != kNone32 && e.stream >= 0) gpu_stream_of_node_.emplace(e.node, e.stream);
@@ -966,3 +962,15 @@ Plan compile_plan(const Trace& trace, const ReplayOptions& options) {
 }
 
 }  // namespace reprise::replay::detail
+
+namespace reprise::replay {
+
+int trace_world_size(const Trace& t, int rank_files) {
+  int world = std::max(1, rank_files);
+  for (const ProcessGroup& pg : t.process_groups)
+    world = std::max<int>(world, static_cast<int>(std::max<int64_t>(pg.size, static_cast<int64_t>(pg.ranks.size()))));
+  for (const Collective& c : t.collectives) world = std::max<int>(world, static_cast<int>(c.pg_size));
+  return world;
+}
+
+}  // namespace reprise::replay

@@ -1,29 +1,15 @@
 // Replay results for scripts (JSON), for Perfetto (Chrome trace) and for people (a short summary).
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "reprise/capture/write.h"
 #include "reprise/replay/replay.h"
 
 namespace reprise::replay {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-void write_atomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) throw TraceError(path + ": cannot write");
-    f << text;
-    if (!f.flush()) throw TraceError(path + ": write failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw TraceError(path + ": cannot write");
-  }
-}
 
 json skips_json(const std::vector<SkipCount>& v) {
   json a = json::array();
@@ -150,10 +136,10 @@ void write_merged_timeline(const std::vector<std::string>& rank_timelines, const
     for (auto& e : d["traceEvents"]) events.push_back(std::move(e));
   }
   json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
-  write_atomically(path, doc.dump() + "\n");
+  write_text_file(path, doc.dump() + "\n");
 }
 
-void write_result_json(const ReplayResult& r, const std::string& path) { write_atomically(path, result_json(r)); }
+void write_result_json(const ReplayResult& r, const std::string& path) { write_text_file(path, result_json(r)); }
 
 std::string timeline_json(const ReplayResult& r, const Trace& trace) {
   json events = json::array();
@@ -179,7 +165,7 @@ std::string timeline_json(const ReplayResult& r, const Trace& trace) {
 }
 
 void write_timeline(const ReplayResult& r, const Trace& trace, const std::string& path) {
-  write_atomically(path, timeline_json(r, trace));
+  write_text_file(path, timeline_json(r, trace));
 }
 
 void print_summary(const ReplayResult& r, std::FILE* out) {

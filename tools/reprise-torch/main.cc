@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "reprise/capture/read.h"
+#include "reprise/capture/write.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/replay/replay.h"
 #include "reprise/workloads/workloads.h"
@@ -126,7 +127,7 @@ int cmd_replay(int argc, char** argv) {
   o.iterations = iterations;
   o.per_op = vm.count("per-op") > 0;
   o.timeline = !timeline.empty();
-  o.strict = vm.count("strict") > 0;
+  const bool strict = vm.count("strict") > 0;
   o.threads = threads;
   o.seed = seed;
   o.max_ops = max_ops;
@@ -140,10 +141,7 @@ int cmd_replay(int argc, char** argv) {
   } else {
     // A single process replays collectives when the trace's world is one rank; a rank of a larger run replays its
     // compute only (the summary says why its collectives were skipped).
-    int trace_world = static_cast<int>(set.ranks.size());
-    for (const reprise::ProcessGroup& pg : trace->process_groups)
-      trace_world = std::max<int>(trace_world, static_cast<int>(std::max<int64_t>(pg.size, pg.ranks.size())));
-    for (const reprise::Collective& c : trace->collectives) trace_world = std::max<int>(trace_world, static_cast<int>(c.pg_size));
+    int trace_world = reprise::replay::trace_world_size(*trace, static_cast<int>(set.ranks.size()));
     if (trace_world == 1 && o.device != "meta") {
       self = reprise::comms::make_self();
       o.comm = self.get();
@@ -164,13 +162,7 @@ int cmd_replay(int argc, char** argv) {
     if (!timeline.empty()) timelines = world->exchange(reprise::replay::timeline_json(r, *trace));
     if (world->rank() == 0) {
       const std::string merged = reprise::replay::merged_result_json(all);
-      if (!out.empty()) {
-        std::ofstream f(out + ".tmp");
-        f << merged;
-        if (!f.flush()) throw Usage(out + ": cannot write");
-        f.close();
-        std::filesystem::rename(out + ".tmp", out);
-      }
+      if (!out.empty()) reprise::write_text_file(out, merged);
       if (!timeline.empty()) reprise::replay::write_merged_timeline(timelines, timeline);
       reprise::replay::print_summary(r, stdout);
       auto j = nlohmann::json::parse(merged);
@@ -181,7 +173,7 @@ int cmd_replay(int argc, char** argv) {
       if (!timeline.empty()) std::cout << "timeline: " << timeline << " (all ranks; open in https://ui.perfetto.dev)\n";
     }
     world->exchange("");
-    bool strict_fail = o.strict && r.ops_replayed < r.ops_selected;
+    bool strict_fail = strict && r.ops_replayed < r.ops_selected;
     world.reset();
     reprise::comms::finalize();
     if (strict_fail) {
@@ -195,7 +187,7 @@ int cmd_replay(int argc, char** argv) {
   reprise::replay::print_summary(r, stdout);
   if (!out.empty()) std::cout << "results: " << out << "\n";
   if (!timeline.empty()) std::cout << "timeline: " << timeline << " (open in https://ui.perfetto.dev)\n";
-  if (o.strict && r.ops_replayed < r.ops_selected) {
+  if (strict && r.ops_replayed < r.ops_selected) {
     std::cerr << "reprise: --strict: " << (r.ops_selected - r.ops_replayed) << " selected op(s) not replayed";
     if (!r.skipped.empty()) std::cerr << " (first: " << r.skipped.front().op << ": " << r.skipped.front().reason << ")";
     std::cerr << "\n";
@@ -276,13 +268,7 @@ int cmd_capture(int argc, char** argv) {
     for (const std::string& s : all) m["ranks"].push_back(nlohmann::ordered_json::parse(s)["ranks"][0]);
     text = m.dump(2) + "\n";
   }
-  if (!world || world->rank() == 0) {
-    std::ofstream f(manifest + ".tmp");
-    f << text;
-    if (!f.flush()) throw Usage(manifest + ": cannot write");
-    f.close();
-    std::filesystem::rename(manifest + ".tmp", manifest);
-  }
+  if (!world || world->rank() == 0) reprise::write_text_file(manifest, text);
   if (world) {
     world->exchange("");
     bool quiet_rank = world->rank() != 0;

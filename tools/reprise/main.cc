@@ -72,13 +72,7 @@ int cmd_inspect(int argc, char** argv) {
   reprise::Summary s = reprise::summarize(set, top);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!json_out.empty()) {
-    std::string tmp = json_out + ".tmp";
-    {
-      std::ofstream f(tmp);
-      f << reprise::summary_json(s) << "\n";
-      if (!f) throw reprise::TraceError(json_out + ": cannot write");
-    }
-    std::filesystem::rename(tmp, json_out);
+    reprise::write_text_file(json_out, reprise::summary_json(s) + "\n");
   }
   if (vm.count("json")) {
     std::cout << reprise::summary_json(s) << "\n";

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "reprise/capture/trace.h"
 
@@ -15,5 +16,9 @@ void write_et(const Trace& trace, const std::string& path);
 
 // The same JSON as a string (tests, small traces).
 std::string et_json(const Trace& trace);
+
+// Writes `text` to `path` the way write_et does: whole or not at all, gzip when the name ends in .gz. Every file
+// Reprise writes (results, manifests, timelines, summaries) goes through here. Throws TraceError naming the file.
+void write_text_file(const std::string& path, std::string_view text);
 
 }  // namespace reprise

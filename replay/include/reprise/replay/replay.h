@@ -30,7 +30,6 @@ struct ReplayOptions {
   int iterations = 5;          // measured iterations
   bool per_op = false;         // a second pass timing each op (does not perturb iteration_seconds)
   bool timeline = false;       // keep the per-op spans for a Chrome trace (implies the per-op pass)
-  bool strict = false;         // any skipped op is an error
   int threads = 0;             // intra-op threads for CPU replay; 0 = LibTorch's default
   uint64_t seed = 0;           // seed of the generated tensor data
   int64_t max_ops = 0;         // replay only the first N outermost ops of each step (0 = all): quick checks
@@ -112,8 +111,13 @@ struct ReplayResult {
 };
 
 // Replays `trace` as the options say. Throws TraceError for a trace it cannot replay at all (no operators in
-// the selected iteration, an iteration that does not exist, --strict with a skipped op).
+// the selected iteration, an iteration that does not exist, a launch that does not match the trace's world).
+// Skipped ops are reported in the result, never thrown: `reprise replay --strict` turns them into exit status 1.
 ReplayResult replay_trace(const Trace& trace, const ReplayOptions& options);
+
+// The ranks the trace's process groups and collectives span, or `rank_files` (the rank traces it came with) when
+// that is more: the world size a distributed replay of it needs.
+int trace_world_size(const Trace& trace, int rank_files);
 
 // The results as JSON (schema in docs/replay.md).
 std::string result_json(const ReplayResult& result);
