@@ -1,7 +1,10 @@
 // Capture overhead: the same loop of small ops timed without the observer and recorded by a capture Session.
-//   bench_capture_overhead [--ops N] [--size ELEMS] [--device cpu|cuda] [--json FILE]
+//   bench_capture_overhead [--ops N] [--size ELEMS] [--device cpu|cuda] [--json FILE] [--lean 1] [--repeat N]
+// Each recorded run is a fresh Session (its log memory faulted in when the window opens, as in a real capture);
+// the report gives the median, the first and the worst run, and the floor: an observer that does nothing.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 
 #include <algorithm>
 #include <chrono>
@@ -38,6 +41,9 @@ int main(int argc, char** argv) {
   std::string device = "cpu", json;
   bool write = true;  // --write 0: record without writing the trace (for profiling the hot path alone)
   bool lean = false;  // --lean 1: inner ops without arguments (SessionOptions::nested_values = false)
+  int plain_runs = 5;  // --plain 0: only the recorded loop (for profiling it alone)
+  int recorded_repeats = 3;
+  bool timeline = false;  // --timeline 1: time every op for the host timeline, as `reprise capture` does
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--ops") ops = std::stoll(argv[i + 1]);
@@ -46,8 +52,11 @@ int main(int argc, char** argv) {
     else if (a == "--json") json = argv[i + 1];
     else if (a == "--write") write = std::string(argv[i + 1]) != "0";
     else if (a == "--lean") lean = std::string(argv[i + 1]) != "0";
+    else if (a == "--plain") plain_runs = std::stoi(argv[i + 1]);
+    else if (a == "--repeat") recorded_repeats = std::max(1, std::stoi(argv[i + 1]));
+    else if (a == "--timeline") timeline = std::string(argv[i + 1]) != "0";
     else {
-      std::fprintf(stderr, "usage: bench_capture_overhead [--ops N] [--size ELEMS] [--device cpu|cuda] [--json FILE] [--write 0|1] [--lean 0|1]\n");
+      std::fprintf(stderr, "usage: bench_capture_overhead [--ops N] [--size ELEMS] [--device cpu|cuda] [--json FILE] [--write 0|1] [--lean 0|1] [--plain RUNS] [--repeat RUNS] [--timeline 0|1]\n");
       return 2;
     }
   }
@@ -63,34 +72,55 @@ int main(int argc, char** argv) {
     reprise::replay::synchronize(d);
     return now() - t0;
   };
-  timed();
+  if (plain_runs > 0) timed();
   std::vector<double> plain;
-  for (int k = 0; k < 5; ++k) plain.push_back(timed());
+  for (int k = 0; k < plain_runs; ++k) plain.push_back(timed());
+  if (plain.empty()) plain.push_back(1e-30);
+  // The floor: an observer that asks LibTorch for every op's inputs and outputs, as the Session does, and does
+  // nothing with them.
+  std::vector<double> empty_observer;
+  {
+    at::RecordFunctionCallback cb([](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> { return nullptr; },
+                                  [](const at::RecordFunction&, at::ObserverContext*) {});
+    cb.needsInputs(true).needsOutputs(true).needsIds(true);
+    at::CallbackHandle h = at::addGlobalCallback(cb);
+    for (int k = 0; k < plain_runs; ++k) empty_observer.push_back(timed());
+    at::removeCallback(h);
+  }
+  if (empty_observer.empty()) empty_observer.push_back(1e-30);
   std::string path = "/tmp/reprise_capture_overhead.json.gz";
   reprise::capture::SessionOptions so;
   so.path = write ? path : "";
-  so.host_timeline = false;
+  so.host_timeline = timeline;
   so.nested_values = !lean;
-  double recorded, write_s;
+  std::vector<double> recorded_runs, writes;
   size_t nodes = 0;
-  {
+  for (int r = 0; r < recorded_repeats; ++r) {
     reprise::capture::Session s(so);
     s.step();
-    recorded = timed();
+    recorded_runs.push_back(timed());
     nodes = s.num_nodes();
     double t0 = now();
     s.stop();
-    write_s = now() - t0;
+    writes.push_back(now() - t0);
   }
-  double base = median(plain);
-  std::printf("%lld ops of %lld elements on %s, 1 thread (%zu nodes recorded%s)\n  without capture  %.4f s (%.2f us/op)\n"
-              "  recorded         %.4f s (%.2f us/op)\n  overhead         %.2fx (writing the trace afterwards: %.3f s)\n",
-              static_cast<long long>(ops), static_cast<long long>(size), d.str().c_str(), nodes, lean ? ", lean" : "", base, 1e6 * base / ops,
-              recorded, 1e6 * recorded / ops, recorded / base, write_s);
+  double recorded = median(recorded_runs), write_s = median(writes);
+  double base = median(plain), floor = median(empty_observer);
+  double first = recorded_runs.front(), worst = *std::max_element(recorded_runs.begin(), recorded_runs.end());
+  std::printf("%lld ops of %lld elements on %s, 1 thread (%zu nodes recorded%s%s)\n"
+              "  without capture  %.4f s (%.2f us/op)\n"
+              "  empty observer   %.4f s (%.2fx: LibTorch boxing every op's inputs and outputs for an observer)\n"
+              "  recorded         %.4f s (%.2f us/op), median of %d sessions; first %.2fx, worst %.2fx\n"
+              "  overhead         %.2fx (writing the trace afterwards: %.3f s)\n",
+              static_cast<long long>(ops), static_cast<long long>(size), d.str().c_str(), nodes, lean ? ", lean" : "", timeline ? ", timed for the host timeline" : "",
+              base, 1e6 * base / ops, floor, floor / base, recorded, 1e6 * recorded / ops, recorded_repeats,
+              first / base, worst / base, recorded / base, write_s);
   if (!json.empty())
-    std::ofstream(json) << "{\"ops\": " << ops << ", \"device\": \"" << d.str() << "\", \"plain_seconds\": " << base
-                        << ", \"recorded_seconds\": " << recorded << ", \"overhead\": " << recorded / base
-                        << ", \"write_seconds\": " << write_s << "}\n";
+    std::ofstream(json) << "{\"ops\": " << ops << ", \"size\": " << size << ", \"device\": \"" << d.str()
+                        << "\", \"lean\": " << (lean ? "true" : "false") << ", \"plain_seconds\": " << base
+                        << ", \"empty_observer_seconds\": " << floor << ", \"recorded_seconds\": " << recorded
+                        << ", \"first_recorded_seconds\": " << first << ", \"worst_recorded_seconds\": " << worst
+                        << ", \"overhead\": " << recorded / base << ", \"write_seconds\": " << write_s << "}\n";
   std::remove(path.c_str());
   return 0;
 }

@@ -1,6 +1,8 @@
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -10,9 +12,8 @@
 #include "reprise/capture/write.h"
 
 namespace reprise {
-namespace {
 
-void put_escaped(std::string& o, std::string_view s) {
+void append_json_string(std::string& o, std::string_view s) {
   o += '"';
   for (char ch : s) {
     auto c = static_cast<unsigned char>(ch);
@@ -37,25 +38,31 @@ void put_escaped(std::string& o, std::string_view s) {
   o += '"';
 }
 
-void put_int(std::string& o, int64_t v) {
+void append_json_int(std::string& o, int64_t v) {
   char buf[24];
-  int n = std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
-  o.append(buf, static_cast<size_t>(n));
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  o.append(buf, r.ptr);
 }
 
-void put_double(std::string& o, double d) {
+void append_json_double(std::string& o, double d) {
   if (std::isnan(d)) {
     o += "\"nan\"";
   } else if (std::isinf(d)) {
     o += d > 0 ? "\"inf\"" : "\"-inf\"";
   } else {
     char buf[32];
-    int n = std::snprintf(buf, sizeof buf, "%.17g", d);
-    o.append(buf, static_cast<size_t>(n));
+    auto r = std::to_chars(buf, buf + sizeof buf, d);  // the shortest text that reads back as the same double
+    o.append(buf, r.ptr);
     // keep it a JSON float so it reads back as a double
-    if (std::strpbrk(buf, ".eE") == nullptr) o += ".0";
+    if (std::find_if(buf, r.ptr, [](char c) { return c == '.' || c == 'e' || c == 'E'; }) == r.ptr) o += ".0";
   }
 }
+
+namespace {
+
+void put_escaped(std::string& o, std::string_view s) { append_json_string(o, s); }
+void put_int(std::string& o, int64_t v) { append_json_int(o, v); }
+void put_double(std::string& o, double d) { append_json_double(o, d); }
 
 class Writer {
  public:

@@ -1,5 +1,6 @@
-// Live capture: RecordFunction callbacks append compact records to per-thread logs (no JSON, no file work on the
-// hot path); closing the recording window turns the logs into a Trace and writes it as ET JSON.
+// Live capture: RecordFunction callbacks append compact binary events to per-thread logs (event_log.h: no JSON, no
+// string work, no allocation and no file work on the hot path); closing the recording window decodes the logs into
+// a Trace and writes it as ET JSON.
 #include "reprise/capture/session.h"
 
 #include <ATen/ATen.h>
@@ -11,36 +12,65 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include "reprise/capture/builder.h"
 #include "reprise/capture/strings.h"
 #include "reprise/capture/write.h"
 
+#include "event_log.h"
+
 namespace reprise::capture {
 namespace {
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+using detail::BlockPool;
+using detail::LogBlock;
+using detail::LogReader;
+using detail::LogWriter;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
-// Values are recorded in the trace model's own form (String/Device refs are global string ids here).
+double now_seconds() { return static_cast<double>(now_ns()) * 1e-9; }
+
+// ---- The event stream ----------------------------------------------------------------------------------------
+// Each thread appends events to its own LogWriter; nothing is decoded, interned or allocated per op on the hot
+// path (names and schemas are interned once per operator). Closing the window decodes the streams into nodes.
+//
+//   Begin   id i64, rf handle u64, name u32, schema u32, seq i64, scope u8, flags u8, [tid u64], [fw_tid u64],
+//           [inputs: count u32, values; ranges: (1 u8, position u32, min i64, max i64)..., 0 u8], [ts i64]
+//   End     rf handle u64, flags u8, [ts i64], [outputs: count u32, values]
+//   Leaf    id i64, name u32, scope u8, collective i32, inputs, outputs (a node without a RecordFunction)
+//   StepBegin / StepEnd   the ProfilerStep#N marker: id i64, name u32, ts i64 / ts i64
+enum Event : uint8_t { kBegin = 1, kEnd, kLeaf, kStepBegin, kStepEnd };
+enum BeginFlags : uint8_t { kInner = 1, kTid = 2, kFwTid = 4, kTime = 8 };
+enum EndFlags : uint8_t { kEndTime = 1, kEndValues = 2 };
+
+// Values: a tag, then the payload. A tensor is its object's and storage's addresses (numbered when the trace is
+// built), offset, scalar type, device, rank, sizes and strides.
+enum Tag : uint8_t {
+  kTensor = 1, kUndefinedTensor, kInt, kDouble, kBool, kNone, kString, kDevice, kList, kTuple, kOther
+};
+enum TensorFlags : uint8_t { kStrided = 1 };
+
+// A recorded value in the trace model's form; String/Device refs are global string ids here.
 using RVal = Value;
 
 struct RTensor {
-  int64_t id = 0, storage = 0, offset = 0, numel = 0;
+  int64_t id = 0, storage = 0, offset = 0;
   int32_t itemsize = 0;
   uint32_t device = 0, dtype = 0;  // global string ids
   uint32_t dims = 0;               // rank sizes then rank strides, in ints
   uint16_t rank = 0;
-  bool strided = true;
 };
 
+// A decoded node.
 struct RNode {
   int64_t id = 0, parent = 0;
   uint32_t name = 0, schema = 0;
@@ -49,38 +79,41 @@ struct RNode {
   uint32_t in = 0, nin = 0, out = 0, nout = 0;
   uint32_t range = 0;  // global string id of the tensor_range JSON, 0 = none
   int32_t collective = -1;
-  double ts = 0, dur = -1;  // host time, microseconds since the window opened
-  bool inner = false;       // lean capture: recorded without arguments
+  int64_t ts = 0, dur = -1;  // host time, nanoseconds since the window opened; dur -1: not timed
 };
 
-double g_origin = 0;  // steady-clock seconds when the window opened
-inline double since_origin_us() { return (now_seconds() - g_origin) * 1e6; }
+int64_t g_origin_ns = 0;  // steady clock when the window opened
 
 struct NameEntry {
-  std::string name;
-  uint32_t name_id = 0, schema_id = 0;
+  const char* key = nullptr;
+  uint32_t name = 0, schema = 0;
+  bool comms = false;  // record_param_comms keeps its arguments in lean capture
 };
+
+struct Open {
+  uint64_t handle = 0;  // 0: the step marker
+  bool op = false;      // a dispatcher op (has a schema)
+  bool inner = false;   // recorded without arguments
+};
+
+BlockPool& pool() {
+  static BlockPool* p = new BlockPool;  // never destroyed: callbacks may run during static destruction
+  return *p;
+}
 
 // One thread's records. Owned by the global state, so a thread may end before the session does.
 struct ThreadLog {
+  ThreadLog() : w(pool()) {}
   uint64_t tid = 0;
   int64_t thread_node = 0;
-  std::vector<RNode> nodes;
-  std::vector<RVal> vals;
-  std::vector<uint32_t> types;  // parallel to vals: global string id of the type string
-  std::vector<RTensor> tensors;
-  std::vector<int64_t> ints;
-  std::vector<uint32_t> stack;  // open nodes (indices in nodes)
-  std::unordered_map<const char*, NameEntry> names;  // keyed by the op's (stable) name pointer
-  std::unordered_map<std::string, uint32_t> type_ids;
-  // Per scalar type: the dtype's string id and "Tensor(<dtype>)"'s type id and text; per device: its string id.
-  struct DtypeEntry {
-    uint32_t dtype = 0, type = 0;
-    std::string text;
-  };
-  std::vector<DtypeEntry> dtypes;
-  std::vector<uint32_t> devices;
-  uint32_t int_type = 0, double_type = 0, bool_type = 0, string_type = 0, device_type = 0, none_type = 0;
+  LogWriter w;
+  std::vector<Open> stack;  // open RecordFunctions (and the step marker) of this thread
+  std::atomic<size_t> nodes{0};
+  // Names and schemas of dispatcher ops, keyed by their (stable) name pointer: a direct-mapped cache in front of
+  // a map.
+  static constexpr size_t kCache = 512;
+  NameEntry cache[kCache];
+  std::unordered_map<const char*, NameEntry> names;
 };
 
 struct Global {
@@ -114,16 +147,6 @@ ThreadLog& thread_log() {
   uint64_t gen = G.generation.load(std::memory_order_acquire);
   if (tl_generation != gen || !tl_log) {
     auto log = std::make_unique<ThreadLog>();
-    // Room for a typical step, touched now: growing the logs on the hot path costs copies and page faults.
-    auto prepare = [](auto& v, size_t n) {
-      v.resize(n);
-      v.clear();
-    };
-    prepare(log->nodes, 16384);
-    prepare(log->vals, 65536);
-    prepare(log->types, 65536);
-    prepare(log->tensors, 32768);
-    prepare(log->ints, 131072);
     log->stack.reserve(64);
     log->tid = at::RecordFunction::currentThreadId();
     log->thread_node = G.next_id++;
@@ -135,227 +158,440 @@ ThreadLog& thread_log() {
   return *tl_log;
 }
 
-uint32_t type_id(ThreadLog& L, const std::string& type) {
-  auto it = L.type_ids.find(type);
-  if (it != L.type_ids.end()) return it->second;
-  uint32_t id = intern(type);
-  L.type_ids.emplace(type, id);
-  return id;
+void count_node(ThreadLog& L) { L.nodes.store(L.nodes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+
+const NameEntry& name_entry(ThreadLog& L, const at::RecordFunction& fn, NameEntry& scratch) {
+  const char* name = fn.name();
+  size_t slot = (reinterpret_cast<uintptr_t>(name) >> 3) & (ThreadLog::kCache - 1);
+  if (L.cache[slot].key == name && name) return L.cache[slot];
+  auto it = L.names.find(name);
+  if (it != L.names.end()) {
+    L.cache[slot] = it->second;
+    return it->second;
+  }
+  NameEntry e;
+  e.key = name;
+  e.name = intern(name);
+  e.comms = std::strcmp(name, "record_param_comms") == 0;
+  if (auto schema = fn.operator_schema()) {
+    std::ostringstream s;
+    s << *schema;
+    e.schema = intern(s.str());
+  }
+  // Only dispatcher ops have names that outlive the call; others are looked up every time.
+  if (fn.scope() != at::RecordScope::FUNCTION || e.schema == 0) {
+    scratch = e;
+    return scratch;
+  }
+  L.cache[slot] = e;
+  return L.names.emplace(name, e).first->second;
 }
 
-// Records t; `type` receives its type string's id and `text` the string itself (for list types).
-uint32_t add_tensor(ThreadLog& L, const at::Tensor& t, uint32_t& type, const std::string*& text) {
-  RTensor r;
+void put_tensor(LogWriter& w, const at::Tensor& t) {
   if (!t.defined()) {
-    static const std::string undefined = "Tensor(nullptr (uninitialized))";
-    r.dtype = intern("nullptr (uninitialized)");
-    r.device = intern("cpu");
-    type = type_id(L, undefined);
-    text = &undefined;
-    L.tensors.push_back(r);
-    return static_cast<uint32_t>(L.tensors.size() - 1);
+    w.put(kUndefinedTensor);
+    return;
   }
-  size_t st = static_cast<size_t>(t.scalar_type());
-  if (st >= L.dtypes.size()) L.dtypes.resize(st + 1);
-  ThreadLog::DtypeEntry& de = L.dtypes[st];
-  if (!de.dtype) {
-    auto name = t.dtype().name();
-    std::string n(name.data(), name.size());
-    de.dtype = intern(n);
-    de.text = "Tensor(" + n + ")";
-    de.type = type_id(L, de.text);
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  w.put(kTensor);
+  w.put(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(impl)));
+  w.put(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(impl->unsafe_storage().unsafeGetStorageImpl())));
+  bool nested = impl->is_nested();
+  bool strided = !nested && impl->layout() == at::kStrided;
+  w.put(static_cast<int64_t>(strided ? impl->storage_offset() : 0));
+  w.put(static_cast<uint8_t>(c10::typeMetaToScalarType(impl->dtype())));
+  c10::Device d = impl->device();
+  w.put(static_cast<int8_t>(d.type()));
+  w.put(static_cast<int8_t>(d.index()));
+  w.put(static_cast<uint8_t>(strided ? kStrided : 0));
+  if (nested) {  // sizes of a nested tensor are per component: recorded as rank 0
+    w.put(uint8_t{0});
+    return;
   }
-  type = de.type;
-  text = &de.text;
-  r.dtype = de.dtype;
-  size_t dev_key = static_cast<size_t>(t.device().type()) * 64 + static_cast<size_t>(t.device().index() + 1);
-  if (dev_key >= L.devices.size()) L.devices.resize(dev_key + 1, 0);
-  if (!L.devices[dev_key]) L.devices[dev_key] = intern(t.device().str());
-  r.device = L.devices[dev_key];
-  // The objects' addresses stand in for ids on the hot path; build() numbers them (a reused address is the
-  // same id, as in PyTorch's observer).
-  r.id = reinterpret_cast<intptr_t>(t.unsafeGetTensorImpl());
-  if (t.has_storage()) r.storage = reinterpret_cast<intptr_t>(t.storage().unsafeGetStorageImpl());
-  r.strided = t.layout() == at::kStrided && !t.is_nested();
-  r.offset = r.strided ? t.storage_offset() : 0;
-  r.numel = t.numel();
-  r.itemsize = static_cast<int32_t>(t.element_size());
-  r.rank = static_cast<uint16_t>(t.dim());
-  r.dims = static_cast<uint32_t>(L.ints.size());
-  for (int64_t s : t.sizes()) L.ints.push_back(s);
-  if (r.strided)
-    for (int64_t s : t.strides()) L.ints.push_back(s);
-  else
-    for (int64_t k = 0; k < t.dim(); ++k) L.ints.push_back(0);
-  L.tensors.push_back(r);
-  return static_cast<uint32_t>(L.tensors.size() - 1);
+  c10::IntArrayRef sizes = impl->sizes();
+  w.put(static_cast<uint8_t>(sizes.size()));
+  for (int64_t s : sizes) w.put(s);
+  if (strided)
+    for (int64_t s : impl->strides()) w.put(s);
 }
 
-// Fills vals[slot] with v and returns its type string's id; lists and tuples reserve their elements
-// contiguously, and only they build a type string ("GenericList[Int,Int]").
-uint32_t fill_value(ThreadLog& L, const c10::IValue& v, size_t slot, std::string* text) {
-  if (!L.int_type) {
-    L.int_type = type_id(L, "Int");
-    L.double_type = type_id(L, "Double");
-    L.bool_type = type_id(L, "Bool");
-    L.string_type = type_id(L, "String");
-    L.device_type = type_id(L, "Device");
-    L.none_type = type_id(L, "None");
-  }
-  RVal r;
-  uint32_t type = 0;
-  const char* name = nullptr;
+void put_value(LogWriter& w, const c10::IValue& v) {
   if (v.isTensor()) {
-    r.kind = ValueKind::Tensor;
-    const std::string* tt = nullptr;
-    r.ref = add_tensor(L, v.toTensor(), type, tt);
-    if (text) *text = *tt;
+    put_tensor(w, v.toTensor());
   } else if (v.isInt()) {
-    r.kind = ValueKind::Int;
-    r.i = v.toInt();
-    type = L.int_type;
-    name = "Int";
+    w.put(kInt);
+    w.put(v.toInt());
   } else if (v.isDouble()) {
-    r.kind = ValueKind::Double;
-    r.d = v.toDouble();
-    type = L.double_type;
-    name = "Double";
+    w.put(kDouble);
+    w.put(v.toDouble());
   } else if (v.isBool()) {
-    r.kind = ValueKind::Bool;
-    r.i = v.toBool();
-    type = L.bool_type;
-    name = "Bool";
+    w.put(kBool);
+    w.put(static_cast<uint8_t>(v.toBool()));
+  } else if (v.isNone()) {
+    w.put(kNone);
   } else if (v.isString()) {
-    r.kind = ValueKind::String;
-    r.ref = intern(v.toStringRef());
-    type = L.string_type;
-    name = "String";
+    w.put(kString);
+    w.put_bytes(v.toStringRef());
   } else if (v.isDevice()) {
-    r.kind = ValueKind::Device;
-    r.ref = intern(v.toDevice().str());
-    type = L.device_type;
-    name = "Device";
-  } else if (v.isList() || v.isTuple()) {
-    std::vector<c10::IValue> items;
-    if (v.isList()) {
-      for (const c10::IValue& e : v.toListRef()) items.push_back(e);
-    } else {
-      for (const c10::IValue& e : v.toTupleRef().elements()) items.push_back(e);
-    }
-    r.kind = v.isList() ? ValueKind::List : ValueKind::Tuple;
-    r.count = static_cast<uint32_t>(items.size());
-    r.ref = static_cast<uint32_t>(L.vals.size());
-    L.vals.resize(L.vals.size() + items.size());
-    L.types.resize(L.vals.size(), 0);
-    std::string list = v.isList() ? "GenericList[" : "Tuple[";
-    std::string elem;
-    for (size_t k = 0; k < items.size(); ++k) {
-      fill_value(L, items[k], r.ref + k, &elem);
-      list += (k ? "," : "") + elem;
-    }
-    list += "]";
-    type = type_id(L, list);
-    if (text) *text = std::move(list);
+    w.put(kDevice);
+    w.put(static_cast<int8_t>(v.toDevice().type()));
+    w.put(static_cast<int8_t>(v.toDevice().index()));
+  } else if (v.isList()) {
+    c10::ArrayRef<c10::IValue> items = v.toListRef();
+    w.put(kList);
+    w.put(static_cast<uint32_t>(items.size()));
+    for (const c10::IValue& e : items) put_value(w, e);
+  } else if (v.isTuple()) {
+    const auto& items = v.toTupleRef().elements();
+    w.put(kTuple);
+    w.put(static_cast<uint32_t>(items.size()));
+    for (const c10::IValue& e : items) put_value(w, e);
   } else {
-    // None, and what replay cannot rebuild (generators, streams, objects): recorded as None of that type.
-    std::string t = v.isNone() ? "None" : v.tagKind();
-    type = v.isNone() ? L.none_type : type_id(L, t);
-    if (text) *text = std::move(t);
+    // What replay cannot rebuild (generators, streams, objects): recorded as None of that type.
+    w.put(kOther);
+    w.put_bytes(v.tagKind());
   }
-  if (name && text) *text = name;
-  L.vals[slot] = r;
-  return type;
 }
 
-void add_values(ThreadLog& L, c10::ArrayRef<const c10::IValue> values, uint32_t& first, uint32_t& count) {
-  first = static_cast<uint32_t>(L.vals.size());
-  count = static_cast<uint32_t>(values.size());
-  L.vals.resize(L.vals.size() + values.size());
-  L.types.resize(L.vals.size(), 0);
-  for (size_t k = 0; k < values.size(); ++k) L.types[first + k] = fill_value(L, values[k], first + k, nullptr);
+void put_values(LogWriter& w, c10::ArrayRef<const c10::IValue> values) {
+  w.put(static_cast<uint32_t>(values.size()));
+  for (const c10::IValue& v : values) put_value(w, v);
 }
 
-// {"<input position>": [min, max]} of the integer CPU tensors among the inputs: index ranges for replay.
-uint32_t tensor_ranges(c10::ArrayRef<const c10::IValue> in) {
-  std::string out;
+// [min, max] of the integer CPU tensors among the inputs (index ranges for replay), each after a 1 byte, then a 0.
+void put_ranges(LogWriter& w, c10::ArrayRef<const c10::IValue> in) {
   for (size_t k = 0; k < in.size(); ++k) {
     if (!in[k].isTensor()) continue;
     const at::Tensor& t = in[k].toTensor();
-    if (!t.defined() || !t.device().is_cpu() || t.layout() != at::kStrided || t.numel() == 0 ||
-        t.numel() > (int64_t{1} << 22) || !at::isIntegralType(t.scalar_type(), /*includeBool=*/false))
+    if (!t.defined() || !at::isIntegralType(t.scalar_type(), /*includeBool=*/false) || !t.device().is_cpu() ||
+        t.layout() != at::kStrided || t.numel() == 0 || t.numel() > (int64_t{1} << 22))
       continue;
     at::DisableRecordFunctionGuard no_record;
     int64_t lo = t.min().item<int64_t>(), hi = t.max().item<int64_t>();
-    out += (out.empty() ? "{" : ", ") + ("\"" + std::to_string(k) + "\": [" + std::to_string(lo) + ", " +
-                                          std::to_string(hi) + "]");
+    w.put(uint8_t{1});
+    w.put(static_cast<uint32_t>(k));
+    w.put(lo);
+    w.put(hi);
   }
-  if (out.empty()) return 0;
-  return intern(out + "}");
+  w.put(uint8_t{0});
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  if (!g().active.load(std::memory_order_acquire)) return nullptr;
+  Global& G = g();
+  if (!G.active.load(std::memory_order_acquire)) return nullptr;
   ThreadLog& L = thread_log();
-  RNode n;
-  n.id = g().next_id++;
-  n.parent = L.stack.empty() ? L.thread_node : L.nodes[L.stack.back()].id;
-  const char* name = fn.name();
-  auto it = L.names.find(name);
-  if (it == L.names.end() || it->second.name != name) {
-    NameEntry e;
-    e.name = name;
-    e.name_id = intern(e.name);
-    if (auto schema = fn.operator_schema()) {
-      std::ostringstream s;
-      s << *schema;
-      e.schema_id = intern(s.str());
-    }
-    // Only dispatcher ops have names that outlive the call; others are looked up every time.
-    if (fn.scope() == at::RecordScope::FUNCTION && e.schema_id != 0) it = L.names.insert_or_assign(name, e).first;
-    n.name = e.name_id;
-    n.schema = e.schema_id;
-  } else {
-    n.name = it->second.name_id;
-    n.schema = it->second.schema_id;
-  }
-  n.rf_id = static_cast<int64_t>(fn.handle());
-  n.seq = fn.seqNr();
-  n.tid = static_cast<int64_t>(fn.threadId());
-  n.fw_tid = static_cast<int64_t>(fn.forwardThreadId());
-  n.scope = static_cast<int32_t>(fn.scope());
+  NameEntry scratch;
+  const NameEntry& e = name_entry(L, fn, scratch);
   // Lean capture: an op called by another dispatcher op is recorded without its arguments (replay issues the
   // outer op, never this one); communication records keep theirs.
-  bool inner = !g().nested_values && !L.stack.empty() && L.nodes[L.stack.back()].schema != 0 &&
-               std::strcmp(name, "record_param_comms") != 0;
-  n.inner = inner;
+  bool inner = !G.nested_values && !L.stack.empty() && L.stack.back().op && !e.comms;
+  uint64_t handle = fn.handle();
+  uint64_t tid = fn.threadId(), fw_tid = fn.forwardThreadId();
+  uint8_t flags = (inner ? kInner : 0) | (G.host_times ? kTime : 0);
+  if (tid != 0 && tid != L.tid) flags |= kTid;
+  if (fw_tid != 0) flags |= kFwTid;
+  LogWriter& w = L.w;
+  w.put(kBegin);
+  w.put(static_cast<int64_t>(G.next_id++));
+  w.put(handle);
+  w.put(e.name);
+  w.put(e.schema);
+  w.put(static_cast<int64_t>(fn.seqNr()));
+  w.put(static_cast<uint8_t>(fn.scope()));
+  w.put(flags);
+  if (flags & kTid) w.put(tid);
+  if (flags & kFwTid) w.put(fw_tid);
   if (!inner) {
     auto inputs = fn.inputs();
-    add_values(L, inputs, n.in, n.nin);
-    if (g().tensor_ranges) n.range = tensor_ranges(inputs);
+    put_values(w, inputs);
+    if (G.tensor_ranges) {
+      put_ranges(w, inputs);
+    } else {
+      w.put(uint8_t{0});
+    }
   }
-  if (g().host_times) n.ts = since_origin_us();
-  L.stack.push_back(static_cast<uint32_t>(L.nodes.size()));
-  L.nodes.push_back(n);
+  if (G.host_times) w.put(now_ns() - g_origin_ns);
+  L.stack.push_back({handle, e.schema != 0, inner});
+  count_node(L);
   return nullptr;
 }
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
-  if (!g().active.load(std::memory_order_acquire)) return;
+  Global& G = g();
+  if (!G.active.load(std::memory_order_acquire)) return;
   ThreadLog& L = thread_log();
-  int64_t handle = static_cast<int64_t>(fn.handle());
+  uint64_t handle = fn.handle();
   size_t k = L.stack.size();
-  while (k > 0 && L.nodes[L.stack[k - 1]].rf_id != handle) --k;
+  while (k > 0 && L.stack[k - 1].handle != handle) --k;
   if (k == 0) return;  // started on another thread (async ops), or before the window opened
-  uint32_t idx = L.stack[k - 1];
-  if (g().host_times) L.nodes[idx].dur = since_origin_us() - L.nodes[idx].ts;
+  bool inner = L.stack[k - 1].inner;
   L.stack.erase(L.stack.begin() + static_cast<std::ptrdiff_t>(k - 1));
-  if (L.nodes[idx].inner) return;
-  const std::vector<c10::IValue>& outs = fn.outputs();
-  uint32_t first, count;
-  add_values(L, c10::ArrayRef<const c10::IValue>(outs.data(), outs.size()), first, count);
-  L.nodes[idx].out = first;
-  L.nodes[idx].nout = count;
+  LogWriter& w = L.w;
+  w.put(kEnd);
+  w.put(handle);
+  w.put(static_cast<uint8_t>((G.host_times ? kEndTime : 0) | (inner ? 0 : kEndValues)));
+  if (G.host_times) w.put(now_ns() - g_origin_ns);
+  if (!inner) {
+    const std::vector<c10::IValue>& outs = fn.outputs();
+    put_values(w, c10::ArrayRef<const c10::IValue>(outs.data(), outs.size()));
+  }
 }
+
+// ---- Decoding, when the window closes --------------------------------------------------------------------------
+
+// One thread's stream as nodes, values, tensors and type strings (every string id global).
+struct Decoded {
+  uint64_t tid = 0;
+  int64_t thread_node = 0;
+  std::vector<RNode> nodes;
+  std::vector<RVal> vals;
+  std::vector<uint32_t> types;  // parallel to vals: global string id of the type string
+  std::vector<RTensor> tensors;
+  std::vector<int64_t> ints;
+};
+
+class Decoder {
+ public:
+  Decoder(StringTable& strings, Decoded& out) : s_(strings), d_(out) {
+    int_type_ = s_.intern("Int");
+    double_type_ = s_.intern("Double");
+    bool_type_ = s_.intern("Bool");
+    string_type_ = s_.intern("String");
+    device_type_ = s_.intern("Device");
+    none_type_ = s_.intern("None");
+  }
+
+  void run(LogReader& r) {
+    struct OpenNode {
+      uint64_t handle;
+      size_t node;
+      bool step;
+    };
+    std::vector<OpenNode> stack;
+    auto parent = [&]() { return stack.empty() ? d_.thread_node : d_.nodes[stack.back().node].id; };
+    while (!r.at_end()) {
+      auto ev = r.get<uint8_t>();
+      switch (ev) {
+        case kBegin: {
+          RNode n;
+          n.id = r.get<int64_t>();
+          n.parent = parent();
+          uint64_t handle = r.get<uint64_t>();
+          n.rf_id = static_cast<int64_t>(handle);
+          n.name = r.get<uint32_t>();
+          n.schema = r.get<uint32_t>();
+          n.seq = r.get<int64_t>();
+          n.scope = r.get<uint8_t>();
+          auto flags = r.get<uint8_t>();
+          n.tid = static_cast<int64_t>((flags & kTid) ? r.get<uint64_t>() : d_.tid);
+          if (flags & kFwTid) n.fw_tid = static_cast<int64_t>(r.get<uint64_t>());
+          if (!(flags & kInner)) {
+            values(r, n.in, n.nin);
+            n.range = ranges(r);
+          }
+          if (flags & kTime) n.ts = r.get<int64_t>();
+          stack.push_back({handle, d_.nodes.size(), false});
+          d_.nodes.push_back(n);
+          break;
+        }
+        case kEnd: {
+          auto handle = r.get<uint64_t>();
+          auto flags = r.get<uint8_t>();
+          size_t k = stack.size();
+          while (k > 0 && (stack[k - 1].step || stack[k - 1].handle != handle)) --k;
+          if (k == 0) throw std::runtime_error("capture log: an end without its begin");
+          RNode& n = d_.nodes[stack[k - 1].node];
+          stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(k - 1));
+          if (flags & kEndTime) n.dur = r.get<int64_t>() - n.ts;
+          if (flags & kEndValues) values(r, n.out, n.nout);
+          break;
+        }
+        case kLeaf: {
+          RNode n;
+          n.id = r.get<int64_t>();
+          n.parent = parent();
+          n.name = r.get<uint32_t>();
+          n.scope = r.get<uint8_t>();
+          n.collective = r.get<int32_t>();
+          n.tid = static_cast<int64_t>(d_.tid);
+          values(r, n.in, n.nin);
+          values(r, n.out, n.nout);
+          d_.nodes.push_back(n);
+          break;
+        }
+        case kStepBegin: {
+          RNode n;
+          n.id = r.get<int64_t>();
+          n.parent = parent();
+          n.name = r.get<uint32_t>();
+          n.scope = static_cast<int32_t>(at::RecordScope::USER_SCOPE);
+          n.tid = static_cast<int64_t>(d_.tid);
+          n.ts = r.get<int64_t>();
+          stack.push_back({0, d_.nodes.size(), true});
+          d_.nodes.push_back(n);
+          break;
+        }
+        case kStepEnd: {
+          int64_t ts = r.get<int64_t>();
+          // The marker is the oldest open node: what is still open above it ends with the step.
+          for (size_t k = 0; k < stack.size(); ++k)
+            if (stack[k].step) {
+              RNode& m = d_.nodes[stack[k].node];
+              m.dur = ts - m.ts;
+              stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(k), stack.end());
+              break;
+            }
+          break;
+        }
+        default:
+          throw std::runtime_error("capture log: unknown event " + std::to_string(ev));
+      }
+    }
+  }
+
+ private:
+  void values(LogReader& r, uint32_t& first, uint32_t& count) {
+    count = r.get<uint32_t>();
+    first = static_cast<uint32_t>(d_.vals.size());
+    d_.vals.resize(d_.vals.size() + count);
+    d_.types.resize(d_.vals.size(), 0);
+    for (uint32_t k = 0; k < count; ++k) {
+      uint32_t type = value(r, first + k);
+      d_.types[first + k] = type;
+    }
+  }
+
+  // Fills vals[slot] and returns its type string's id ("Int", "Tensor(float)", "GenericList[Int,Int]", ...).
+  uint32_t value(LogReader& r, size_t slot) {
+    RVal v;
+    uint32_t type = 0;
+    auto tag = r.get<uint8_t>();
+    switch (tag) {
+      case kTensor:
+      case kUndefinedTensor: {
+        v.kind = ValueKind::Tensor;
+        v.ref = tensor(r, tag == kUndefinedTensor, type);
+        break;
+      }
+      case kInt:
+        v.kind = ValueKind::Int;
+        v.i = r.get<int64_t>();
+        type = int_type_;
+        break;
+      case kDouble:
+        v.kind = ValueKind::Double;
+        v.d = r.get<double>();
+        type = double_type_;
+        break;
+      case kBool:
+        v.kind = ValueKind::Bool;
+        v.i = r.get<uint8_t>();
+        type = bool_type_;
+        break;
+      case kNone:
+        type = none_type_;
+        break;
+      case kString:
+        v.kind = ValueKind::String;
+        v.ref = s_.intern(r.get_bytes());
+        type = string_type_;
+        break;
+      case kDevice: {
+        v.kind = ValueKind::Device;
+        auto dt = r.get<int8_t>();
+        auto di = r.get<int8_t>();
+        v.ref = s_.intern(c10::Device(static_cast<c10::DeviceType>(dt), di).str());
+        type = device_type_;
+        break;
+      }
+      case kList:
+      case kTuple: {
+        v.kind = tag == kList ? ValueKind::List : ValueKind::Tuple;
+        v.count = r.get<uint32_t>();
+        v.ref = static_cast<uint32_t>(d_.vals.size());
+        d_.vals.resize(d_.vals.size() + v.count);
+        d_.types.resize(d_.vals.size(), 0);
+        std::string list = tag == kList ? "GenericList[" : "Tuple[";
+        for (uint32_t k = 0; k < v.count; ++k) {
+          if (k) list += ',';
+          list += s_.str(value(r, v.ref + k));
+        }
+        type = s_.intern(list + "]");
+        break;
+      }
+      case kOther:
+        type = s_.intern(r.get_bytes());
+        break;
+      default:
+        throw std::runtime_error("capture log: unknown value tag " + std::to_string(tag));
+    }
+    d_.vals[slot] = v;
+    return type;
+  }
+
+  uint32_t tensor(LogReader& r, bool undefined, uint32_t& type) {
+    RTensor t;
+    if (undefined) {
+      t.dtype = s_.intern("nullptr (uninitialized)");
+      t.device = s_.intern("cpu");
+      type = s_.intern("Tensor(nullptr (uninitialized))");
+    } else {
+      t.id = static_cast<int64_t>(r.get<uint64_t>());
+      t.storage = static_cast<int64_t>(r.get<uint64_t>());
+      t.offset = r.get<int64_t>();
+      auto st = static_cast<c10::ScalarType>(r.get<uint8_t>());
+      auto dt = r.get<int8_t>();
+      auto di = r.get<int8_t>();
+      bool strided = r.get<uint8_t>() & kStrided;
+      t.rank = r.get<uint8_t>();
+      size_t key = static_cast<size_t>(st);
+      if (key >= dtypes_.size()) dtypes_.resize(key + 1);
+      if (!dtypes_[key].dtype) {
+        auto name = c10::scalarTypeToTypeMeta(st).name();
+        std::string n(name.data(), name.size());
+        dtypes_[key].dtype = s_.intern(n);
+        dtypes_[key].type = s_.intern("Tensor(" + n + ")");
+        dtypes_[key].itemsize = static_cast<int32_t>(c10::elementSize(st));
+      }
+      t.dtype = dtypes_[key].dtype;
+      t.itemsize = dtypes_[key].itemsize;
+      type = dtypes_[key].type;
+      auto dev = devices_.find({dt, di});
+      if (dev == devices_.end())
+        dev = devices_.emplace(std::make_pair(dt, di),
+                               s_.intern(c10::Device(static_cast<c10::DeviceType>(dt), di).str())).first;
+      t.device = dev->second;
+      t.dims = static_cast<uint32_t>(d_.ints.size());
+      for (uint16_t k = 0; k < t.rank; ++k) d_.ints.push_back(r.get<int64_t>());
+      for (uint16_t k = 0; k < t.rank; ++k) d_.ints.push_back(strided ? r.get<int64_t>() : 0);
+    }
+    d_.tensors.push_back(t);
+    return static_cast<uint32_t>(d_.tensors.size() - 1);
+  }
+
+  // {"<input position>": [min, max], ...}
+  uint32_t ranges(LogReader& r) {
+    std::string out;
+    while (r.get<uint8_t>()) {
+      auto pos = r.get<uint32_t>();
+      auto lo = r.get<int64_t>();
+      auto hi = r.get<int64_t>();
+      out += (out.empty() ? "{\"" : ", \"") + std::to_string(pos) + "\": [" + std::to_string(lo) + ", " +
+             std::to_string(hi) + "]";
+    }
+    return out.empty() ? 0 : s_.intern(out + "}");
+  }
+
+  struct DtypeEntry {
+    uint32_t dtype = 0, type = 0;
+    int32_t itemsize = 0;
+  };
+  StringTable& s_;
+  Decoded& d_;
+  std::vector<DtypeEntry> dtypes_;
+  std::map<std::pair<int8_t, int8_t>, uint32_t> devices_;
+  uint32_t int_type_, double_type_, bool_type_, string_type_, device_type_, none_type_;
+};
 
 }  // namespace
 
@@ -370,13 +606,15 @@ struct Session::Impl {
   std::mutex coll_mu;
   std::vector<CollectiveRecord> collectives;
   std::string start_time;
+  size_t recorded_nodes = 0;  // once the window closed
 
   void open_window();
   void close_window();
   void open_step();
   void close_step();
-  Trace build() const;
-  void write_host_timeline(const std::string& path) const;
+  std::vector<Decoded> decode() const;
+  Trace build(const std::vector<Decoded>& logs) const;
+  void write_host_timeline(const std::vector<Decoded>& logs, const std::string& path) const;
 };
 
 // DIR/rank-0.json.gz -> DIR/rank-0.kineto.json.gz
@@ -397,11 +635,13 @@ void Session::Impl::open_window() {
     G.logs.clear();
     G.strings = StringTable();
   }
+  // The logs' first blocks are faulted in now, before the step is timed, and refilled in the background.
+  pool().start_refill((o.log_reserve_mb << 20) / pool().block_bytes());
   G.next_id = 2;  // 1 is the process root
   G.tensor_ranges = o.tensor_ranges;
   G.nested_values = o.nested_values;
   G.host_times = o.host_timeline && !o.path.empty();
-  g_origin = now_seconds();
+  g_origin_ns = now_ns();
   G.generation.fetch_add(1, std::memory_order_acq_rel);
   std::time_t now = std::time(nullptr);
   char buf[64];
@@ -409,19 +649,17 @@ void Session::Impl::open_window() {
   start_time = buf;
   if (!o.process_groups.empty()) {
     ThreadLog& L = thread_log();
-    RNode n;
-    n.id = G.next_id++;
-    n.parent = L.thread_node;
-    n.name = intern("## process_group:init ##");
-    n.scope = static_cast<int32_t>(at::RecordScope::USER_SCOPE);
-    n.in = static_cast<uint32_t>(L.vals.size());
-    n.nin = 1;
-    RVal v;
-    v.kind = ValueKind::String;
-    v.ref = intern(o.process_groups);
-    L.vals.push_back(v);
-    L.types.push_back(intern("String"));
-    L.nodes.push_back(n);
+    LogWriter& w = L.w;
+    w.put(kLeaf);
+    w.put(static_cast<int64_t>(G.next_id++));
+    w.put(intern("## process_group:init ##"));
+    w.put(static_cast<uint8_t>(at::RecordScope::USER_SCOPE));
+    w.put(int32_t{-1});
+    w.put(uint32_t{1});
+    w.put(kString);
+    w.put_bytes(o.process_groups);
+    w.put(uint32_t{0});
+    count_node(L);
   }
   at::RecordFunctionCallback cb(&on_start, &on_end);
   cb.needsInputs(true).needsOutputs(true).needsIds(true);
@@ -435,71 +673,118 @@ void Session::Impl::close_window() {
   close_step();
   at::removeCallback(handle);
   g().active.store(nullptr, std::memory_order_release);
+  pool().stop_refill();
   window_open = false;
-  if (!o.path.empty()) {
-    write_et(build(), o.path);
-    if (o.host_timeline) write_host_timeline(timeline_path_for(o.path));
+  recorded_nodes = 0;
+  {
+    std::lock_guard<std::mutex> lock(g().mu);
+    for (const auto& l : g().logs) recorded_nodes += l->nodes.load(std::memory_order_relaxed) + 1;
   }
+  // The logs' memory goes back however writing ends.
+  struct Release {
+    ~Release() {
+      {
+        std::lock_guard<std::mutex> lock(g().mu);
+        g().logs.clear();
+      }
+      pool().trim();
+    }
+  } release;
+  if (!o.path.empty()) {
+    std::vector<Decoded> logs = decode();
+    write_et(build(logs), o.path);
+    if (o.host_timeline) write_host_timeline(logs, timeline_path_for(o.path));
+  }
+}
+
+std::vector<Decoded> Session::Impl::decode() const {
+  Global& G = g();
+  std::lock_guard<std::mutex> lock(G.mu);
+  std::vector<Decoded> out(G.logs.size());
+  for (size_t k = 0; k < G.logs.size(); ++k) {
+    const ThreadLog& L = *G.logs[k];
+    out[k].tid = L.tid;
+    out[k].thread_node = L.thread_node;
+    LogReader r(L.w.blocks());
+    Decoder(G.strings, out[k]).run(r);
+  }
+  return out;
 }
 
 // The recorded ops' host times as a Kineto-style Chrome trace (cpu_op events carrying "Record function id"), so
 // readers link them to the ET by rf_id and know each op's original duration.
-void Session::Impl::write_host_timeline(const std::string& path) const {
+void Session::Impl::write_host_timeline(const std::vector<Decoded>& logs, const std::string& path) const {
   Global& G = g();
   std::lock_guard<std::mutex> lock(G.mu);
-  nlohmann::json events = nlohmann::json::array();
-  int64_t pid = static_cast<int64_t>(::getpid());
+  // Formatted directly: a recorded step can have hundreds of thousands of ops.
+  std::string out = "{\"schemaVersion\": 1, ";
+  if (o.rank >= 0) {
+    out += "\"distributedInfo\": {\"rank\": ";
+    append_json_int(out, o.rank);
+    out += "}, ";
+  }
+  out += "\"traceName\": ";
+  append_json_string(out, path);
+  out += ", \"traceEvents\": [";
+  std::string pid = std::to_string(::getpid());
   int64_t ext = 1;
-  for (const auto& log : G.logs)
-    for (const RNode& n : log->nodes) {
+  bool first = true;
+  for (const Decoded& log : logs)
+    for (const RNode& n : log.nodes) {
       if (n.dur < 0) continue;
       bool step = n.rf_id == 0;
-      nlohmann::json args = {{"External id", ext++}};
-      if (!step) args["Record function id"] = n.rf_id;
-      if (n.seq >= 0) args["Sequence number"] = n.seq;
-      events.push_back({{"ph", "X"},
-                        {"cat", step ? "user_annotation" : "cpu_op"},
-                        {"name", std::string(G.strings.str(n.name))},
-                        {"pid", pid},
-                        {"tid", static_cast<int64_t>(log->tid)},
-                        {"ts", n.ts},
-                        {"dur", n.dur},
-                        {"args", args}});
+      out += first ? "\n" : ",\n";
+      first = false;
+      out += step ? "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": " : "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": ";
+      append_json_string(out, G.strings.str(n.name));
+      out += ", \"pid\": " + pid + ", \"tid\": ";
+      append_json_int(out, static_cast<int64_t>(log.tid));
+      out += ", \"ts\": ";
+      append_json_double(out, static_cast<double>(n.ts) / 1000);  // microseconds, as Kineto writes
+      out += ", \"dur\": ";
+      append_json_double(out, static_cast<double>(n.dur) / 1000);
+      out += ", \"args\": {\"External id\": ";
+      append_json_int(out, ext++);
+      if (!step) {
+        out += ", \"Record function id\": ";
+        append_json_int(out, n.rf_id);
+      }
+      if (n.seq >= 0) {
+        out += ", \"Sequence number\": ";
+        append_json_int(out, n.seq);
+      }
+      out += "}}";
     }
-  nlohmann::json doc = {{"schemaVersion", 1}, {"traceEvents", events}, {"traceName", path}};
-  if (o.rank >= 0) doc["distributedInfo"] = {{"rank", o.rank}};
-  write_text_file(path, doc.dump());
+  out += "\n]}\n";
+  write_text_file(path, out);
 }
 
 void Session::Impl::open_step() {
   ThreadLog& L = thread_log();
-  RNode n;
-  n.id = g().next_id++;
-  n.parent = L.stack.empty() ? L.thread_node : L.nodes[L.stack.back()].id;
-  n.name = intern("ProfilerStep#" + std::to_string(step));
-  n.scope = static_cast<int32_t>(at::RecordScope::USER_SCOPE);
-  n.tid = static_cast<int64_t>(L.tid);
-  n.ts = since_origin_us();
-  L.stack.push_back(static_cast<uint32_t>(L.nodes.size()));
-  L.nodes.push_back(n);
+  L.w.put(kStepBegin);
+  L.w.put(static_cast<int64_t>(g().next_id++));
+  L.w.put(intern("ProfilerStep#" + std::to_string(step)));
+  L.w.put(now_ns() - g_origin_ns);
+  L.stack.push_back({0, false, false});
+  count_node(L);
   step_log = &L;
 }
 
 void Session::Impl::close_step() {
   if (!step_log) return;
-  // The step marker is the oldest open node of its thread: everything above it is closed by now.
+  // The step marker (handle 0) is the oldest open entry of its thread: everything above it is closed by now.
   auto& st = step_log->stack;
   for (size_t k = 0; k < st.size(); ++k)
-    if (step_log->nodes[st[k]].rf_id == 0 && step_log->nodes[st[k]].scope == static_cast<int32_t>(at::RecordScope::USER_SCOPE)) {
-      RNode& marker = step_log->nodes[st[k]];
-      marker.dur = since_origin_us() - marker.ts;
+    if (st[k].handle == 0) {
       st.erase(st.begin() + static_cast<std::ptrdiff_t>(k), st.end());
       break;
     }
+  step_log->w.put(kStepEnd);
+  step_log->w.put(now_ns() - g_origin_ns);
   step_log = nullptr;
 }
 
-Trace Session::Impl::build() const {
+Trace Session::Impl::build(const std::vector<Decoded>& logs) const {
   Global& G = g();
   std::lock_guard<std::mutex> lock(G.mu);
   TraceBuilder b(o.path);
@@ -524,8 +809,7 @@ Trace Session::Impl::build() const {
   root.name = "[pytorch|profiler|execution_trace|process]";
   root.scope = static_cast<int>(at::RecordScope::USER_SCOPE);
   b.add_node(root);
-  for (const auto& log : G.logs) {
-    const ThreadLog& L = *log;
+  for (const Decoded& L : logs) {
     NodeSpec th;
     th.id = L.thread_node;
     th.parent = 1;
@@ -571,6 +855,7 @@ Trace Session::Impl::build() const {
       s.rf_id = n.rf_id;
       s.seq_id = n.seq;
       s.tid = n.tid ? n.tid : static_cast<int64_t>(L.tid);
+      s.fw_tid = n.fw_tid;
       s.scope = n.scope;
       if (n.range) s.tensor_range = str(n.range);
       for (uint32_t k = 0; k < n.nin; ++k) s.inputs.push_back({conv(L.vals[n.in + k]), str(L.types[n.in + k])});
@@ -647,9 +932,10 @@ bool Session::recording() const { return impl_->window_open; }
 std::vector<StepTime> Session::step_times() const { return impl_->times; }
 
 size_t Session::num_nodes() const {
+  if (!impl_->window_open) return impl_->recorded_nodes;
   std::lock_guard<std::mutex> lock(g().mu);
   size_t n = 0;
-  for (const auto& l : g().logs) n += l->nodes.size() + 1;
+  for (const auto& l : g().logs) n += l->nodes.load(std::memory_order_relaxed) + 1;
   return n;
 }
 
@@ -663,15 +949,10 @@ void Session::record_collective(const CollectiveRecord& c, const std::vector<at:
   Impl& s = *impl_;
   if (!s.window_open) return;
   ThreadLog& L = thread_log();
-  RNode n;
-  n.id = g().next_id++;
-  n.parent = L.stack.empty() ? L.thread_node : L.nodes[L.stack.back()].id;
-  n.name = intern("record_param_comms");
-  n.scope = static_cast<int32_t>(at::RecordScope::USER_SCOPE);
-  n.tid = static_cast<int64_t>(L.tid);
+  int32_t index;
   {
     std::lock_guard<std::mutex> lock(s.coll_mu);
-    n.collective = static_cast<int32_t>(s.collectives.size());
+    index = static_cast<int32_t>(s.collectives.size());
     s.collectives.push_back(c);
   }
   auto tensors = [](const std::vector<at::Tensor>& v) {
@@ -696,10 +977,16 @@ void Session::record_collective(const CollectiveRecord& c, const std::vector<at:
                                  c10::IValue(c.global_rank_start),
                                  c10::IValue(c.global_rank_stride),
                                  c10::IValue(c.pg_size)};
-  add_values(L, c10::ArrayRef<const c10::IValue>(in.data(), in.size()), n.in, n.nin);
   std::vector<c10::IValue> out = {tensors(outputs)};
-  add_values(L, c10::ArrayRef<const c10::IValue>(out.data(), out.size()), n.out, n.nout);
-  L.nodes.push_back(n);
+  LogWriter& w = L.w;
+  w.put(kLeaf);
+  w.put(static_cast<int64_t>(g().next_id++));
+  w.put(intern("record_param_comms"));
+  w.put(static_cast<uint8_t>(at::RecordScope::USER_SCOPE));
+  w.put(index);
+  put_values(w, c10::ArrayRef<const c10::IValue>(in.data(), in.size()));
+  put_values(w, c10::ArrayRef<const c10::IValue>(out.data(), out.size()));
+  count_node(L);
 }
 
 }  // namespace reprise::capture

@@ -6,12 +6,15 @@
 
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include "reprise/capture/read.h"
 #include "reprise/capture/session.h"
 #include "reprise/replay/replay.h"
 #include "reprise/workloads/workloads.h"
 #include "test_util.h"
+
+#include "event_log.h"
 
 namespace reprise {
 namespace {
@@ -172,6 +175,83 @@ TEST(Capture, BadOptionsAreClearErrors) {
   capture::SessionOptions so;
   so.skip_steps = -1;
   EXPECT_THROW(capture::Session{so}, std::invalid_argument);
+}
+
+// The hot-path log: values written across many small blocks read back in order, strings longer than a block
+// included, and a reader that runs past the end says so.
+TEST(EventLog, RoundTripsAcrossBlockBoundaries) {
+  capture::detail::BlockPool pool(64);
+  std::string long_text(300, 'x');
+  for (size_t k = 0; k < long_text.size(); ++k) long_text[k] = static_cast<char>('a' + k % 26);
+  std::vector<capture::detail::LogBlock> blocks;
+  {
+    capture::detail::LogWriter w(pool);
+    for (int64_t k = 0; k < 1000; ++k) {
+      w.put(static_cast<uint8_t>(k & 0xff));
+      w.put(k * 1000003);
+      if (k % 97 == 0) w.put_bytes(k % 2 ? long_text : std::string("short"));
+      w.put(static_cast<double>(k) / 3);
+    }
+    blocks = w.blocks();
+    EXPECT_GT(blocks.size(), 100u);
+    size_t total = 0;
+    for (const auto& b : blocks) {
+      EXPECT_LE(b.used, 64u);
+      total += b.used;
+    }
+    EXPECT_EQ(total, w.bytes());
+    capture::detail::LogReader r(blocks);
+    for (int64_t k = 0; k < 1000; ++k) {
+      ASSERT_FALSE(r.at_end());
+      EXPECT_EQ(r.get<uint8_t>(), static_cast<uint8_t>(k & 0xff));
+      EXPECT_EQ(r.get<int64_t>(), k * 1000003);
+      if (k % 97 == 0) {
+        EXPECT_EQ(r.get_bytes(), k % 2 ? long_text : std::string("short"));
+      }
+      EXPECT_EQ(r.get<double>(), static_cast<double>(k) / 3);
+    }
+    EXPECT_TRUE(r.at_end());
+    EXPECT_THROW(r.get<int64_t>(), std::runtime_error);
+  }
+  // The writer gave its blocks back: they are ready for the next log, and trim() unmaps them.
+  EXPECT_EQ(pool.ready(), pool.mapped());
+  pool.trim();
+  EXPECT_EQ(pool.mapped(), 0u);
+  pool.start_refill(4);
+  EXPECT_GE(pool.ready(), 4u);
+  pool.stop_refill();
+}
+
+// Ops on two threads at once, more than one log block each, and no memory reserved up front: every op is in the
+// trace, under its own thread's node.
+TEST(Capture, ThreadsAndLongStepsDecodeWhole) {
+  std::string dir = test::temp_dir();
+  capture::SessionOptions o;
+  o.path = dir + "/threads.json.gz";
+  o.log_reserve_mb = 0;
+  const int kOps = 4000;  // about 2 MiB of log per thread
+  {
+    capture::Session s(o);
+    s.step();
+    auto work = [](at::Tensor x) {
+      for (int k = 0; k < kOps; ++k) x = at::relu(at::neg(x));
+    };
+    std::thread other(work, at::rand({3, 5}));
+    work(at::rand({7}));
+    other.join();
+    s.stop();
+    EXPECT_GT(s.num_nodes(), static_cast<size_t>(4 * kOps));
+  }
+  Trace t = read_et(o.path);
+  EXPECT_EQ(ops_named(t, "aten::neg").size(), static_cast<size_t>(2 * kOps));
+  EXPECT_EQ(ops_named(t, "aten::relu").size(), static_cast<size_t>(2 * kOps));
+  std::set<int64_t> tids, shapes;
+  for (uint32_t i : ops_named(t, "aten::neg")) {
+    tids.insert(t.nodes[i].tid);
+    shapes.insert(input_tensor(t, i, 0).rank);
+  }
+  EXPECT_EQ(tids.size(), 2u);
+  EXPECT_EQ(shapes, (std::set<int64_t>{1, 2}));
 }
 
 class WorkloadCapture : public ::testing::TestWithParam<std::string> {};

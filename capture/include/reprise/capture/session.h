@@ -37,6 +37,9 @@ struct SessionOptions {
   // Also write the recorded ops' host times as a Kineto-style trace beside the ET (rank-0.kineto.json.gz), which
   // readers link to the ET by rf_id: replay then reports each op's original time.
   bool host_timeline = true;
+  // Memory faulted in for the recording when the window opens (before the step is timed), so the observer does not
+  // wait on page faults; more is mapped in the background as the logs grow. 160 to 230 bytes per recorded node.
+  size_t log_reserve_mb = 32;
 };
 
 // One step boundary to the next, as the Session saw it.

@@ -1,6 +1,7 @@
 // Writing traces as PyTorch ET JSON in the current schema (1.1.1-chakra.0.0.4), readable by PARAM and Chakra.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -20,5 +21,11 @@ std::string et_json(const Trace& trace);
 // Writes `text` to `path` the way write_et does: whole or not at all, gzip when the name ends in .gz. Every file
 // Reprise writes (results, manifests, timelines, summaries) goes through here. Throws TraceError naming the file.
 void write_text_file(const std::string& path, std::string_view text);
+
+// JSON text pieces, for writers that format their own JSON: a quoted, escaped string; an integer; a double as the
+// shortest text that reads back the same (always with a '.' or an exponent; nan and inf as strings).
+void append_json_string(std::string& out, std::string_view s);
+void append_json_int(std::string& out, int64_t v);
+void append_json_double(std::string& out, double v);
 
 }  // namespace reprise
