@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Capture overhead: bench_capture_overhead at three op sizes, default and lean, pinned to one core, each recorded
-# run a fresh Session (median of 5, with the first and worst runs). Writes bench/out/capture_overhead.md and
-# bench/out/capture_overhead_*.json.
+# run a fresh Session (median of 5, with the first and worst runs), and the same loop in Python under PyTorch's own
+# observer. Writes bench/out/capture_overhead_<device>.md and bench/out/capture_overhead_*.json.
 # Usage: bench/capture.sh [--bin DIR] [--device cpu|cuda]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,4 +43,18 @@ x = lambda j: f"{j['overhead']:.2f}x ({j['first_recorded_seconds'] / j['plain_se
 print(f"| {size} elements | {us(d['plain_seconds']):.2f} us/op | {d['empty_observer_seconds'] / d['plain_seconds']:.2f}x | {x(d)} | {x(r['lean'])} | {r['timeline']['overhead']:.2f}x |")
 PY
 done
+# The Python helper records with PyTorch's own observer: the same loop in Python, for comparison.
+PY=${PYTHON:-/usr/bin/python3}
+if [ "$DEVICE" = cpu ] && "$PY" -c "import torch" 2>/dev/null; then
+  {
+    echo
+    echo "PyTorch's own observer (what the Python helper's recorded steps pay), the same loop in Python:"
+    echo
+    echo '```'
+    for size in 16 4096; do
+      "${one_core[@]}" "$PY" bench/capture_overhead.py --size "$size" --json "$OUT/capture_overhead_python_$size.json"
+    done
+    echo '```'
+  } >>"$md"
+fi
 cat "$md"

@@ -116,7 +116,8 @@ LogWriter::~LogWriter() {
   for (uint8_t* b : blocks_) pool_.release(b);
 }
 
-void LogWriter::next_block() {
+void LogWriter::next_block(size_t need) {
+  if (need > pool_.block_bytes()) throw std::length_error("capture log: a record larger than a block");
   if (!blocks_.empty()) used_.push_back(static_cast<size_t>(p_ - blocks_.back()));
   blocks_.push_back(pool_.acquire());
   p_ = blocks_.back();

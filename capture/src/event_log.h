@@ -70,9 +70,15 @@ class LogWriter {
   template <class T>
   void put(T v) {
     static_assert(std::is_trivially_copyable<T>::value, "put() writes plain values");
-    if (static_cast<size_t>(end_ - p_) < sizeof(T)) next_block();
-    std::memcpy(p_, &v, sizeof(T));
-    p_ += sizeof(T);
+    std::memcpy(span(sizeof(T)), &v, sizeof(T));
+  }
+  // Room for n bytes in one piece (n at most a block), to be filled by the caller; the reader takes the same n with
+  // LogReader::span. Starts the next block when the rest of this one is too short, as put() does.
+  uint8_t* span(size_t n) {
+    if (static_cast<size_t>(end_ - p_) < n) next_block(n);
+    uint8_t* at = p_;
+    p_ += n;
+    return at;
   }
   // A length (uint32) and the bytes, split over blocks when they do not fit in one.
   void put_bytes(std::string_view s);
@@ -81,7 +87,7 @@ class LogWriter {
   size_t bytes() const;
 
  private:
-  void next_block();
+  void next_block(size_t need = 0);
 
   BlockPool& pool_;
   std::vector<uint8_t*> blocks_;
@@ -96,12 +102,18 @@ class LogReader {
   bool at_end() const { return p_ == end_ && b_ + 1 >= blocks_.size(); }
   template <class T>
   T get() {
-    if (static_cast<size_t>(end_ - p_) < sizeof(T)) next_block();
-    if (static_cast<size_t>(end_ - p_) < sizeof(T)) throw std::runtime_error("capture log: record cut short");
     T v;
-    std::memcpy(&v, p_, sizeof(T));
-    p_ += sizeof(T);
+    std::memcpy(&v, span(sizeof(T)), sizeof(T));
     return v;
+  }
+  const uint8_t* span(size_t n) {
+    if (static_cast<size_t>(end_ - p_) < n) {
+      next_block();
+      if (static_cast<size_t>(end_ - p_) < n) throw std::runtime_error("capture log: record cut short");
+    }
+    const uint8_t* at = p_;
+    p_ += n;
+    return at;
   }
   std::string get_bytes();
 

@@ -187,32 +187,38 @@ const NameEntry& name_entry(ThreadLog& L, const at::RecordFunction& fn, NameEntr
   return L.names.emplace(name, e).first->second;
 }
 
+// A tensor: the tag, then a 29-byte header (object and storage addresses, offset, scalar type, device type and
+// index, flags, rank) and the sizes and strides in one piece.
+constexpr size_t kTensorHeader = 29;
+
 void put_tensor(LogWriter& w, const at::Tensor& t) {
   if (!t.defined()) {
     w.put(kUndefinedTensor);
     return;
   }
   const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  w.put(kTensor);
-  w.put(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(impl)));
-  w.put(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(impl->unsafe_storage().unsafeGetStorageImpl())));
   bool nested = impl->is_nested();
   bool strided = !nested && impl->layout() == at::kStrided;
-  w.put(static_cast<int64_t>(strided ? impl->storage_offset() : 0));
-  w.put(static_cast<uint8_t>(c10::typeMetaToScalarType(impl->dtype())));
+  c10::IntArrayRef sizes = nested ? c10::IntArrayRef() : impl->sizes();  // a nested tensor's sizes are per component
+  auto address = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(impl));
+  auto storage = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(impl->unsafe_storage().unsafeGetStorageImpl()));
+  auto offset = static_cast<int64_t>(strided ? impl->storage_offset() : 0);
   c10::Device d = impl->device();
-  w.put(static_cast<int8_t>(d.type()));
-  w.put(static_cast<int8_t>(d.index()));
-  w.put(static_cast<uint8_t>(strided ? kStrided : 0));
-  if (nested) {  // sizes of a nested tensor are per component: recorded as rank 0
-    w.put(uint8_t{0});
-    return;
-  }
-  c10::IntArrayRef sizes = impl->sizes();
-  w.put(static_cast<uint8_t>(sizes.size()));
-  for (int64_t s : sizes) w.put(s);
-  if (strided)
-    for (int64_t s : impl->strides()) w.put(s);
+  w.put(kTensor);
+  uint8_t* h = w.span(kTensorHeader);
+  std::memcpy(h, &address, 8);
+  std::memcpy(h + 8, &storage, 8);
+  std::memcpy(h + 16, &offset, 8);
+  h[24] = static_cast<uint8_t>(c10::typeMetaToScalarType(impl->dtype()));
+  h[25] = static_cast<uint8_t>(static_cast<int8_t>(d.type()));
+  h[26] = static_cast<uint8_t>(static_cast<int8_t>(d.index()));
+  h[27] = strided ? kStrided : 0;
+  h[28] = static_cast<uint8_t>(sizes.size());
+  size_t bytes = sizes.size() * sizeof(int64_t);
+  if (bytes == 0) return;
+  uint8_t* dims = w.span(strided ? 2 * bytes : bytes);
+  std::memcpy(dims, sizes.data(), bytes);
+  if (strided) std::memcpy(dims + bytes, impl->strides().data(), bytes);
 }
 
 void put_value(LogWriter& w, const c10::IValue& v) {
@@ -536,14 +542,18 @@ class Decoder {
       t.device = s_.intern("cpu");
       type = s_.intern("Tensor(nullptr (uninitialized))");
     } else {
-      t.id = static_cast<int64_t>(r.get<uint64_t>());
-      t.storage = static_cast<int64_t>(r.get<uint64_t>());
-      t.offset = r.get<int64_t>();
-      auto st = static_cast<c10::ScalarType>(r.get<uint8_t>());
-      auto dt = r.get<int8_t>();
-      auto di = r.get<int8_t>();
-      bool strided = r.get<uint8_t>() & kStrided;
-      t.rank = r.get<uint8_t>();
+      const uint8_t* h = r.span(kTensorHeader);
+      uint64_t address, storage;
+      std::memcpy(&address, h, 8);
+      std::memcpy(&storage, h + 8, 8);
+      std::memcpy(&t.offset, h + 16, 8);
+      t.id = static_cast<int64_t>(address);
+      t.storage = static_cast<int64_t>(storage);
+      auto st = static_cast<c10::ScalarType>(h[24]);
+      auto dt = static_cast<int8_t>(h[25]);
+      auto di = static_cast<int8_t>(h[26]);
+      bool strided = h[27] & kStrided;
+      t.rank = h[28];
       size_t key = static_cast<size_t>(st);
       if (key >= dtypes_.size()) dtypes_.resize(key + 1);
       if (!dtypes_[key].dtype) {
@@ -562,8 +572,12 @@ class Decoder {
                                s_.intern(c10::Device(static_cast<c10::DeviceType>(dt), di).str())).first;
       t.device = dev->second;
       t.dims = static_cast<uint32_t>(d_.ints.size());
-      for (uint16_t k = 0; k < t.rank; ++k) d_.ints.push_back(r.get<int64_t>());
-      for (uint16_t k = 0; k < t.rank; ++k) d_.ints.push_back(strided ? r.get<int64_t>() : 0);
+      d_.ints.resize(d_.ints.size() + 2 * size_t{t.rank}, 0);
+      if (t.rank) {
+        size_t bytes = t.rank * sizeof(int64_t);
+        const uint8_t* dims = r.span(strided ? 2 * bytes : bytes);
+        std::memcpy(d_.ints.data() + t.dims, dims, strided ? 2 * bytes : bytes);
+      }
     }
     d_.tensors.push_back(t);
     return static_cast<uint32_t>(d_.tensors.size() - 1);
