@@ -116,7 +116,7 @@ std::string write_file(const std::string& path, const std::string& text) {
 namespace {
 
 // A crash in a test binary prints its stack (to stderr) before the process dies, so CI logs say where.
-void print_stack_and_die(int sig) {
+[[maybe_unused]] void print_stack_and_die(int sig) {
   void* frames[64];
   int n = backtrace(frames, 64);
   const char msg[] = "\n*** test binary crashed; stack:\n";

@@ -31,7 +31,7 @@ class RegionTimer {
  private:
   at::Device device_;
   double t0_ = 0;
-  void* events_ = nullptr;
+  [[maybe_unused]] void* events_ = nullptr;  // CUDA events (CUDA builds only)
 };
 
 double now_seconds();
