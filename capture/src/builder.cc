@@ -98,6 +98,7 @@ uint32_t TraceBuilder::add_node(const NodeSpec& s) {
   n.seq_id = s.seq_id;
   n.tid = s.tid;
   n.fw_tid = s.fw_tid;
+  n.fw_parent = s.fw_parent;
   n.scope = s.scope;
   n.tensor_range = t_.strings.intern(s.tensor_range);
   n.fields = kHasRfId | kHasFwParent | kHasSeqId | kHasScope | kHasTid | kHasFwTid | kHasOpSchema |

@@ -43,7 +43,8 @@ double now_seconds() { return static_cast<double>(now_ns()) * 1e-9; }
 // Each thread appends events to its own LogWriter; nothing is decoded, interned or allocated per op on the hot
 // path (names and schemas are interned once per operator). Closing the window decodes the streams into nodes.
 //
-//   Begin   id i64, rf handle u64, name u32, schema u32, seq i64, scope u8, flags u8, [tid u64], [fw_tid u64],
+//   Begin   id i64, rf handle u64, name u32, schema u32, seq i64, scope u8, flags u8, [tid u64],
+//           [fw_tid u64, fw_parent i64],
 //           [inputs: count u32, values; ranges: (1 u8, position u32, min i64, max i64)..., 0 u8], [ts i64]
 //   End     rf handle u64, flags u8, [ts i64], [outputs: count u32, values]
 //   Leaf    id i64, name u32, scope u8, collective i32, inputs, outputs (a node without a RecordFunction)
@@ -74,7 +75,7 @@ struct RTensor {
 struct RNode {
   int64_t id = 0, parent = 0;
   uint32_t name = 0, schema = 0;
-  int64_t rf_id = 0, seq = -1, tid = 0, fw_tid = 0;
+  int64_t rf_id = 0, seq = -1, tid = 0, fw_tid = 0, fw_parent = 0;
   int32_t scope = 0;
   uint32_t in = 0, nin = 0, out = 0, nout = 0;
   uint32_t range = 0;  // global string id of the tensor_range JSON, 0 = none
@@ -92,6 +93,7 @@ struct NameEntry {
 
 struct Open {
   uint64_t handle = 0;  // 0: the step marker
+  int64_t id = 0;       // its node id
   bool op = false;      // a dispatcher op (has a schema)
   bool inner = false;   // recorded without arguments
 };
@@ -108,7 +110,12 @@ struct ThreadLog {
   int64_t thread_node = 0;
   LogWriter w;
   std::vector<Open> stack;  // open RecordFunctions (and the step marker) of this thread
+  // The innermost open node's id (the thread node's when none), for backward ops on other threads: their
+  // fw_parent is what their forward thread has open when they start.
+  std::atomic<int64_t> top{0};
   std::atomic<size_t> nodes{0};
+
+  void set_top() { top.store(stack.empty() ? thread_node : stack.back().id, std::memory_order_relaxed); }
   // Names and schemas of dispatcher ops, keyed by their (stable) name pointer: a direct-mapped cache in front of
   // a map.
   static constexpr size_t kCache = 512;
@@ -127,6 +134,17 @@ struct Global {
   bool tensor_ranges = true;
   bool nested_values = true;
   bool host_times = true;  // time each op (for the host timeline)
+  // This window's logs, readable without the lock (fw_parent lookups from other threads).
+  static constexpr size_t kMaxThreads = 1024;
+  std::atomic<ThreadLog*> threads[kMaxThreads] = {};
+  std::atomic<size_t> num_threads{0};
+
+  // Drops every log (their blocks go back to the pool). Holds mu.
+  void forget_logs() {
+    for (size_t k = 0; k < std::min(num_threads.load(), kMaxThreads); ++k) threads[k].store(nullptr);
+    num_threads = 0;
+    logs.clear();
+  }
 };
 
 Global& g() {
@@ -150,12 +168,27 @@ ThreadLog& thread_log() {
     log->stack.reserve(64);
     log->tid = at::RecordFunction::currentThreadId();
     log->thread_node = G.next_id++;
+    log->set_top();
     tl_log = log.get();
     tl_generation = gen;
+    size_t slot = G.num_threads.fetch_add(1);
+    if (slot < Global::kMaxThreads) G.threads[slot].store(log.get(), std::memory_order_release);
     std::lock_guard<std::mutex> lock(G.mu);
     G.logs.push_back(std::move(log));
   }
   return *tl_log;
+}
+
+// What the forward thread of a backward op has open now (PyTorch's fw_parent); 0 if that thread recorded nothing.
+int64_t forward_parent(const ThreadLog& L, uint64_t fw_tid) {
+  if (fw_tid == L.tid) return L.stack.empty() ? L.thread_node : L.stack.back().id;
+  Global& G = g();
+  size_t n = std::min(G.num_threads.load(std::memory_order_acquire), Global::kMaxThreads);
+  for (size_t k = 0; k < n; ++k) {
+    const ThreadLog* t = G.threads[k].load(std::memory_order_acquire);
+    if (t && t->tid == fw_tid) return t->top.load(std::memory_order_relaxed);
+  }
+  return 0;
 }
 
 void count_node(ThreadLog& L) { L.nodes.store(L.nodes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
@@ -296,9 +329,10 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   uint8_t flags = (inner ? kInner : 0) | (G.host_times ? kTime : 0);
   if (tid != 0 && tid != L.tid) flags |= kTid;
   if (fw_tid != 0) flags |= kFwTid;
+  auto id = static_cast<int64_t>(G.next_id++);
   LogWriter& w = L.w;
   w.put(kBegin);
-  w.put(static_cast<int64_t>(G.next_id++));
+  w.put(id);
   w.put(handle);
   w.put(e.name);
   w.put(e.schema);
@@ -306,7 +340,10 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   w.put(static_cast<uint8_t>(fn.scope()));
   w.put(flags);
   if (flags & kTid) w.put(tid);
-  if (flags & kFwTid) w.put(fw_tid);
+  if (flags & kFwTid) {
+    w.put(fw_tid);
+    w.put(forward_parent(L, fw_tid));
+  }
   if (!inner) {
     auto inputs = fn.inputs();
     put_values(w, inputs);
@@ -317,7 +354,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     }
   }
   if (G.host_times) w.put(now_ns() - g_origin_ns);
-  L.stack.push_back({handle, e.schema != 0, inner});
+  L.stack.push_back({handle, id, e.schema != 0, inner});
+  L.set_top();
   count_node(L);
   return nullptr;
 }
@@ -332,6 +370,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (k == 0) return;  // started on another thread (async ops), or before the window opened
   bool inner = L.stack[k - 1].inner;
   L.stack.erase(L.stack.begin() + static_cast<std::ptrdiff_t>(k - 1));
+  L.set_top();
   LogWriter& w = L.w;
   w.put(kEnd);
   w.put(handle);
@@ -390,7 +429,10 @@ class Decoder {
           n.scope = r.get<uint8_t>();
           auto flags = r.get<uint8_t>();
           n.tid = static_cast<int64_t>((flags & kTid) ? r.get<uint64_t>() : d_.tid);
-          if (flags & kFwTid) n.fw_tid = static_cast<int64_t>(r.get<uint64_t>());
+          if (flags & kFwTid) {
+            n.fw_tid = static_cast<int64_t>(r.get<uint64_t>());
+            n.fw_parent = r.get<int64_t>();
+          }
           if (!(flags & kInner)) {
             values(r, n.in, n.nin);
             n.range = ranges(r);
@@ -646,7 +688,7 @@ void Session::Impl::open_window() {
   Global& G = g();
   {
     std::lock_guard<std::mutex> lock(G.mu);
-    G.logs.clear();
+    G.forget_logs();
     G.strings = StringTable();
   }
   // The logs' first blocks are faulted in now, before the step is timed, and refilled in the background.
@@ -699,7 +741,7 @@ void Session::Impl::close_window() {
     ~Release() {
       {
         std::lock_guard<std::mutex> lock(g().mu);
-        g().logs.clear();
+        g().forget_logs();
       }
       pool().trim();
     }
@@ -775,11 +817,13 @@ void Session::Impl::write_host_timeline(const std::vector<Decoded>& logs, const 
 
 void Session::Impl::open_step() {
   ThreadLog& L = thread_log();
+  int64_t id = g().next_id++;
   L.w.put(kStepBegin);
-  L.w.put(static_cast<int64_t>(g().next_id++));
+  L.w.put(id);
   L.w.put(intern("ProfilerStep#" + std::to_string(step)));
   L.w.put(now_ns() - g_origin_ns);
-  L.stack.push_back({0, false, false});
+  L.stack.push_back({0, id, false, false});
+  L.set_top();
   count_node(L);
   step_log = &L;
 }
@@ -793,6 +837,7 @@ void Session::Impl::close_step() {
       st.erase(st.begin() + static_cast<std::ptrdiff_t>(k), st.end());
       break;
     }
+  step_log->set_top();
   step_log->w.put(kStepEnd);
   step_log->w.put(now_ns() - g_origin_ns);
   step_log = nullptr;
@@ -870,6 +915,7 @@ Trace Session::Impl::build(const std::vector<Decoded>& logs) const {
       s.seq_id = n.seq;
       s.tid = n.tid ? n.tid : static_cast<int64_t>(L.tid);
       s.fw_tid = n.fw_tid;
+      s.fw_parent = n.fw_parent;
       s.scope = n.scope;
       if (n.range) s.tensor_range = str(n.range);
       for (uint32_t k = 0; k < n.nin; ++k) s.inputs.push_back({conv(L.vals[n.in + k]), str(L.types[n.in + k])});

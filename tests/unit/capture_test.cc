@@ -177,6 +177,44 @@ TEST(Capture, BadOptionsAreClearErrors) {
   EXPECT_THROW(capture::Session{so}, std::invalid_argument);
 }
 
+// Backward ops carry the forward thread (fw_tid) and what that thread had open when they started (fw_parent), as
+// PyTorch's observer writes them.
+TEST(Capture, BackwardOpsKnowTheirForwardThreadAndParent) {
+  std::string dir = test::temp_dir();
+  capture::SessionOptions o;
+  o.path = dir + "/bw.json";
+  at::Tensor w = at::rand({4, 4}).set_requires_grad(true);
+  {
+    capture::Session s(o);
+    s.step();
+    at::Tensor loss = at::mul(at::rand({2, 4}).matmul(w), 3.0).sum();
+    {
+      RECORD_USER_SCOPE("## backward ##");
+      loss.backward();
+    }
+    s.stop();
+  }
+  Trace t = read_et(o.path);
+  std::unordered_map<int64_t, uint32_t> by_id;
+  for (uint32_t i = 0; i < t.nodes.size(); ++i) by_id[t.nodes[i].id] = i;
+  auto bw = ops_named(t, "MmBackward0");
+  ASSERT_EQ(bw.size(), 1u);
+  const Node& n = t.nodes[bw[0]];
+  EXPECT_NE(n.fw_tid, 0);
+  ASSERT_TRUE(by_id.count(n.fw_parent)) << n.fw_parent;
+  // The forward thread's innermost open node: the user scope around backward() when the engine runs on another
+  // thread, else an enclosing node of the op itself.
+  const Node& fp = t.nodes[by_id[n.fw_parent]];
+  bool enclosing = false;
+  for (uint32_t p = n.parent; p != kNone32; p = t.nodes[p].parent) enclosing |= t.nodes[p].id == fp.id;
+  EXPECT_TRUE(enclosing || t.name(fp) == "## backward ##") << t.name(fp);
+  // Forward ops have neither.
+  auto mul = ops_named(t, "aten::mul");
+  ASSERT_FALSE(mul.empty());
+  EXPECT_EQ(t.nodes[mul[0]].fw_tid, 0);
+  EXPECT_EQ(t.nodes[mul[0]].fw_parent, 0);
+}
+
 // The hot-path log: values written across many small blocks read back in order, strings longer than a block
 // included, and a reader that runs past the end says so.
 TEST(EventLog, RoundTripsAcrossBlockBoundaries) {

@@ -31,7 +31,7 @@ struct NodeSpec {
   int64_t parent = 0;
   std::string op_schema;
   std::vector<Arg> inputs, outputs;
-  int64_t rf_id = 0, seq_id = -1, tid = 1, fw_tid = 0;
+  int64_t rf_id = 0, seq_id = -1, tid = 1, fw_tid = 0, fw_parent = 0;
   int scope = 0;
   std::string tensor_range;
 };
