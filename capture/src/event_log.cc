@@ -58,7 +58,13 @@ void BlockPool::start_refill(size_t blocks) {
     size_t have = ready_.size();
     for (size_t k = have; k < blocks; ++k) fresh.push_back(nullptr);
   }
-  for (auto& b : fresh) b = map_block();
+  size_t mapped = 0;
+  try {
+    for (; mapped < fresh.size(); ++mapped) fresh[mapped] = map_block();
+  } catch (const std::bad_alloc&) {
+    // Less memory than asked for: the rest is mapped on demand.
+  }
+  fresh.resize(mapped);
   {
     std::lock_guard<std::mutex> lock(mu_);
     ready_.insert(ready_.end(), fresh.begin(), fresh.end());
@@ -85,8 +91,13 @@ void BlockPool::refill_loop() {
     size_t want = target_ - ready_.size();
     lock.unlock();
     std::vector<uint8_t*> fresh;
-    for (size_t k = 0; k < want; ++k) fresh.push_back(map_block());
+    try {
+      for (size_t k = 0; k < want; ++k) fresh.push_back(map_block());
+    } catch (const std::bad_alloc&) {
+      want = 0;  // out of memory: writers map (and fail) on demand, where the error is reported
+    }
     lock.lock();
+    if (want == 0) target_ = 0;
     ready_.insert(ready_.end(), fresh.begin(), fresh.end());
     mapped_ += fresh.size();
   }
@@ -118,9 +129,17 @@ LogWriter::~LogWriter() {
 
 void LogWriter::next_block(size_t need) {
   if (need > pool_.block_bytes()) throw std::length_error("capture log: a record larger than a block");
+  uint8_t* block = pool_.acquire();  // first: if anything throws, the log is as it was
+  try {
+    if (blocks_.size() == blocks_.capacity()) blocks_.reserve(2 * blocks_.size() + 8);
+    if (used_.size() == used_.capacity()) used_.reserve(2 * used_.size() + 8);
+  } catch (...) {
+    pool_.release(block);
+    throw;
+  }
   if (!blocks_.empty()) used_.push_back(static_cast<size_t>(p_ - blocks_.back()));
-  blocks_.push_back(pool_.acquire());
-  p_ = blocks_.back();
+  blocks_.push_back(block);
+  p_ = block;
   end_ = p_ + pool_.block_bytes();
 }
 
