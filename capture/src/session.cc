@@ -747,8 +747,15 @@ void Session::Impl::close_window() {
     }
   } release;
   if (!o.path.empty()) {
-    std::vector<Decoded> logs = decode();
-    write_et(build(logs), o.path);
+    std::vector<Decoded> logs;
+    Trace trace;
+    try {
+      logs = decode();
+      trace = build(logs);
+    } catch (const std::exception& e) {
+      throw TraceError(o.path + ": the recording could not be turned into a trace: " + e.what());
+    }
+    write_et(trace, o.path);
     if (o.host_timeline) write_host_timeline(logs, timeline_path_for(o.path));
   }
 }
