@@ -2,7 +2,7 @@
 # Capture overhead: bench_capture_overhead at three op sizes, default and lean, pinned to one core, each recorded
 # run a fresh Session (median of 5, with the first and worst runs), and the same loop in Python under PyTorch's own
 # observer. Writes bench/out/capture_overhead_<device>.md and bench/out/capture_overhead_*.json.
-# Usage: bench/capture.sh [--bin DIR] [--device cpu|cuda]
+# Usage: [PYTHON=python-with-torch] bench/capture.sh [--bin DIR] [--device cpu|cuda]   (PYTHON: /usr/bin/python3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=bench/out

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What we run on a lent GPU machine (see docs/performance.md): build with the torch wheel, run the LibTorch and
 # comms tests, sweep NCCL collectives on one rank, replay a GPU trace with its collectives over NCCL, and the
-# fidelity and overhead benchmarks. Writes everything under ${OUT:-bench/out/gpu}.
+# fidelity, replay-overhead and capture-overhead benchmarks. Writes everything under ${OUT:-bench/out/gpu}.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/out/gpu}
@@ -27,3 +27,6 @@ bench/fidelity.sh --device cuda --bin $B >/dev/null 2>>"$OUT/fidelity.err"; cat 
 tail -3 "$OUT/fidelity.err"
 for d in cuda cpu; do taskset -c 3 $B/bench_replay_overhead --ops 100000 --device $d --iterations 15 | tail -3; done
 cp bench/out/fidelity_cuda*.md "$OUT/" 2>/dev/null
+bench/capture.sh --bin $B --device cuda 2>"$OUT/capture_overhead.err" | tail -5
+PYTHON=python3 bench/capture.sh --bin $B 2>>"$OUT/capture_overhead.err" | tail -16
+cp bench/out/capture_overhead_*.md "$OUT/" 2>/dev/null
