@@ -282,8 +282,7 @@ int cmd_capture(int argc, char** argv) {
   std::printf("%s on %s, %d thread(s)\n", r.description.c_str(), r.device.c_str(), r.threads);
   double median = t[t.size() / 2];
   double recorded = r.recorded_iteration_seconds.empty() ? 0.0 : r.recorded_iteration_seconds.front();
-  std::printf("  iteration    %.3f ms median over %zu uninstrumented steps; recorded step %.3f ms (%.2fx: the "
-              "observer's overhead)\n",
+  std::printf("  iteration    %.3f ms median over %zu uninstrumented steps; recorded step %.3f ms (%.2fx)\n",
               1e3 * median, t.size(), 1e3 * recorded, median > 0 ? recorded / median : 0.0);
   std::printf("  trace        %s\n  manifest     %s\n", (std::filesystem::path(w.out_dir) / r.trace).c_str(),
               manifest.c_str());
