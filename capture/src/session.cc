@@ -56,9 +56,36 @@ enum EndFlags : uint8_t { kEndTime = 1, kEndValues = 2 };
 // Values: a tag, then the payload. A tensor is its object's and storage's addresses (numbered when the trace is
 // built), offset, scalar type, device, rank, sizes and strides.
 enum Tag : uint8_t {
-  kTensor = 1, kUndefinedTensor, kInt, kDouble, kBool, kNone, kString, kDevice, kList, kTuple, kOther
+  kTensor = 1, kUndefinedTensor, kInt, kDouble, kBool, kNone, kString, kDevice, kList, kTuple, kOther, kSameTensor
 };
 enum TensorFlags : uint8_t { kStrided = 1 };
+
+// A tensor record: a 29-byte header (object and storage addresses, offset, scalar type, device type and index,
+// flags, rank), then the sizes and the strides. Most tensors come back unchanged within a few ops (an op's output
+// is the next op's input, weights recur), so each thread keeps its last records in a direct-mapped cache keyed by
+// the object's address; a record equal to its slot's is written as kSameTensor and the slot (2 bytes instead of
+// 45 to 93). The decoder keeps the same cache, updated by the same rule.
+constexpr size_t kTensorHeader = 29;
+
+struct TensorCache {
+  static constexpr size_t kSlots = 256, kMaxRank = 4;
+  static constexpr size_t kMaxBytes = kTensorHeader + 2 * sizeof(int64_t) * kMaxRank;
+  struct Entry {
+    uint8_t len = 0;  // 0: empty
+    uint8_t rec[kMaxBytes];
+  };
+  Entry slots[kSlots];
+  static size_t slot(uint64_t address) { return ((address >> 4) ^ (address >> 12)) & (kSlots - 1); }
+  // Remembers a record (if small enough to be cached) in its address's slot.
+  void remember(const uint8_t* rec, size_t len) {
+    if (len > kMaxBytes) return;
+    uint64_t address;
+    std::memcpy(&address, rec, 8);
+    Entry& e = slots[slot(address)];
+    e.len = static_cast<uint8_t>(len);
+    std::memcpy(e.rec, rec, len);
+  }
+};
 
 // A recorded value in the trace model's form; String/Device refs are global string ids here.
 using RVal = Value;
@@ -110,6 +137,7 @@ struct ThreadLog {
   int64_t thread_node = 0;
   LogWriter w;
   std::vector<Open> stack;  // open RecordFunctions (and the step marker) of this thread
+  TensorCache tensors;
   // The innermost open node's id (the thread node's when none), for backward ops on other threads: their
   // fw_parent is what their forward thread has open when they start.
   std::atomic<int64_t> top{0};
@@ -220,11 +248,8 @@ const NameEntry& name_entry(ThreadLog& L, const at::RecordFunction& fn, NameEntr
   return L.names.emplace(name, e).first->second;
 }
 
-// A tensor: the tag, then a 29-byte header (object and storage addresses, offset, scalar type, device type and
-// index, flags, rank) and the sizes and strides in one piece.
-constexpr size_t kTensorHeader = 29;
-
-void put_tensor(LogWriter& w, const at::Tensor& t) {
+void put_tensor(ThreadLog& L, const at::Tensor& t) {
+  LogWriter& w = L.w;
   if (!t.defined()) {
     w.put(kUndefinedTensor);
     return;
@@ -237,8 +262,16 @@ void put_tensor(LogWriter& w, const at::Tensor& t) {
   auto storage = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(impl->unsafe_storage().unsafeGetStorageImpl()));
   auto offset = static_cast<int64_t>(strided ? impl->storage_offset() : 0);
   c10::Device d = impl->device();
-  w.put(kTensor);
-  uint8_t* h = w.span(kTensorHeader);
+  size_t dims = sizes.size() * sizeof(int64_t) * (strided ? 2 : 1);
+  size_t len = kTensorHeader + dims;
+  uint8_t local[TensorCache::kMaxBytes];
+  // Small records are built on the stack and compared with the cache; large ones go straight to the log.
+  bool cacheable = len <= TensorCache::kMaxBytes;
+  uint8_t* h = cacheable ? local : nullptr;
+  if (!cacheable) {
+    w.put(kTensor);
+    h = w.span(kTensorHeader);
+  }
   std::memcpy(h, &address, 8);
   std::memcpy(h + 8, &storage, 8);
   std::memcpy(h + 16, &offset, 8);
@@ -247,16 +280,29 @@ void put_tensor(LogWriter& w, const at::Tensor& t) {
   h[26] = static_cast<uint8_t>(static_cast<int8_t>(d.index()));
   h[27] = strided ? kStrided : 0;
   h[28] = static_cast<uint8_t>(sizes.size());
-  size_t bytes = sizes.size() * sizeof(int64_t);
-  if (bytes == 0) return;
-  uint8_t* dims = w.span(strided ? 2 * bytes : bytes);
-  std::memcpy(dims, sizes.data(), bytes);
-  if (strided) std::memcpy(dims + bytes, impl->strides().data(), bytes);
+  uint8_t* out = cacheable ? local + kTensorHeader : (dims ? w.span(dims) : nullptr);
+  size_t half = sizes.size() * sizeof(int64_t);
+  if (half) std::memcpy(out, sizes.data(), half);
+  if (half && strided) std::memcpy(out + half, impl->strides().data(), half);
+  if (!cacheable) return;
+  size_t slot = TensorCache::slot(address);
+  TensorCache::Entry& e = L.tensors.slots[slot];
+  if (e.len == len && std::memcmp(e.rec, local, len) == 0) {
+    w.put(kSameTensor);
+    w.put(static_cast<uint8_t>(slot));
+    return;
+  }
+  e.len = static_cast<uint8_t>(len);
+  std::memcpy(e.rec, local, len);
+  w.put(kTensor);
+  std::memcpy(w.span(kTensorHeader), local, kTensorHeader);
+  if (dims) std::memcpy(w.span(dims), local + kTensorHeader, dims);
 }
 
-void put_value(LogWriter& w, const c10::IValue& v) {
+void put_value(ThreadLog& L, const c10::IValue& v) {
+  LogWriter& w = L.w;
   if (v.isTensor()) {
-    put_tensor(w, v.toTensor());
+    put_tensor(L, v.toTensor());
   } else if (v.isInt()) {
     w.put(kInt);
     w.put(v.toInt());
@@ -279,12 +325,12 @@ void put_value(LogWriter& w, const c10::IValue& v) {
     c10::ArrayRef<c10::IValue> items = v.toListRef();
     w.put(kList);
     w.put(static_cast<uint32_t>(items.size()));
-    for (const c10::IValue& e : items) put_value(w, e);
+    for (const c10::IValue& e : items) put_value(L, e);
   } else if (v.isTuple()) {
     const auto& items = v.toTupleRef().elements();
     w.put(kTuple);
     w.put(static_cast<uint32_t>(items.size()));
-    for (const c10::IValue& e : items) put_value(w, e);
+    for (const c10::IValue& e : items) put_value(L, e);
   } else {
     // What replay cannot rebuild (generators, streams, objects): recorded as None of that type.
     w.put(kOther);
@@ -292,9 +338,9 @@ void put_value(LogWriter& w, const c10::IValue& v) {
   }
 }
 
-void put_values(LogWriter& w, c10::ArrayRef<const c10::IValue> values) {
-  w.put(static_cast<uint32_t>(values.size()));
-  for (const c10::IValue& v : values) put_value(w, v);
+void put_values(ThreadLog& L, c10::ArrayRef<const c10::IValue> values) {
+  L.w.put(static_cast<uint32_t>(values.size()));
+  for (const c10::IValue& v : values) put_value(L, v);
 }
 
 // [min, max] of the integer CPU tensors among the inputs (index ranges for replay), each after a 1 byte, then a 0.
@@ -346,7 +392,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   }
   if (!inner) {
     auto inputs = fn.inputs();
-    put_values(w, inputs);
+    put_values(L, inputs);
     if (G.tensor_ranges) {
       put_ranges(w, inputs);
     } else {
@@ -378,7 +424,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (G.host_times) w.put(now_ns() - g_origin_ns);
   if (!inner) {
     const std::vector<c10::IValue>& outs = fn.outputs();
-    put_values(w, c10::ArrayRef<const c10::IValue>(outs.data(), outs.size()));
+    put_values(L, c10::ArrayRef<const c10::IValue>(outs.data(), outs.size()));
   }
 }
 
@@ -516,9 +562,10 @@ class Decoder {
     auto tag = r.get<uint8_t>();
     switch (tag) {
       case kTensor:
-      case kUndefinedTensor: {
+      case kUndefinedTensor:
+      case kSameTensor: {
         v.kind = ValueKind::Tensor;
-        v.ref = tensor(r, tag == kUndefinedTensor, type);
+        v.ref = tensor(r, tag, type);
         break;
       }
       case kInt:
@@ -577,50 +624,64 @@ class Decoder {
     return type;
   }
 
-  uint32_t tensor(LogReader& r, bool undefined, uint32_t& type) {
+  uint32_t tensor(LogReader& r, uint8_t tag, uint32_t& type) {
     RTensor t;
-    if (undefined) {
+    if (tag == kUndefinedTensor) {
       t.dtype = s_.intern("nullptr (uninitialized)");
       t.device = s_.intern("cpu");
       type = s_.intern("Tensor(nullptr (uninitialized))");
+      d_.tensors.push_back(t);
+      return static_cast<uint32_t>(d_.tensors.size() - 1);
+    }
+    uint8_t rec[TensorCache::kMaxBytes];
+    const uint8_t* h;
+    const uint8_t* dims = nullptr;
+    if (tag == kSameTensor) {
+      const TensorCache::Entry& e = cache_.slots[r.get<uint8_t>()];
+      if (e.len == 0) throw std::runtime_error("capture log: a tensor refers to an empty cache slot");
+      h = e.rec;
+      dims = e.rec + kTensorHeader;
     } else {
-      const uint8_t* h = r.span(kTensorHeader);
-      uint64_t address, storage;
-      std::memcpy(&address, h, 8);
-      std::memcpy(&storage, h + 8, 8);
-      std::memcpy(&t.offset, h + 16, 8);
-      t.id = static_cast<int64_t>(address);
-      t.storage = static_cast<int64_t>(storage);
-      auto st = static_cast<c10::ScalarType>(h[24]);
-      auto dt = static_cast<int8_t>(h[25]);
-      auto di = static_cast<int8_t>(h[26]);
-      bool strided = h[27] & kStrided;
-      t.rank = h[28];
-      size_t key = static_cast<size_t>(st);
-      if (key >= dtypes_.size()) dtypes_.resize(key + 1);
-      if (!dtypes_[key].dtype) {
-        auto name = c10::scalarTypeToTypeMeta(st).name();
-        std::string n(name.data(), name.size());
-        dtypes_[key].dtype = s_.intern(n);
-        dtypes_[key].type = s_.intern("Tensor(" + n + ")");
-        dtypes_[key].itemsize = static_cast<int32_t>(c10::elementSize(st));
-      }
-      t.dtype = dtypes_[key].dtype;
-      t.itemsize = dtypes_[key].itemsize;
-      type = dtypes_[key].type;
-      auto dev = devices_.find({dt, di});
-      if (dev == devices_.end())
-        dev = devices_.emplace(std::make_pair(dt, di),
-                               s_.intern(c10::Device(static_cast<c10::DeviceType>(dt), di).str())).first;
-      t.device = dev->second;
-      t.dims = static_cast<uint32_t>(d_.ints.size());
-      d_.ints.resize(d_.ints.size() + 2 * size_t{t.rank}, 0);
-      if (t.rank) {
-        size_t bytes = t.rank * sizeof(int64_t);
-        const uint8_t* dims = r.span(strided ? 2 * bytes : bytes);
-        std::memcpy(d_.ints.data() + t.dims, dims, strided ? 2 * bytes : bytes);
+      h = r.span(kTensorHeader);
+      size_t n = size_t{h[28]} * sizeof(int64_t) * ((h[27] & kStrided) ? 2 : 1);
+      if (n) dims = r.span(n);
+      if (kTensorHeader + n <= TensorCache::kMaxBytes) {  // the writer cached it: so does the reader
+        std::memcpy(rec, h, kTensorHeader);
+        if (n) std::memcpy(rec + kTensorHeader, dims, n);
+        cache_.remember(rec, kTensorHeader + n);
       }
     }
+    uint64_t address, storage;
+    std::memcpy(&address, h, 8);
+    std::memcpy(&storage, h + 8, 8);
+    std::memcpy(&t.offset, h + 16, 8);
+    t.id = static_cast<int64_t>(address);
+    t.storage = static_cast<int64_t>(storage);
+    auto st = static_cast<c10::ScalarType>(h[24]);
+    auto dt = static_cast<int8_t>(h[25]);
+    auto di = static_cast<int8_t>(h[26]);
+    bool strided = h[27] & kStrided;
+    t.rank = h[28];
+    size_t key = static_cast<size_t>(st);
+    if (key >= dtypes_.size()) dtypes_.resize(key + 1);
+    if (!dtypes_[key].dtype) {
+      auto name = c10::scalarTypeToTypeMeta(st).name();
+      std::string n(name.data(), name.size());
+      dtypes_[key].dtype = s_.intern(n);
+      dtypes_[key].type = s_.intern("Tensor(" + n + ")");
+      dtypes_[key].itemsize = static_cast<int32_t>(c10::elementSize(st));
+    }
+    t.dtype = dtypes_[key].dtype;
+    t.itemsize = dtypes_[key].itemsize;
+    type = dtypes_[key].type;
+    auto dev = devices_.find({dt, di});
+    if (dev == devices_.end())
+      dev = devices_.emplace(std::make_pair(dt, di),
+                             s_.intern(c10::Device(static_cast<c10::DeviceType>(dt), di).str())).first;
+    t.device = dev->second;
+    t.dims = static_cast<uint32_t>(d_.ints.size());
+    d_.ints.resize(d_.ints.size() + 2 * size_t{t.rank}, 0);
+    if (t.rank) std::memcpy(d_.ints.data() + t.dims, dims, t.rank * sizeof(int64_t) * (strided ? 2 : 1));
     d_.tensors.push_back(t);
     return static_cast<uint32_t>(d_.tensors.size() - 1);
   }
@@ -645,6 +706,7 @@ class Decoder {
   StringTable& s_;
   Decoded& d_;
   std::vector<DtypeEntry> dtypes_;
+  TensorCache cache_;  // mirrors the writer's
   std::map<std::pair<int8_t, int8_t>, uint32_t> devices_;
   uint32_t int_type_, double_type_, bool_type_, string_type_, device_type_, none_type_;
 };
@@ -1051,8 +1113,8 @@ void Session::record_collective(const CollectiveRecord& c, const std::vector<at:
   w.put(intern("record_param_comms"));
   w.put(static_cast<uint8_t>(at::RecordScope::USER_SCOPE));
   w.put(index);
-  put_values(w, c10::ArrayRef<const c10::IValue>(in.data(), in.size()));
-  put_values(w, c10::ArrayRef<const c10::IValue>(out.data(), out.size()));
+  put_values(L, c10::ArrayRef<const c10::IValue>(in.data(), in.size()));
+  put_values(L, c10::ArrayRef<const c10::IValue>(out.data(), out.size()));
   count_node(L);
 }
 

@@ -215,6 +215,54 @@ TEST(Capture, BackwardOpsKnowTheirForwardThreadAndParent) {
   EXPECT_EQ(t.nodes[mul[0]].fw_parent, 0);
 }
 
+// Tensors that come back are written as references to the thread's last record of them: a tensor whose metadata
+// changed in place (resize_, t_) must still be recorded as it is at each op, and hundreds of live tensors (more
+// than the cache's slots) must keep their own shapes.
+TEST(Capture, RecurringTensorsAreRecordedAsTheyAreAtEachOp) {
+  std::string dir = test::temp_dir();
+  capture::SessionOptions o;
+  o.path = dir + "/recur.json";
+  std::vector<std::vector<int64_t>> expected;  // the first input's shape of every aten::neg, in order
+  {
+    capture::Session s(o);
+    s.step();
+    at::Tensor x = at::zeros({4});
+    for (int k = 0; k < 3; ++k) {
+      x.resize_({2, 3});
+      (void)at::neg(x);
+      expected.push_back({2, 3});
+      x.resize_({6});
+      (void)at::neg(x);
+      expected.push_back({6});
+    }
+    at::Tensor w = at::rand({3, 4});
+    (void)at::neg(w);
+    expected.push_back({3, 4});
+    w.t_();  // in place: the same tensor object, transposed
+    (void)at::neg(w);
+    expected.push_back({4, 3});
+    std::vector<at::Tensor> live;
+    for (int k = 0; k < 600; ++k) live.push_back(at::ones({k % 7 + 1, k % 5 + 1}));
+    for (int round = 0; round < 2; ++round)
+      for (int k = 0; k < 600; ++k) {
+        (void)at::neg(live[static_cast<size_t>(k)]);
+        expected.push_back({k % 7 + 1, k % 5 + 1});
+      }
+    s.stop();
+  }
+  Trace t = read_et(o.path);
+  auto negs = ops_named(t, "aten::neg");
+  ASSERT_EQ(negs.size(), expected.size());
+  for (size_t k = 0; k < negs.size(); ++k) {
+    const Tensor& in = input_tensor(t, negs[k], 0);
+    ASSERT_EQ(std::vector<int64_t>(t.dims(in).begin(), t.dims(in).end()), expected[k]) << "neg #" << k;
+  }
+  // The transposed w: strides follow the in-place change too.
+  const Tensor& wt = input_tensor(t, negs[7], 0);
+  EXPECT_EQ(t.strides(wt), (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(input_tensor(t, negs[6], 0).id, wt.id);  // the same tensor object both times
+}
+
 // The hot-path log: values written across many small blocks read back in order, strings longer than a block
 // included, and a reader that runs past the end says so.
 TEST(EventLog, RoundTripsAcrossBlockBoundaries) {

@@ -38,7 +38,7 @@ struct SessionOptions {
   // readers link to the ET by rf_id: replay then reports each op's original time.
   bool host_timeline = true;
   // Memory faulted in for the recording when the window opens (before the step is timed), so the observer does not
-  // wait on page faults; more is mapped in the background as the logs grow. 160 to 230 bytes per recorded node.
+  // wait on page faults; more is mapped in the background as the logs grow. 75 to 125 bytes per recorded node.
   size_t log_reserve_mb = 32;
 };
 
