@@ -226,7 +226,7 @@ int cmd_capture(int argc, char** argv) {
       "record", po::value(&w.record)->default_value(1), "recorded steps")(
       "threads", po::value(&threads)->default_value(0), "intra-op CPU threads (0: LibTorch's default)")(
       "seed", po::value(&w.seed)->default_value(0), "random seed")(
-      "lean", "record ops called by other ops without their arguments (a smaller trace and 0.1-0.2x less\n"
+      "lean", "record ops called by other ops without their arguments (a smaller trace and a little less\n"
               "overhead on tiny ops; replay issues the outer ops only)")("quiet,q", "no progress lines");
   auto vm = parse(argc, argv, opts, {});
   if (vm.count("help")) {
