@@ -1,5 +1,6 @@
 # Finds what Reprise builds against and says what was found. LibTorch, CUDA and NCCL are optional here:
 # the trace model and its tools build without them.
+find_package(Threads REQUIRED)
 find_package(ZLIB REQUIRED)
 find_package(simdjson REQUIRED)
 find_package(nlohmann_json 3.9 REQUIRED)

@@ -5,8 +5,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <thread>
 #include <unistd.h>
 
 #include "reprise/capture/write.h"
@@ -339,12 +342,52 @@ class AtomicFile {
 
 void write_et(const Trace& trace, const std::string& path) {
   AtomicFile file(path);
-  std::string buf;
-  buf.reserve(2u << 20);
-  Writer(trace).write(buf, [&](std::string& o) {
-    file.write(o);
-    o.clear();
+  // Formatting and writing (gzip, for .gz) overlap: a second thread writes each full buffer while this one formats
+  // the next; two buffers take turns.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string full, buf;
+  bool have_full = false, finished = false;
+  std::thread writer([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return have_full || finished; });
+      if (!have_full) return;
+      lock.unlock();
+      file.write(full);
+      full.clear();
+      lock.lock();
+      have_full = false;
+      cv.notify_all();
+    }
   });
+  auto hand_over = [&](std::string& o) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return !have_full; });
+    std::swap(full, o);
+    have_full = true;
+    cv.notify_all();
+  };
+  try {
+    buf.reserve(2u << 20);
+    full.reserve(2u << 20);
+    Writer(trace).write(buf, hand_over);
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      finished = true;
+    }
+    cv.notify_all();
+    writer.join();
+    throw;
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return !have_full; });
+    finished = true;
+  }
+  cv.notify_all();
+  writer.join();
   file.commit();
 }
 
