@@ -15,26 +15,11 @@
 
 #include "reprise/capture/session.h"
 #include "bench_util.h"
+#include "op_pattern.h"
 #include "reprise/replay/device.h"
-
-namespace {
 
 using reprise::bench::median;
 using reprise::bench::now;
-
-
-void loop(int64_t n, at::Tensor x, const at::Tensor& w, const at::Tensor& b) {
-  for (int64_t k = 0; k < n; k += 6) {
-    at::Tensor y = at::add(x, w, 1);
-    y = at::mul(y, 0.5);
-    y.add_(b, 1);
-    y = at::relu(y);
-    y = at::sub(y, w, 1);
-    x = at::neg(y);
-  }
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   int64_t ops = 60000, size = 16;
@@ -68,7 +53,7 @@ int main(int argc, char** argv) {
   auto timed = [&]() {
     reprise::replay::synchronize(d);
     double t0 = now();
-    loop(ops, x, w, b);
+    reprise::bench::run_op_pattern(ops, x, w, b);
     reprise::replay::synchronize(d);
     return now() - t0;
   };

@@ -16,6 +16,7 @@
 
 #include "reprise/capture/builder.h"
 #include "bench_util.h"
+#include "op_pattern.h"
 #include "reprise/replay/replay.h"
 
 namespace {
@@ -28,7 +29,7 @@ using reprise::Value;
 
 
 // The op pattern, repeated: y = add(x, w); y = mul(y, s); y.add_(b); y = relu(y); y = sub(y, w); x = neg(y).
-const int kPattern = 6;
+const int kPattern = reprise::bench::kPatternOps;
 
 reprise::Trace build_trace(int64_t n_ops, const std::string& device) {
   reprise::TraceBuilder b("overhead");
@@ -87,14 +88,7 @@ void sync(const at::Device& d) {
 double direct_loop(int64_t n_ops, const at::Device& d, at::Tensor x, const at::Tensor& w, const at::Tensor& bias) {
   sync(d);
   double t0 = now();
-  for (int64_t k = 0; k < n_ops; k += kPattern) {
-    at::Tensor y = at::add(x, w, 1);
-    y = at::mul(y, 0.5);
-    y.add_(bias, 1);
-    y = at::relu(y);
-    y = at::sub(y, w, 1);
-    x = at::neg(y);
-  }
+  reprise::bench::run_op_pattern(n_ops, x, w, bias);
   sync(d);
   return now() - t0;
 }
