@@ -28,7 +28,6 @@ namespace reprise::capture {
 namespace {
 
 using detail::BlockPool;
-using detail::LogBlock;
 using detail::LogReader;
 using detail::LogWriter;
 
@@ -220,6 +219,14 @@ int64_t forward_parent(const ThreadLog& L, uint64_t fw_tid) {
 }
 
 void count_node(ThreadLog& L) { L.nodes.store(L.nodes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+
+// Nodes recorded so far in this window, the thread nodes included.
+size_t recorded_so_far() {
+  std::lock_guard<std::mutex> lock(g().mu);
+  size_t n = 0;
+  for (const auto& l : g().logs) n += l->nodes.load(std::memory_order_relaxed) + 1;
+  return n;
+}
 
 const NameEntry& name_entry(ThreadLog& L, const at::RecordFunction& fn, NameEntry& scratch) {
   const char* name = fn.name();
@@ -793,11 +800,7 @@ void Session::Impl::close_window() {
   g().active.store(nullptr, std::memory_order_release);
   pool().stop_refill();
   window_open = false;
-  recorded_nodes = 0;
-  {
-    std::lock_guard<std::mutex> lock(g().mu);
-    for (const auto& l : g().logs) recorded_nodes += l->nodes.load(std::memory_order_relaxed) + 1;
-  }
+  recorded_nodes = recorded_so_far();
   // The logs' memory goes back however writing ends.
   struct Release {
     ~Release() {
@@ -1061,11 +1064,7 @@ bool Session::recording() const { return impl_->window_open; }
 std::vector<StepTime> Session::step_times() const { return impl_->times; }
 
 size_t Session::num_nodes() const {
-  if (!impl_->window_open) return impl_->recorded_nodes;
-  std::lock_guard<std::mutex> lock(g().mu);
-  size_t n = 0;
-  for (const auto& l : g().logs) n += l->nodes.load(std::memory_order_relaxed) + 1;
-  return n;
+  return impl_->window_open ? recorded_so_far() : impl_->recorded_nodes;
 }
 
 Session* Session::active() {
