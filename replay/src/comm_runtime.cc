@@ -147,23 +147,14 @@ void CommRuntime::run(uint32_t spec) {
     return;
   }
   comms::Communicator* c = groups_[s.group];
-  size_t es = comms::dtype_size(s.dtype);
+  size_t es = comms::dtype_size(s.args.dtype);
   Flight& f = flights_[spec];
-  bool in_place = s.kind == comms::Kind::AllReduce || s.kind == comms::Kind::Broadcast;
+  bool in_place = s.args.kind == comms::Kind::AllReduce || s.args.kind == comms::Kind::Broadcast;
   f.in = take(static_cast<int64_t>(s.in_elems * es));
   f.out = in_place ? at::Tensor() : take(static_cast<int64_t>(s.out_elems * es));
-  comms::Args a;
-  a.kind = s.kind;
-  a.dtype = s.dtype;
-  a.op = s.op;
+  comms::Args a = s.args;
   a.in = f.in.data_ptr();
   a.out = in_place ? f.in.data_ptr() : f.out.data_ptr();
-  a.count = s.count;
-  a.in_counts = s.in_counts;
-  a.in_displs = s.in_displs;
-  a.out_counts = s.out_counts;
-  a.out_displs = s.out_displs;
-  a.root = s.root;
 #ifdef REPRISE_TORCH_CUDA
   if (comm_stream_) {
     // The collective starts after everything the compute stream has queued so far (its producers included).
@@ -225,10 +216,10 @@ std::vector<CollectiveTiming> CommRuntime::timings(int iterations) const {
     const CommSpec& s = plan_.comms[k];
     if (s.is_wait || calls_[k] == 0) continue;
     const CommGroup& g = plan_.comm_groups[s.group];
-    CollectiveTiming& t = by[{s.label, g.name, comms::dtype_name(s.dtype), s.bytes}];
+    CollectiveTiming& t = by[{s.label, g.name, comms::dtype_name(s.args.dtype), s.bytes}];
     t.name = s.label;
     t.group = g.name;
-    t.dtype = comms::dtype_name(s.dtype);
+    t.dtype = comms::dtype_name(s.args.dtype);
     t.bytes = s.bytes;
     t.group_size = static_cast<int>(g.ranks.size());
     t.calls += calls_[k];

@@ -837,10 +837,10 @@ void Compiler::compile_comm(uint32_t node, uint16_t step) {
       s.group = p_.comms[static_cast<size_t>(it->second)].group;
     }
   } else {
-    if (!comms::parse_kind(c.name, s.kind)) return skip("collective " + c.name + ": not replayed yet");
-    if (s.kind == comms::Kind::Send || s.kind == comms::Kind::Recv)
+    if (!comms::parse_kind(c.name, s.args.kind)) return skip("collective " + c.name + ": not replayed yet");
+    if (s.args.kind == comms::Kind::Send || s.args.kind == comms::Kind::Recv)
       return skip("collective " + c.name + ": the trace does not record the peer");
-    if (!comms::parse_dtype(c.dtype, s.dtype))
+    if (!comms::parse_dtype(c.dtype, s.args.dtype))
       return skip("collective " + c.name + ": dtype '" + c.dtype + "' not supported");
     s.label = c.name;
     s.group = comm_group(c);
@@ -848,24 +848,24 @@ void Compiler::compile_comm(uint32_t node, uint16_t step) {
     const size_t g = ranks.size();
     const size_t in = static_cast<size_t>(std::max<int64_t>(c.in_elems, 0));
     const size_t out = static_cast<size_t>(std::max<int64_t>(c.out_elems, 0));
-    switch (s.kind) {
+    switch (s.args.kind) {
       case comms::Kind::AllReduce: case comms::Kind::Broadcast: case comms::Kind::Reduce:
-        s.count = std::max(in, out);
-        s.in_elems = s.out_elems = s.count;
+        s.args.count = std::max(in, out);
+        s.in_elems = s.out_elems = s.args.count;
         break;
       case comms::Kind::AllGather: case comms::Kind::Gather:
-        s.count = in ? in : out / g;
-        s.in_elems = s.count;
-        s.out_elems = s.count * g;
+        s.args.count = in ? in : out / g;
+        s.in_elems = s.args.count;
+        s.out_elems = s.args.count * g;
         break;
       case comms::Kind::ReduceScatter: case comms::Kind::Scatter:
-        s.count = out ? out : in / g;
-        s.in_elems = s.count * g;
-        s.out_elems = s.count;
+        s.args.count = out ? out : in / g;
+        s.in_elems = s.args.count * g;
+        s.out_elems = s.args.count;
         break;
       case comms::Kind::AllToAll:
-        s.count = std::max(in, out) / g;
-        s.in_elems = s.out_elems = s.count * g;
+        s.args.count = std::max(in, out) / g;
+        s.in_elems = s.out_elems = s.args.count * g;
         break;
       case comms::Kind::AllToAllV: {
         // Splits are rows of dim 0; a row is (elements / rows) elements.
@@ -882,8 +882,8 @@ void Compiler::compile_comm(uint32_t node, uint16_t step) {
             acc += k;
           }
         };
-        counts(c.in_splits, in, s.in_counts, s.in_displs);
-        counts(c.out_splits, out, s.out_counts, s.out_displs);
+        counts(c.in_splits, in, s.args.in_counts, s.args.in_displs);
+        counts(c.out_splits, out, s.args.out_counts, s.args.out_displs);
         s.in_elems = in;
         s.out_elems = out;
         break;
@@ -893,7 +893,7 @@ void Compiler::compile_comm(uint32_t node, uint16_t step) {
       default:
         return skip("collective " + c.name + ": not replayed yet");
     }
-    s.bytes = static_cast<int64_t>(std::max(s.in_elems, s.out_elems) * comms::dtype_size(s.dtype));
+    s.bytes = static_cast<int64_t>(std::max(s.in_elems, s.out_elems) * comms::dtype_size(s.args.dtype));
   }
   // The stream the original's kernel ran on (the wrapper's or its record_param_comms'), when Kineto says.
   auto st = gpu_stream_of_node_.find(node);

@@ -52,13 +52,10 @@ struct OutSpec {
 struct CommSpec {
   uint32_t node = 0;
   int32_t collective = -1;  // index in Trace::collectives
-  comms::Kind kind = comms::Kind::AllReduce;
-  comms::DType dtype = comms::DType::F32;
-  comms::ReduceOp op = comms::ReduceOp::Sum;
-  size_t count = 0;  // as comms::Args counts
-  std::vector<size_t> in_counts, in_displs, out_counts, out_displs;
+  // What to issue (kind, dtype, op, count, all_to_allv counts and displacements, root); the runtime adds the
+  // buffers and the stream.
+  comms::Args args;
   size_t in_elems = 0, out_elems = 0;  // buffer sizes (elements)
-  int root = 0;
   uint32_t group = 0;  // index in Plan::comm_groups
   bool is_wait = false;
   int32_t waits_for = -1;  // wait: the CommSpec it completes (-1: a collective issued before the trace began)

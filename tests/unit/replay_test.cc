@@ -370,8 +370,8 @@ TEST(Replay, CollectivesBecomeInstructionsWithTheirKinetoStreams) {
   ASSERT_EQ(plan.comms.size(), 2u);
   for (const detail::CommSpec& c : plan.comms) {
     EXPECT_EQ(c.label, "all_reduce");
-    EXPECT_EQ(c.kind, comms::Kind::AllReduce);
-    EXPECT_EQ(c.count, 16u * 16u);
+    EXPECT_EQ(c.args.kind, comms::Kind::AllReduce);
+    EXPECT_EQ(c.args.count, 16u * 16u);
     EXPECT_EQ(c.bytes, 16 * 16 * 4);
     EXPECT_EQ(c.stream, 21);
   }
