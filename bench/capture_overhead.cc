@@ -14,12 +14,13 @@
 #include <vector>
 
 #include "reprise/capture/session.h"
-#include "bench_util.h"
+#include "reprise/common/clock.h"
+#include "reprise/common/stats.h"
 #include "op_pattern.h"
-#include "reprise/replay/device.h"
+#include "reprise/device/device.h"
 
-using reprise::bench::median;
-using reprise::bench::now;
+using reprise::median;
+using reprise::now_seconds;
 
 int main(int argc, char** argv) {
   int64_t ops = 60000, size = 16;
@@ -46,16 +47,16 @@ int main(int argc, char** argv) {
     }
   }
   at::set_num_threads(1);
-  reprise::replay::install_memory_tracking();  // the steady malloc thresholds `reprise capture` runs with
+  reprise::device::install_memory_tracking();  // the steady malloc thresholds `reprise capture` runs with
   at::Device d(device);
   auto o = at::TensorOptions().device(d);
   at::Tensor x = at::rand({size}, o), w = at::rand({size}, o), b = at::rand({size}, o);
   auto timed = [&]() {
-    reprise::replay::synchronize(d);
-    double t0 = now();
+    reprise::device::synchronize(d);
+    double t0 = now_seconds();
     reprise::bench::run_op_pattern(ops, x, w, b);
-    reprise::replay::synchronize(d);
-    return now() - t0;
+    reprise::device::synchronize(d);
+    return now_seconds() - t0;
   };
   if (plain_runs > 0) timed();
   std::vector<double> plain;
@@ -83,9 +84,9 @@ int main(int argc, char** argv) {
     s.step();
     recorded_runs.push_back(timed());
     nodes = s.num_nodes();
-    double t0 = now();
+    double t0 = now_seconds();
     s.stop();
-    writes.push_back(now() - t0);
+    writes.push_back(now_seconds() - t0);
   }
   double recorded = median(recorded_runs), write_s = median(writes);
   if (plain_runs == 0) {  // profiling the recorded loop: no ratios

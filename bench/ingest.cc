@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "reprise/capture/read.h"
+#include "reprise/trace/read.h"
 
 int main(int argc, char** argv) {
   int repeat = 1;

@@ -14,15 +14,16 @@
 #include <string>
 #include <vector>
 
-#include "reprise/capture/builder.h"
-#include "bench_util.h"
+#include "reprise/trace/builder.h"
+#include "reprise/common/clock.h"
+#include "reprise/common/stats.h"
 #include "op_pattern.h"
 #include "reprise/replay/replay.h"
 
 namespace {
 
-using reprise::bench::median;
-using reprise::bench::now;
+using reprise::median;
+using reprise::now_seconds;
 
 using reprise::Arg;
 using reprise::Value;
@@ -87,10 +88,10 @@ void sync(const at::Device& d) {
 
 double direct_loop(int64_t n_ops, const at::Device& d, at::Tensor x, const at::Tensor& w, const at::Tensor& bias) {
   sync(d);
-  double t0 = now();
+  double t0 = now_seconds();
   reprise::bench::run_op_pattern(n_ops, x, w, bias);
   sync(d);
-  return now() - t0;
+  return now_seconds() - t0;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // string work, no allocation and no file work on the hot path); closing the recording window decodes the logs into
 // a Trace and writes it as ET JSON.
 #include "reprise/capture/session.h"
+#include "reprise/common/clock.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/function_schema.h>
@@ -18,9 +19,9 @@
 #include <unordered_map>
 #include <unistd.h>
 
-#include "reprise/capture/builder.h"
-#include "reprise/capture/strings.h"
-#include "reprise/capture/write.h"
+#include "reprise/trace/builder.h"
+#include "reprise/trace/strings.h"
+#include "reprise/trace/write.h"
 
 #include "event_log.h"
 
@@ -30,13 +31,6 @@ namespace {
 using detail::BlockPool;
 using detail::LogReader;
 using detail::LogWriter;
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-double now_seconds() { return static_cast<double>(now_ns()) * 1e-9; }
 
 // ---- The event stream ----------------------------------------------------------------------------------------
 // Each thread appends events to its own LogWriter; nothing is decoded, interned or allocated per op on the hot

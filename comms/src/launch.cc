@@ -4,13 +4,12 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "clock.h"
+#include "reprise/common/clock.h"
 #include "reprise/comms/communicator.h"
 
 namespace reprise::comms {
 namespace {
 
-using detail::now;
 
 int env_int(const char* name, int dflt) {
   const char* v = std::getenv(name);
@@ -36,7 +35,7 @@ class SelfComm : public Communicator {
   }
   std::unique_ptr<Request> start(const Args& a) override {
     auto r = std::make_unique<SelfRequest>();
-    double t0 = now();
+    double t0 = now_seconds();
     const Descriptor& d = describe(a.kind);
     if ((a.kind == Kind::Send || a.kind == Kind::Recv) && a.peer != 0)
       throw CommError("self: peer " + std::to_string(a.peer) + " is not a rank of a world of 1");
@@ -65,7 +64,7 @@ class SelfComm : public Communicator {
       }
       if (bytes && a.in && a.out && a.in != a.out) std::memmove(a.out, a.in, bytes);
     }
-    r->secs = now() - t0;
+    r->secs = now_seconds() - t0;
     return r;
   }
   std::vector<std::string> exchange(const std::string& mine) override { return {mine}; }

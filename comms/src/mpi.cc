@@ -9,13 +9,12 @@
 #include <cstring>
 #include <functional>
 
-#include "clock.h"
+#include "reprise/common/clock.h"
 #include "reprise/comms/communicator.h"
 
 namespace reprise::comms {
 namespace {
 
-using detail::now;
 
 bool g_we_initialized = false;
 
@@ -154,7 +153,7 @@ class MpiRequest : public Request {
     if (secs >= 0) return;
     check(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "wait");
     if (after) after();
-    secs = now() - t0;
+    secs = now_seconds() - t0;
   }
   double seconds() const override { return secs; }
 };
@@ -190,7 +189,7 @@ class MpiComm : public Communicator {
 
   std::unique_ptr<Request> start(const Args& a) override {
     auto r = std::make_unique<MpiRequest>();
-    r->t0 = now();
+    r->t0 = now_seconds();
     MPI_Datatype t = mpi_type(a.dtype);
     MPI_Op op = mpi_op(a.op, a.dtype);
     MPI_Request q = MPI_REQUEST_NULL;

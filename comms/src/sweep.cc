@@ -1,4 +1,4 @@
-#include "clock.h"
+#include "reprise/common/clock.h"
 #include "reprise/comms/sweep.h"
 
 #include <algorithm>
@@ -10,7 +10,6 @@
 namespace reprise::comms {
 namespace {
 
-using detail::now;
 
 // Small integers: exact in every dtype (half and bfloat16 included) once summed over a few hundred ranks.
 double pattern(int rank, size_t i) { return double((static_cast<size_t>(rank) * 3 + i) % 5 + 1); }
@@ -191,10 +190,10 @@ std::vector<SweepRow> sweep(Communicator& c, const SweepOptions& o, const std::f
     for (int w = 0; w < o.warmup; ++w) run_once();
     device_synchronize(c, o.device);
     c.exchange("");  // line up the ranks before timing
-    double t0 = now();
+    double t0 = now_seconds();
     for (int it = 0; it < o.iters; ++it) run_once();
     device_synchronize(c, o.device);
-    double mine = (now() - t0) / std::max(o.iters, 1);
+    double mine = (now_seconds() - t0) / std::max(o.iters, 1);
 
     // The slowest rank's time, and every rank's wrong count.
     std::ostringstream s;

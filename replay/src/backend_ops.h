@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "reprise/capture/trace.h"
+#include "reprise/trace/trace.h"
 
 namespace reprise::replay::detail {
 

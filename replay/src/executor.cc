@@ -1,6 +1,7 @@
 #include "executor.h"
 
-#include "reprise/replay/device.h"
+#include "reprise/common/clock.h"
+#include "reprise/device/device.h"
 
 namespace reprise::replay::detail {
 
@@ -152,7 +153,7 @@ void Executor::run_step_per_op(size_t s, std::vector<OpSpan>& spans, double orig
   for (uint32_t i = plan_.step_begin[s], end = plan_.step_begin[s + 1]; i < end; ++i) {
     double t0 = now_seconds();
     exec(in[i]);
-    synchronize(plan_.device);
+    device::synchronize(plan_.device);
     double t1 = now_seconds();
     spans.push_back({in[i].node, (t0 - origin) * 1e6, (t1 - t0) * 1e6});
   }

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "reprise/capture/trace.h"
+#include "reprise/trace/trace.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/replay/replay.h"
 

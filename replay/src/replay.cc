@@ -9,7 +9,8 @@
 #include "comm_runtime.h"
 #include "executor.h"
 #include "reprise/comms/communicator.h"
-#include "reprise/replay/device.h"
+#include "reprise/common/clock.h"
+#include "reprise/device/device.h"
 #include "plan.h"
 #include "reprise/replay/replay.h"
 
@@ -60,7 +61,7 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   };
   if (o.iterations < 1) throw TraceError("--iterations must be at least 1");
   if (o.warmup < 0) throw TraceError("--warmup must not be negative");
-  install_memory_tracking();
+  device::install_memory_tracking();
   if (o.threads > 0) at::set_num_threads(o.threads);
 
   ReplayResult r;
@@ -118,18 +119,18 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
     // The first pass validates: ops that throw are marked, once, with their reason.
     for (size_t s = 0; s < nsteps; ++s) ex.run_step(s);
     ex.end_iteration();
-    synchronize(plan.device);
+    device::synchronize(plan.device);
     ex.first_pass_done = true;
     for (int w = 0; w < o.warmup; ++w) {
       for (size_t s = 0; s < nsteps; ++s) ex.run_step(s);
       ex.end_iteration();
     }
-    synchronize(plan.device);
+    device::synchronize(plan.device);
     progress("validated and warmed up; measuring " + std::to_string(o.iterations) + " iteration(s)");
 
-    reset_memory_peak(plan.device);
+    device::reset_memory_peak(plan.device);
     if (comm) comm->reset_stats();
-    RegionTimer timer(plan.device);
+    device::RegionTimer timer(plan.device);
     for (int it = 0; it < o.iterations; ++it) {
       for (size_t s = 0; s < nsteps; ++s) {
         timer.start();
@@ -138,7 +139,7 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
       }
       ex.end_iteration();
     }
-    r.peak_memory_bytes = memory_peak(plan.device);
+    r.peak_memory_bytes = device::memory_peak(plan.device);
     if (comm) r.collective_timing = comm->timings(o.iterations);
 
     if (o.per_op || o.timeline) {

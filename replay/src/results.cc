@@ -3,8 +3,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "reprise/capture/write.h"
+#include "reprise/trace/write.h"
 #include "reprise/replay/replay.h"
+#include "reprise/common/stats.h"
 
 namespace reprise::replay {
 namespace {
@@ -15,13 +16,6 @@ json skips_json(const std::vector<SkipCount>& v) {
   json a = json::array();
   for (const SkipCount& s : v) a.push_back({{"op", s.op}, {"count", s.count}, {"reason", s.reason}});
   return a;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 std::string human_bytes(double b) {

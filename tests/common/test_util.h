@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "reprise/capture/trace.h"
+#include "reprise/trace/trace.h"
 
 namespace reprise::test {
 

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 
-#include "reprise/capture/read.h"
-#include "reprise/capture/write.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/write.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -8,7 +8,7 @@
 #include <set>
 #include <thread>
 
-#include "reprise/capture/read.h"
+#include "reprise/trace/read.h"
 #include "reprise/capture/session.h"
 #include "reprise/replay/replay.h"
 #include "reprise/workloads/workloads.h"

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
-#include "reprise/capture/read.h"
+#include "reprise/trace/read.h"
 #include "test_util.h"
 
 namespace reprise {

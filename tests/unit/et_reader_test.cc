@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "reprise/capture/read.h"
-#include "reprise/capture/write.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/write.h"
 #include "test_util.h"
 
 namespace reprise {

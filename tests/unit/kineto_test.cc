@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "reprise/capture/link.h"
-#include "reprise/capture/read.h"
+#include "reprise/trace/link.h"
+#include "reprise/trace/read.h"
 #include "test_util.h"
 
 namespace reprise {

@@ -7,8 +7,8 @@
 
 #include "executor.h"
 #include "plan.h"
-#include "reprise/capture/builder.h"
-#include "reprise/capture/read.h"
+#include "reprise/trace/builder.h"
+#include "reprise/trace/read.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/replay/replay.h"
 #include "test_util.h"

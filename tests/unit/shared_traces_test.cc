@@ -3,9 +3,9 @@
 
 #include <algorithm>
 
-#include "reprise/capture/read.h"
-#include "reprise/capture/summary.h"
-#include "reprise/capture/write.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/summary.h"
+#include "reprise/trace/write.h"
 #include "test_util.h"
 
 namespace reprise {

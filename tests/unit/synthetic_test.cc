@@ -1,9 +1,9 @@
 // The builder and the synthetic trace: what it promises to contain, and that it reads back unchanged.
 #include <gtest/gtest.h>
 
-#include "reprise/capture/builder.h"
-#include "reprise/capture/read.h"
-#include "reprise/capture/write.h"
+#include "reprise/trace/builder.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/write.h"
 #include "test_util.h"
 
 namespace reprise {

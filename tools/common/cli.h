@@ -8,7 +8,7 @@
 #include <new>
 #include <stdexcept>
 
-#include "reprise/capture/trace.h"
+#include "reprise/trace/trace.h"
 
 namespace reprise::cli {
 

@@ -15,8 +15,8 @@
 
 #include <thread>
 
-#include "reprise/capture/read.h"
-#include "reprise/capture/write.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/write.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/replay/replay.h"
 #include "reprise/workloads/workloads.h"

@@ -2,6 +2,7 @@
 #include <boost/program_options.hpp>
 
 #include "cli.h"
+#include "reprise/version.h"
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -10,10 +11,10 @@
 #include <iostream>
 #include <unistd.h>
 
-#include "reprise/capture/builder.h"
-#include "reprise/capture/read.h"
-#include "reprise/capture/summary.h"
-#include "reprise/capture/write.h"
+#include "reprise/trace/builder.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/summary.h"
+#include "reprise/trace/write.h"
 
 namespace po = boost::program_options;
 
@@ -192,7 +193,7 @@ int main(int argc, char** argv) {
     if (cmd == "replay" || cmd == "capture") return exec_tool("reprise-torch", "LibTorch", argc, argv);
     if (cmd == "comms") return exec_tool("reprise-comms", "MPI", argc, argv);
     if (cmd == "--version") {
-    std::cout << "reprise 0.1.0\n";
+    std::cout << "reprise " REPRISE_VERSION "\n";
     return 0;
     }
     std::cerr << "reprise: unknown command '" << cmd << "' (see reprise --help)\n";

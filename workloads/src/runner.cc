@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reprise/capture/session.h"
-#include "reprise/replay/device.h"
+#include "reprise/device/device.h"
 #include "workload.h"
 
 namespace reprise::workloads {
@@ -94,7 +94,7 @@ CaptureReport capture_workload(const WorkloadOptions& o) {
   auto progress = [&](const std::string& s) {
     if (o.progress) o.progress(s);
   };
-  replay::install_memory_tracking();
+  device::install_memory_tracking();
   at::manual_seed(o.seed);
   std::unique_ptr<detail::Workload> w = entry->make(o, device);
 
@@ -106,15 +106,15 @@ CaptureReport capture_workload(const WorkloadOptions& o) {
   progress(r.description + " on " + r.device + ": " + std::to_string(o.warmup) + " warm-up, " +
            std::to_string(o.steps) + " timed, " + std::to_string(o.record) + " recorded step(s)");
   for (int k = 0; k < o.warmup; ++k) w->step();
-  replay::synchronize(device);
-  replay::reset_memory_peak(device);
-  replay::RegionTimer timer(device);
+  device::synchronize(device);
+  device::reset_memory_peak(device);
+  device::RegionTimer timer(device);
   for (int k = 0; k < o.steps; ++k) {
     timer.start();
     w->step();
     r.iteration_seconds.push_back(timer.stop_seconds());
   }
-  r.peak_memory_bytes = replay::memory_peak(device);
+  r.peak_memory_bytes = device::memory_peak(device);
 
   r.trace = "rank-" + std::to_string(r.rank) + ".json.gz";
   capture::SessionOptions so;
@@ -134,7 +134,7 @@ CaptureReport capture_workload(const WorkloadOptions& o) {
     for (int k = 0; k < o.record; ++k) {
       session.step();
       w->step();
-      replay::synchronize(device);
+      device::synchronize(device);
     }
     session.stop();
     for (const capture::StepTime& st : session.step_times())

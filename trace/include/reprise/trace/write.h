@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "reprise/capture/trace.h"
+#include "reprise/trace/trace.h"
 
 namespace reprise {
 

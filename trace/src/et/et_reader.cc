@@ -12,7 +12,7 @@
 #include "byte_source.h"
 #include "json_scan.h"
 #include "reader_internal.h"
-#include "reprise/capture/read.h"
+#include "reprise/trace/read.h"
 #include "type_string.h"
 
 namespace reprise {

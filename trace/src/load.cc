@@ -6,7 +6,7 @@
 #include <map>
 
 #include "reader_internal.h"
-#include "reprise/capture/link.h"
+#include "reprise/trace/link.h"
 
 namespace reprise {
 namespace fs = std::filesystem;

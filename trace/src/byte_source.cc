@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "reprise/capture/trace.h"
+#include "reprise/trace/trace.h"
 
 namespace reprise::detail {
 namespace {

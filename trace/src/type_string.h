@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "reprise/capture/strings.h"
+#include "reprise/trace/strings.h"
 
 namespace reprise::detail {
 

@@ -1,4 +1,4 @@
-#include "reprise/capture/strings.h"
+#include "reprise/trace/strings.h"
 
 #include <cstring>
 

@@ -5,9 +5,9 @@
 #include <string_view>
 #include <vector>
 
-#include "reprise/capture/read.h"
-#include "reprise/capture/trace.h"
-#include "reprise/capture/write.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/trace.h"
+#include "reprise/trace/write.h"
 
 namespace reprise {
 

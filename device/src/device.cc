@@ -1,4 +1,8 @@
-#include "reprise/replay/device.h"
+#include "reprise/device/device.h"
+
+#include <ATen/ATen.h>
+
+#include "reprise/common/clock.h"
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
@@ -18,7 +22,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
-namespace reprise::replay {
+namespace reprise::device {
 namespace {
 
 std::atomic<int64_t> g_live{0}, g_peak{0};
@@ -161,10 +165,6 @@ void synchronize(at::Device device) {
 #endif
 }
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 #ifdef REPRISE_TORCH_CUDA
 struct CudaEvents {
   at::cuda::CUDAEvent begin{cudaEventDefault}, end{cudaEventDefault};
@@ -205,4 +205,4 @@ double RegionTimer::stop_seconds() {
   return now_seconds() - t0_;
 }
 
-}  // namespace reprise::replay
+}  // namespace reprise::device

@@ -1,6 +1,6 @@
 #include <algorithm>
 
-#include "reprise/capture/trace.h"
+#include "reprise/trace/trace.h"
 
 namespace reprise {
 

@@ -5,7 +5,7 @@
 #include <unordered_map>
 
 #include "reader_internal.h"
-#include "reprise/capture/link.h"
+#include "reprise/trace/link.h"
 
 namespace reprise {
 namespace {

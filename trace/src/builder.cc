@@ -1,4 +1,4 @@
-#include "reprise/capture/builder.h"
+#include "reprise/trace/builder.h"
 
 #include "reader_internal.h"
 

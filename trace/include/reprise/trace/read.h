@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "reprise/capture/trace.h"
+#include "reprise/trace/trace.h"
 
 namespace reprise {
 

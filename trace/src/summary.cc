@@ -1,4 +1,4 @@
-#include "reprise/capture/summary.h"
+#include "reprise/trace/summary.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "byte_source.h"
-#include "reprise/capture/read.h"
+#include "reprise/trace/read.h"
 
 namespace reprise::detail {
 

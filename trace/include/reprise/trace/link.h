@@ -1,8 +1,8 @@
 // Linking a Kineto trace to its ET, so each node knows its time and the GPU work it launched.
 #pragma once
 
-#include "reprise/capture/read.h"
-#include "reprise/capture/trace.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/trace.h"
 
 namespace reprise {
 

@@ -3,11 +3,11 @@
 // timer (CUDA events on GPUs, the steady clock elsewhere).
 #pragma once
 
-#include <ATen/ATen.h>
+#include <c10/core/Device.h>
 
 #include <cstdint>
 
-namespace reprise::replay {
+namespace reprise::device {
 
 // Installs the counting CPU allocator (once per process; tensors allocated before keep their deleters).
 void install_memory_tracking();
@@ -34,6 +34,4 @@ class RegionTimer {
   [[maybe_unused]] void* events_ = nullptr;  // CUDA events (CUDA builds only)
 };
 
-double now_seconds();
-
-}  // namespace reprise::replay
+}  // namespace reprise::device

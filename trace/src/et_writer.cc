@@ -12,7 +12,7 @@
 #include <thread>
 #include <unistd.h>
 
-#include "reprise/capture/write.h"
+#include "reprise/trace/write.h"
 
 namespace reprise {
 

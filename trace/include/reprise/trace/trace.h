@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "reprise/capture/strings.h"
+#include "reprise/trace/strings.h"
 
 namespace reprise {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "reprise/capture/trace.h"
+#include "reprise/trace/trace.h"
 
 namespace reprise {
 
