@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "op_pattern.h"
 #include "reprise/capture/session.h"
 #include "reprise/common/clock.h"
 #include "reprise/common/stats.h"
-#include "op_pattern.h"
 #include "reprise/device/device.h"
 
 using reprise::median;
@@ -25,24 +25,35 @@ using reprise::now_seconds;
 int main(int argc, char** argv) {
   int64_t ops = 60000, size = 16;
   std::string device = "cpu", json;
-  bool write = true;  // --write 0: record without writing the trace (for profiling the hot path alone)
-  bool lean = false;  // --lean 1: inner ops without arguments (SessionOptions::nested_values = false)
+  bool write = true;   // --write 0: record without writing the trace (for profiling the hot path alone)
+  bool lean = false;   // --lean 1: inner ops without arguments (SessionOptions::nested_values = false)
   int plain_runs = 5;  // --plain 0: only the recorded loop (for profiling it alone)
   int recorded_repeats = 3;
   bool timeline = false;  // --timeline 1: time every op for the host timeline, as `reprise capture` does
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--ops") ops = std::stoll(argv[i + 1]);
-    else if (a == "--size") size = std::stoll(argv[i + 1]);
-    else if (a == "--device") device = argv[i + 1];
-    else if (a == "--json") json = argv[i + 1];
-    else if (a == "--write") write = std::string(argv[i + 1]) != "0";
-    else if (a == "--lean") lean = std::string(argv[i + 1]) != "0";
-    else if (a == "--plain") plain_runs = std::max(0, std::stoi(argv[i + 1]));
-    else if (a == "--repeat") recorded_repeats = std::max(1, std::stoi(argv[i + 1]));
-    else if (a == "--timeline") timeline = std::string(argv[i + 1]) != "0";
+    if (a == "--ops")
+      ops = std::stoll(argv[i + 1]);
+    else if (a == "--size")
+      size = std::stoll(argv[i + 1]);
+    else if (a == "--device")
+      device = argv[i + 1];
+    else if (a == "--json")
+      json = argv[i + 1];
+    else if (a == "--write")
+      write = std::string(argv[i + 1]) != "0";
+    else if (a == "--lean")
+      lean = std::string(argv[i + 1]) != "0";
+    else if (a == "--plain")
+      plain_runs = std::max(0, std::stoi(argv[i + 1]));
+    else if (a == "--repeat")
+      recorded_repeats = std::max(1, std::stoi(argv[i + 1]));
+    else if (a == "--timeline")
+      timeline = std::string(argv[i + 1]) != "0";
     else {
-      std::fprintf(stderr, "usage: bench_capture_overhead [--ops N] [--size ELEMS] [--device cpu|cuda] [--json FILE] [--write 0|1] [--lean 0|1] [--plain RUNS] [--repeat RUNS] [--timeline 0|1]\n");
+      std::fprintf(stderr,
+                   "usage: bench_capture_overhead [--ops N] [--size ELEMS] [--device cpu|cuda] [--json FILE] [--write "
+                   "0|1] [--lean 0|1] [--plain RUNS] [--repeat RUNS] [--timeline 0|1]\n");
       return 2;
     }
   }
@@ -65,8 +76,9 @@ int main(int argc, char** argv) {
   // nothing with them.
   std::vector<double> empty_observer;
   {
-    at::RecordFunctionCallback cb([](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> { return nullptr; },
-                                  [](const at::RecordFunction&, at::ObserverContext*) {});
+    at::RecordFunctionCallback cb(
+        [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> { return nullptr; },
+        [](const at::RecordFunction&, at::ObserverContext*) {});
     cb.needsInputs(true).needsOutputs(true).needsIds(true);
     at::CallbackHandle h = at::addGlobalCallback(cb);
     for (int k = 0; k < plain_runs; ++k) empty_observer.push_back(timed());
@@ -96,14 +108,15 @@ int main(int argc, char** argv) {
   }
   double base = median(plain), floor = median(empty_observer);
   double first = recorded_runs.front(), worst = *std::max_element(recorded_runs.begin(), recorded_runs.end());
-  std::printf("%lld ops of %lld elements on %s, 1 thread (%zu nodes recorded%s%s)\n"
-              "  without capture  %.4f s (%.2f us/op)\n"
-              "  empty observer   %.4f s (%.2fx: LibTorch boxing every op's inputs and outputs for an observer)\n"
-              "  recorded         %.4f s (%.2f us/op), median of %d sessions; first %.2fx, worst %.2fx\n"
-              "  overhead         %.2fx (writing the trace afterwards: %.3f s)\n",
-              static_cast<long long>(ops), static_cast<long long>(size), d.str().c_str(), nodes, lean ? ", lean" : "", timeline ? ", timed for the host timeline" : "",
-              base, 1e6 * base / ops, floor, floor / base, recorded, 1e6 * recorded / ops, recorded_repeats,
-              first / base, worst / base, recorded / base, write_s);
+  std::printf(
+      "%lld ops of %lld elements on %s, 1 thread (%zu nodes recorded%s%s)\n"
+      "  without capture  %.4f s (%.2f us/op)\n"
+      "  empty observer   %.4f s (%.2fx: LibTorch boxing every op's inputs and outputs for an observer)\n"
+      "  recorded         %.4f s (%.2f us/op), median of %d sessions; first %.2fx, worst %.2fx\n"
+      "  overhead         %.2fx (writing the trace afterwards: %.3f s)\n",
+      static_cast<long long>(ops), static_cast<long long>(size), d.str().c_str(), nodes, lean ? ", lean" : "",
+      timeline ? ", timed for the host timeline" : "", base, 1e6 * base / ops, floor, floor / base, recorded,
+      1e6 * recorded / ops, recorded_repeats, first / base, worst / base, recorded / base, write_s);
   if (!json.empty())
     std::ofstream(json) << "{\"ops\": " << ops << ", \"size\": " << size << ", \"device\": \"" << d.str()
                         << "\", \"lean\": " << (lean ? "true" : "false") << ", \"plain_seconds\": " << base

@@ -39,9 +39,10 @@ int main(int argc, char** argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double mb = static_cast<double>(std::filesystem::file_size(argv[i])) / 1e6;
-    std::printf("{\"file\": \"%s\", \"bytes\": %.0f, \"nodes\": %zu, \"seconds\": %.4f, \"mb_per_s\": %.1f, "
-                "\"model_bytes\": %zu, \"peak_rss_bytes\": %ld}\n",
-                argv[i], mb * 1e6, nodes, best, mb / best, model, ru.ru_maxrss * 1024L);
+    std::printf(
+        "{\"file\": \"%s\", \"bytes\": %.0f, \"nodes\": %zu, \"seconds\": %.4f, \"mb_per_s\": %.1f, "
+        "\"model_bytes\": %zu, \"peak_rss_bytes\": %ld}\n",
+        argv[i], mb * 1e6, nodes, best, mb / best, model, ru.ru_maxrss * 1024L);
   }
   return 0;
 }

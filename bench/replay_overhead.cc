@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "reprise/trace/builder.h"
+#include "op_pattern.h"
 #include "reprise/common/clock.h"
 #include "reprise/common/stats.h"
-#include "op_pattern.h"
 #include "reprise/replay/replay.h"
+#include "reprise/trace/builder.h"
 
 namespace {
 
@@ -27,7 +27,6 @@ using reprise::now_seconds;
 
 using reprise::Arg;
 using reprise::Value;
-
 
 // The op pattern, repeated: y = add(x, w); y = mul(y, s); y.add_(b); y = relu(y); y = sub(y, w); x = neg(y).
 const int kPattern = reprise::bench::kPatternOps;
@@ -109,12 +108,17 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--ops") n_ops = std::stoll(next());
-    else if (a == "--device") device = next();
-    else if (a == "--iterations") iterations = std::stoi(next());
-    else if (a == "--json") json_out = next();
+    if (a == "--ops")
+      n_ops = std::stoll(next());
+    else if (a == "--device")
+      device = next();
+    else if (a == "--iterations")
+      iterations = std::stoi(next());
+    else if (a == "--json")
+      json_out = next();
     else {
-      std::fprintf(stderr, "usage: bench_replay_overhead [--ops N] [--device cpu|cuda] [--iterations K] [--json FILE]\n");
+      std::fprintf(stderr,
+                   "usage: bench_replay_overhead [--ops N] [--device cpu|cuda] [--iterations K] [--json FILE]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -161,8 +165,7 @@ int main(int argc, char** argv) {
   if (!json_out.empty()) {
     std::ofstream f(json_out);
     f << "{\"ops\": " << n_ops << ", \"device\": \"" << d.str() << "\", \"replay_seconds\": " << best_replay
-      << ", \"direct_seconds\": " << best_direct << ", \"replay_over_direct\": " << best_replay / best_direct
-      << "}\n";
+      << ", \"direct_seconds\": " << best_direct << ", \"replay_over_direct\": " << best_replay / best_direct << "}\n";
   }
   return 0;
 }

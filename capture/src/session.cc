@@ -2,11 +2,11 @@
 // string work, no allocation and no file work on the hot path); closing the recording window decodes the logs into
 // a Trace and writes it as ET JSON.
 #include "reprise/capture/session.h"
-#include "reprise/common/clock.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/function_schema.h>
 #include <ATen/record_function.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -17,13 +17,12 @@
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
-#include <unistd.h>
 
+#include "event_log.h"
+#include "reprise/common/clock.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/strings.h"
 #include "reprise/trace/write.h"
-
-#include "event_log.h"
 
 namespace reprise::capture {
 namespace {
@@ -49,7 +48,18 @@ enum EndFlags : uint8_t { kEndTime = 1, kEndValues = 2 };
 // Values: a tag, then the payload. A tensor is its object's and storage's addresses (numbered when the trace is
 // built), offset, scalar type, device, rank, sizes and strides.
 enum Tag : uint8_t {
-  kTensor = 1, kUndefinedTensor, kInt, kDouble, kBool, kNone, kString, kDevice, kList, kTuple, kOther, kSameTensor
+  kTensor = 1,
+  kUndefinedTensor,
+  kInt,
+  kDouble,
+  kBool,
+  kNone,
+  kString,
+  kDevice,
+  kList,
+  kTuple,
+  kOther,
+  kSameTensor
 };
 enum TensorFlags : uint8_t { kStrided = 1 };
 
@@ -677,8 +687,8 @@ class Decoder {
     type = dtypes_[key].type;
     auto dev = devices_.find({dt, di});
     if (dev == devices_.end())
-      dev = devices_.emplace(std::make_pair(dt, di),
-                             s_.intern(c10::Device(static_cast<c10::DeviceType>(dt), di).str())).first;
+      dev = devices_.emplace(std::make_pair(dt, di), s_.intern(c10::Device(static_cast<c10::DeviceType>(dt), di).str()))
+                .first;
     t.device = dev->second;
     t.dims = static_cast<uint32_t>(d_.ints.size());
     d_.ints.resize(d_.ints.size() + 2 * size_t{t.rank}, 0);
@@ -812,7 +822,7 @@ void Session::Impl::close_window() {
       logs = decode();
       trace = build(logs);
     } catch (const std::exception& e) {
-      throw TraceError(o.path + ": the recording could not be turned into a trace: " + e.what());
+      throw UserError(o.path + ": the recording could not be turned into a trace: " + e.what());
     }
     write_et(trace, o.path);
     if (o.host_timeline) write_host_timeline(logs, timeline_path_for(o.path));
@@ -857,7 +867,8 @@ void Session::Impl::write_host_timeline(const std::vector<Decoded>& logs, const 
       bool step = n.rf_id == 0;
       out += first ? "\n" : ",\n";
       first = false;
-      out += step ? "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": " : "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": ";
+      out += step ? "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": "
+                  : "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": ";
       append_json_string(out, G.strings.str(n.name));
       out += ", \"pid\": " + pid + ", \"tid\": ";
       append_json_int(out, static_cast<int64_t>(log.tid));
@@ -957,18 +968,24 @@ Trace Session::Impl::build(const std::vector<Decoded>& logs) const {
           s.strides.assign(L.ints.begin() + t.dims + t.rank, L.ints.begin() + t.dims + 2 * t.rank);
           return b.tensor(s);
         }
-        case ValueKind::Int: return b.integer(v.i);
-        case ValueKind::Double: return b.real(v.d);
-        case ValueKind::Bool: return b.boolean(v.i != 0);
-        case ValueKind::String: return b.string(str(v.ref));
-        case ValueKind::Device: return b.device(str(v.ref));
+        case ValueKind::Int:
+          return b.integer(v.i);
+        case ValueKind::Double:
+          return b.real(v.d);
+        case ValueKind::Bool:
+          return b.boolean(v.i != 0);
+        case ValueKind::String:
+          return b.string(str(v.ref));
+        case ValueKind::Device:
+          return b.device(str(v.ref));
         case ValueKind::List:
         case ValueKind::Tuple: {
           std::vector<Value> items;
           for (uint32_t k = 0; k < v.count; ++k) items.push_back(conv(L.vals[v.ref + k]));
           return v.kind == ValueKind::List ? b.list(items) : b.tuple(items);
         }
-        default: return b.none();
+        default:
+          return b.none();
       }
     };
     for (const RNode& n : L.nodes) {
@@ -1057,9 +1074,7 @@ bool Session::recording() const { return impl_->window_open; }
 
 std::vector<StepTime> Session::step_times() const { return impl_->times; }
 
-size_t Session::num_nodes() const {
-  return impl_->window_open ? recorded_so_far() : impl_->recorded_nodes;
-}
+size_t Session::num_nodes() const { return impl_->window_open ? recorded_so_far() : impl_->recorded_nodes; }
 
 Session* Session::active() {
   std::lock_guard<std::mutex> lock(g().mu);
@@ -1089,16 +1104,17 @@ void Session::record_collective(const CollectiveRecord& c, const std::vector<at:
   };
   // The positional layout PyTorch writes: [tensors, seq, (pg_name, pg_desc), rank, name, in_splits, out_splits,
   // global_rank_start, global_rank_stride, pg_size]
-  std::vector<c10::IValue> in = {tensors(inputs),
-                                 c10::IValue(c.seq),
-                                 c10::IValue(c10::ivalue::Tuple::create({c10::IValue(c.pg_name), c10::IValue(c.pg_desc)})),
-                                 c10::IValue(c.rank),
-                                 c10::IValue(c.name),
-                                 ints(c.in_splits),
-                                 ints(c.out_splits),
-                                 c10::IValue(c.global_rank_start),
-                                 c10::IValue(c.global_rank_stride),
-                                 c10::IValue(c.pg_size)};
+  std::vector<c10::IValue> in = {
+      tensors(inputs),
+      c10::IValue(c.seq),
+      c10::IValue(c10::ivalue::Tuple::create({c10::IValue(c.pg_name), c10::IValue(c.pg_desc)})),
+      c10::IValue(c.rank),
+      c10::IValue(c.name),
+      ints(c.in_splits),
+      ints(c.out_splits),
+      c10::IValue(c.global_rank_start),
+      c10::IValue(c.global_rank_stride),
+      c10::IValue(c.pg_size)};
   std::vector<c10::IValue> out = {tensors(outputs)};
   LogWriter& w = L.w;
   w.put(kLeaf);

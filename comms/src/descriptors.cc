@@ -53,15 +53,24 @@ const std::vector<Kind>& all_kinds() {
 
 bool parse_kind(std::string_view name, Kind& out) {
   static const std::unordered_map<std::string, Kind> names = {
-      {"all_reduce", Kind::AllReduce},       {"allreduce", Kind::AllReduce},
-      {"all_gather", Kind::AllGather},       {"allgather", Kind::AllGather},
-      {"reduce_scatter", Kind::ReduceScatter}, {"reducescatter", Kind::ReduceScatter},
-      {"all_to_all", Kind::AllToAll},        {"alltoall", Kind::AllToAll},
-      {"all_to_allv", Kind::AllToAllV},      {"alltoallv", Kind::AllToAllV},
-      {"broadcast", Kind::Broadcast},        {"bcast", Kind::Broadcast},
-      {"reduce", Kind::Reduce},              {"gather", Kind::Gather},
-      {"scatter", Kind::Scatter},            {"send", Kind::Send},
-      {"recv", Kind::Recv},                  {"barrier", Kind::Barrier},
+      {"all_reduce", Kind::AllReduce},
+      {"allreduce", Kind::AllReduce},
+      {"all_gather", Kind::AllGather},
+      {"allgather", Kind::AllGather},
+      {"reduce_scatter", Kind::ReduceScatter},
+      {"reducescatter", Kind::ReduceScatter},
+      {"all_to_all", Kind::AllToAll},
+      {"alltoall", Kind::AllToAll},
+      {"all_to_allv", Kind::AllToAllV},
+      {"alltoallv", Kind::AllToAllV},
+      {"broadcast", Kind::Broadcast},
+      {"bcast", Kind::Broadcast},
+      {"reduce", Kind::Reduce},
+      {"gather", Kind::Gather},
+      {"scatter", Kind::Scatter},
+      {"send", Kind::Send},
+      {"recv", Kind::Recv},
+      {"barrier", Kind::Barrier},
   };
   auto it = names.find(lower(name));
   if (it == names.end()) return false;
@@ -71,40 +80,58 @@ bool parse_kind(std::string_view name, Kind& out) {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: case DType::I32: return 4;
-    case DType::F64: case DType::I64: return 8;
-    case DType::F16: case DType::BF16: return 2;
-    case DType::I8: case DType::U8: case DType::Bool: return 1;
+    case DType::F32:
+    case DType::I32:
+      return 4;
+    case DType::F64:
+    case DType::I64:
+      return 8;
+    case DType::F16:
+    case DType::BF16:
+      return 2;
+    case DType::I8:
+    case DType::U8:
+    case DType::Bool:
+      return 1;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "float";
-    case DType::F64: return "double";
-    case DType::F16: return "half";
-    case DType::BF16: return "bfloat16";
-    case DType::I8: return "int8";
-    case DType::U8: return "uint8";
-    case DType::I32: return "int32";
-    case DType::I64: return "int64";
-    case DType::Bool: return "bool";
+    case DType::F32:
+      return "float";
+    case DType::F64:
+      return "double";
+    case DType::F16:
+      return "half";
+    case DType::BF16:
+      return "bfloat16";
+    case DType::I8:
+      return "int8";
+    case DType::U8:
+      return "uint8";
+    case DType::I32:
+      return "int32";
+    case DType::I64:
+      return "int64";
+    case DType::Bool:
+      return "bool";
   }
   return "?";
 }
 
 bool parse_dtype(std::string_view name, DType& out) {
   static const std::unordered_map<std::string, DType> names = {
-      {"float", DType::F32},      {"float32", DType::F32},   {"f32", DType::F32},
-      {"double", DType::F64},     {"float64", DType::F64},   {"f64", DType::F64},
-      {"half", DType::F16},       {"float16", DType::F16},   {"c10::half", DType::F16},   {"f16", DType::F16},
-      {"bfloat16", DType::BF16},  {"c10::bfloat16", DType::BF16}, {"bf16", DType::BF16},
-      {"char", DType::I8},        {"int8", DType::I8},       {"signed char", DType::I8},
-      {"byte", DType::U8},        {"uint8", DType::U8},      {"unsigned char", DType::U8},
-      {"int", DType::I32},        {"int32", DType::I32},
-      {"long", DType::I64},       {"int64", DType::I64},     {"long int", DType::I64},    {"long long int", DType::I64},
-      {"bool", DType::Bool},
+      {"float", DType::F32},         {"float32", DType::F32},   {"f32", DType::F32},
+      {"double", DType::F64},        {"float64", DType::F64},   {"f64", DType::F64},
+      {"half", DType::F16},          {"float16", DType::F16},   {"c10::half", DType::F16},
+      {"f16", DType::F16},           {"bfloat16", DType::BF16}, {"c10::bfloat16", DType::BF16},
+      {"bf16", DType::BF16},         {"char", DType::I8},       {"int8", DType::I8},
+      {"signed char", DType::I8},    {"byte", DType::U8},       {"uint8", DType::U8},
+      {"unsigned char", DType::U8},  {"int", DType::I32},       {"int32", DType::I32},
+      {"long", DType::I64},          {"int64", DType::I64},     {"long int", DType::I64},
+      {"long long int", DType::I64}, {"bool", DType::Bool},
   };
   auto it = names.find(lower(name));
   if (it == names.end()) return false;
@@ -114,11 +141,16 @@ bool parse_dtype(std::string_view name, DType& out) {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Prod: return "prod";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-    case ReduceOp::Avg: return "avg";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Prod:
+      return "prod";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
+    case ReduceOp::Avg:
+      return "avg";
   }
   return "?";
 }

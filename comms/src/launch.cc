@@ -10,7 +10,6 @@
 namespace reprise::comms {
 namespace {
 
-
 int env_int(const char* name, int dflt) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : dflt;
@@ -39,7 +38,8 @@ class SelfComm : public Communicator {
     const Descriptor& d = describe(a.kind);
     if ((a.kind == Kind::Send || a.kind == Kind::Recv) && a.peer != 0)
       throw CommError("self: peer " + std::to_string(a.peer) + " is not a rank of a world of 1");
-    if (d.rooted && a.root != 0) throw CommError("self: root " + std::to_string(a.root) + " is not a rank of a world of 1");
+    if (d.rooted && a.root != 0)
+      throw CommError("self: root " + std::to_string(a.root) + " is not a rank of a world of 1");
     size_t es = dtype_size(a.dtype);
     if (a.kind == Kind::Send || a.kind == Kind::Recv) {
       // A send to oneself meets the matching receive, whichever was posted first.

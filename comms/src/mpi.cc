@@ -15,7 +15,6 @@
 namespace reprise::comms {
 namespace {
 
-
 bool g_we_initialized = false;
 
 void check(int rc, const char* what) {
@@ -104,14 +103,23 @@ void reduce16(void* in, void* inout, int* len, MPI_Datatype*) {
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::F32: return MPI_FLOAT;
-    case DType::F64: return MPI_DOUBLE;
-    case DType::F16: case DType::BF16: return MPI_UINT16_T;
-    case DType::I8: return MPI_INT8_T;
-    case DType::U8: return MPI_UINT8_T;
-    case DType::I32: return MPI_INT32_T;
-    case DType::I64: return MPI_INT64_T;
-    case DType::Bool: return MPI_C_BOOL;
+    case DType::F32:
+      return MPI_FLOAT;
+    case DType::F64:
+      return MPI_DOUBLE;
+    case DType::F16:
+    case DType::BF16:
+      return MPI_UINT16_T;
+    case DType::I8:
+      return MPI_INT8_T;
+    case DType::U8:
+      return MPI_UINT8_T;
+    case DType::I32:
+      return MPI_INT32_T;
+    case DType::I64:
+      return MPI_INT64_T;
+    case DType::Bool:
+      return MPI_C_BOOL;
   }
   return MPI_BYTE;
 }
@@ -136,10 +144,15 @@ MPI_Op mpi_op(ReduceOp op, DType t) {
   }
   if (t == DType::Bool) return op == ReduceOp::Min || op == ReduceOp::Prod ? MPI_LAND : MPI_LOR;
   switch (op) {
-    case ReduceOp::Sum: case ReduceOp::Avg: return MPI_SUM;
-    case ReduceOp::Prod: return MPI_PROD;
-    case ReduceOp::Max: return MPI_MAX;
-    case ReduceOp::Min: return MPI_MIN;
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:
+      return MPI_SUM;
+    case ReduceOp::Prod:
+      return MPI_PROD;
+    case ReduceOp::Max:
+      return MPI_MAX;
+    case ReduceOp::Min:
+      return MPI_MIN;
   }
   return MPI_SUM;
 }
@@ -196,7 +209,9 @@ class MpiComm : public Communicator {
     int n = as_int(a.count, describe(a.kind).name);
     const void* in = a.in;
     auto peer_ok = [&](int p) {
-      if (p < 0 || p >= size_) throw CommError("MPI: peer/root " + std::to_string(p) + " is not a rank of a group of " + std::to_string(size_));
+      if (p < 0 || p >= size_)
+        throw CommError("MPI: peer/root " + std::to_string(p) + " is not a rank of a group of " +
+                        std::to_string(size_));
     };
     switch (a.kind) {
       case Kind::AllReduce:
@@ -221,8 +236,8 @@ class MpiComm : public Communicator {
           return o;
         };
         // The arrays must outlive the call: keep them with the request.
-        auto arrays = std::make_shared<std::vector<std::vector<int>>>(
-            std::vector<std::vector<int>>{ints(a.in_counts), ints(a.in_displs), ints(a.out_counts), ints(a.out_displs)});
+        auto arrays = std::make_shared<std::vector<std::vector<int>>>(std::vector<std::vector<int>>{
+            ints(a.in_counts), ints(a.in_displs), ints(a.out_counts), ints(a.out_displs)});
         check(MPI_Ialltoallv(in, (*arrays)[0].data(), (*arrays)[1].data(), t, a.out, (*arrays)[2].data(),
                              (*arrays)[3].data(), t, comm_, &q),
               "all_to_allv");
@@ -291,7 +306,8 @@ class MpiComm : public Communicator {
           "exchange");
     std::vector<std::string> out;
     for (int i = 0; i < size_; ++i)
-      out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(i)]), static_cast<size_t>(lens[static_cast<size_t>(i)])));
+      out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(i)]),
+                               static_cast<size_t>(lens[static_cast<size_t>(i)])));
     return out;
   }
 

@@ -20,25 +20,39 @@ void nccl_check(ncclResult_t r, const char* what) {
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::F32: return ncclFloat32;
-    case DType::F64: return ncclFloat64;
-    case DType::F16: return ncclFloat16;
-    case DType::BF16: return ncclBfloat16;
-    case DType::I8: return ncclInt8;
-    case DType::U8: case DType::Bool: return ncclUint8;
-    case DType::I32: return ncclInt32;
-    case DType::I64: return ncclInt64;
+    case DType::F32:
+      return ncclFloat32;
+    case DType::F64:
+      return ncclFloat64;
+    case DType::F16:
+      return ncclFloat16;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::I8:
+      return ncclInt8;
+    case DType::U8:
+    case DType::Bool:
+      return ncclUint8;
+    case DType::I32:
+      return ncclInt32;
+    case DType::I64:
+      return ncclInt64;
   }
   return ncclUint8;
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Prod: return ncclProd;
-    case ReduceOp::Max: return ncclMax;
-    case ReduceOp::Min: return ncclMin;
-    case ReduceOp::Avg: return ncclAvg;
+    case ReduceOp::Sum:
+      return ncclSum;
+    case ReduceOp::Prod:
+      return ncclProd;
+    case ReduceOp::Max:
+      return ncclMax;
+    case ReduceOp::Min:
+      return ncclMin;
+    case ReduceOp::Avg:
+      return ncclAvg;
   }
   return ncclSum;
 }
@@ -74,7 +88,8 @@ class NcclComm : public Communicator {
   // `boot` is the world (MPI or TCP), which carries the unique ids. `ranks`: the world ranks of this
   // communicator, ascending; empty = the whole world. Constructing one is collective over the world: every world
   // rank takes part in the exchange, members then initialize NCCL.
-  NcclComm(Communicator& boot, std::vector<int> ranks, int device) : boot_(boot), ranks_(std::move(ranks)), device_(device) {
+  NcclComm(Communicator& boot, std::vector<int> ranks, int device)
+      : boot_(boot), ranks_(std::move(ranks)), device_(device) {
     if (ranks_.empty())
       for (int r = 0; r < boot_.size(); ++r) ranks_.push_back(r);
     auto me = std::find(ranks_.begin(), ranks_.end(), boot_.rank());
@@ -124,7 +139,8 @@ class NcclComm : public Communicator {
     char* out = static_cast<char*>(a.out);
     int n = size();
     auto peer_ok = [&](int p) {
-      if (p < 0 || p >= n) throw CommError("NCCL: peer/root " + std::to_string(p) + " is not a rank of a group of " + std::to_string(n));
+      if (p < 0 || p >= n)
+        throw CommError("NCCL: peer/root " + std::to_string(p) + " is not a rank of a group of " + std::to_string(n));
     };
     switch (a.kind) {
       case Kind::AllReduce:
@@ -141,9 +157,11 @@ class NcclComm : public Communicator {
         nccl_check(ncclGroupStart(), "group");
         for (int p = 0; p < n; ++p) {
           size_t sc = a.kind == Kind::AllToAll ? a.count : a.in_counts.at(static_cast<size_t>(p));
-          size_t so = a.kind == Kind::AllToAll ? a.count * static_cast<size_t>(p) : a.in_displs.at(static_cast<size_t>(p));
+          size_t so =
+              a.kind == Kind::AllToAll ? a.count * static_cast<size_t>(p) : a.in_displs.at(static_cast<size_t>(p));
           size_t rc = a.kind == Kind::AllToAll ? a.count : a.out_counts.at(static_cast<size_t>(p));
-          size_t ro = a.kind == Kind::AllToAll ? a.count * static_cast<size_t>(p) : a.out_displs.at(static_cast<size_t>(p));
+          size_t ro =
+              a.kind == Kind::AllToAll ? a.count * static_cast<size_t>(p) : a.out_displs.at(static_cast<size_t>(p));
           nccl_check(ncclSend(in + so * es, sc, t, p, comm_, s), "all_to_all send");
           nccl_check(ncclRecv(out + ro * es, rc, t, p, comm_, s), "all_to_all recv");
         }
@@ -164,11 +182,15 @@ class NcclComm : public Communicator {
         nccl_check(ncclGroupStart(), "group");
         if (rank() == a.root)
           for (int p = 0; p < n; ++p) {
-            if (gather) nccl_check(ncclRecv(out + a.count * es * p, a.count, t, p, comm_, s), "gather recv");
-            else nccl_check(ncclSend(in + a.count * es * p, a.count, t, p, comm_, s), "scatter send");
+            if (gather)
+              nccl_check(ncclRecv(out + a.count * es * p, a.count, t, p, comm_, s), "gather recv");
+            else
+              nccl_check(ncclSend(in + a.count * es * p, a.count, t, p, comm_, s), "scatter send");
           }
-        if (gather) nccl_check(ncclSend(in, a.count, t, a.root, comm_, s), "gather send");
-        else nccl_check(ncclRecv(out, a.count, t, a.root, comm_, s), "scatter recv");
+        if (gather)
+          nccl_check(ncclSend(in, a.count, t, a.root, comm_, s), "gather send");
+        else
+          nccl_check(ncclRecv(out, a.count, t, a.root, comm_, s), "scatter recv");
         nccl_check(ncclGroupEnd(), "group");
         break;
       }
@@ -191,7 +213,8 @@ class NcclComm : public Communicator {
   }
 
   std::vector<std::string> exchange(const std::string& mine) override {
-    if (static_cast<int>(ranks_.size()) != boot_.size()) throw CommError("NCCL: exchange() is for the world communicator");
+    if (static_cast<int>(ranks_.size()) != boot_.size())
+      throw CommError("NCCL: exchange() is for the world communicator");
     return boot_.exchange(mine);
   }
   [[noreturn]] void abort(int code) override {
@@ -215,8 +238,10 @@ class NcclComm : public Communicator {
 
 Buffer::~Buffer() {
   if (!ptr) return;
-  if (device) cudaFree(ptr);
-  else std::free(ptr);
+  if (device)
+    cudaFree(ptr);
+  else
+    std::free(ptr);
 }
 
 std::unique_ptr<Buffer> allocate(const Communicator& c, size_t bytes, int dev) {
@@ -235,13 +260,17 @@ std::unique_ptr<Buffer> allocate(const Communicator& c, size_t bytes, int dev) {
 }
 
 void copy_in(Buffer& b, const void* host, size_t bytes) {
-  if (b.device) cuda_check(cudaMemcpy(b.ptr, host, bytes, cudaMemcpyHostToDevice), "copy to device");
-  else std::memcpy(b.ptr, host, bytes);
+  if (b.device)
+    cuda_check(cudaMemcpy(b.ptr, host, bytes, cudaMemcpyHostToDevice), "copy to device");
+  else
+    std::memcpy(b.ptr, host, bytes);
 }
 
 void copy_out(const Buffer& b, void* host, size_t bytes) {
-  if (b.device) cuda_check(cudaMemcpy(host, b.ptr, bytes, cudaMemcpyDeviceToHost), "copy to host");
-  else std::memcpy(host, b.ptr, bytes);
+  if (b.device)
+    cuda_check(cudaMemcpy(host, b.ptr, bytes, cudaMemcpyDeviceToHost), "copy to host");
+  else
+    std::memcpy(host, b.ptr, bytes);
 }
 
 void device_synchronize(const Communicator& c, int dev) {

@@ -6,7 +6,8 @@ namespace reprise::comms {
 std::unique_ptr<Communicator> make_mpi_world() {
   Launch l = detect_launch();
   if (l.size > 1)
-    throw CommError("launched with " + std::to_string(l.size) + " ranks, but this build has no MPI (install Open MPI "
+    throw CommError("launched with " + std::to_string(l.size) +
+                    " ranks, but this build has no MPI (install Open MPI "
                     "and reconfigure)");
   return make_self();
 }

@@ -1,4 +1,3 @@
-#include "reprise/common/clock.h"
 #include "reprise/comms/sweep.h"
 
 #include <algorithm>
@@ -7,9 +6,10 @@
 #include <cstring>
 #include <sstream>
 
+#include "reprise/common/clock.h"
+
 namespace reprise::comms {
 namespace {
-
 
 // Small integers: exact in every dtype (half and bfloat16 included) once summed over a few hundred ranks.
 double pattern(int rank, size_t i) { return double((static_cast<size_t>(rank) * 3 + i) % 5 + 1); }
@@ -30,9 +30,15 @@ float from_half(uint16_t h) {
 
 void put(DType t, void* p, size_t i, double v) {
   switch (t) {
-    case DType::F32: static_cast<float*>(p)[i] = float(v); break;
-    case DType::F64: static_cast<double*>(p)[i] = v; break;
-    case DType::F16: static_cast<uint16_t*>(p)[i] = to_half(float(v)); break;
+    case DType::F32:
+      static_cast<float*>(p)[i] = float(v);
+      break;
+    case DType::F64:
+      static_cast<double*>(p)[i] = v;
+      break;
+    case DType::F16:
+      static_cast<uint16_t*>(p)[i] = to_half(float(v));
+      break;
     case DType::BF16: {
       float f = float(v);
       uint32_t b;
@@ -40,30 +46,48 @@ void put(DType t, void* p, size_t i, double v) {
       static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(b >> 16);
       break;
     }
-    case DType::I8: static_cast<int8_t*>(p)[i] = int8_t(v); break;
-    case DType::U8: static_cast<uint8_t*>(p)[i] = uint8_t(v); break;
-    case DType::Bool: static_cast<uint8_t*>(p)[i] = v != 0; break;
-    case DType::I32: static_cast<int32_t*>(p)[i] = int32_t(v); break;
-    case DType::I64: static_cast<int64_t*>(p)[i] = int64_t(v); break;
+    case DType::I8:
+      static_cast<int8_t*>(p)[i] = int8_t(v);
+      break;
+    case DType::U8:
+      static_cast<uint8_t*>(p)[i] = uint8_t(v);
+      break;
+    case DType::Bool:
+      static_cast<uint8_t*>(p)[i] = v != 0;
+      break;
+    case DType::I32:
+      static_cast<int32_t*>(p)[i] = int32_t(v);
+      break;
+    case DType::I64:
+      static_cast<int64_t*>(p)[i] = int64_t(v);
+      break;
   }
 }
 
 double get(DType t, const void* p, size_t i) {
   switch (t) {
-    case DType::F32: return static_cast<const float*>(p)[i];
-    case DType::F64: return static_cast<const double*>(p)[i];
-    case DType::F16: return from_half(static_cast<const uint16_t*>(p)[i]);
+    case DType::F32:
+      return static_cast<const float*>(p)[i];
+    case DType::F64:
+      return static_cast<const double*>(p)[i];
+    case DType::F16:
+      return from_half(static_cast<const uint16_t*>(p)[i]);
     case DType::BF16: {
       uint32_t b = uint32_t(static_cast<const uint16_t*>(p)[i]) << 16;
       float f;
       std::memcpy(&f, &b, 4);
       return f;
     }
-    case DType::I8: return static_cast<const int8_t*>(p)[i];
-    case DType::U8: return static_cast<const uint8_t*>(p)[i];
-    case DType::Bool: return static_cast<const uint8_t*>(p)[i] != 0;
-    case DType::I32: return static_cast<const int32_t*>(p)[i];
-    case DType::I64: return double(static_cast<const int64_t*>(p)[i]);
+    case DType::I8:
+      return static_cast<const int8_t*>(p)[i];
+    case DType::U8:
+      return static_cast<const uint8_t*>(p)[i];
+    case DType::Bool:
+      return static_cast<const uint8_t*>(p)[i] != 0;
+    case DType::I32:
+      return static_cast<const int32_t*>(p)[i];
+    case DType::I64:
+      return double(static_cast<const int64_t*>(p)[i]);
   }
   return 0;
 }
@@ -73,10 +97,19 @@ double reduce(ReduceOp op, DType t, int n, const std::function<double(int)>& v) 
   for (int r = 1; r < n; ++r) {
     double x = v(r);
     switch (op) {
-      case ReduceOp::Sum: case ReduceOp::Avg: acc += x; break;
-      case ReduceOp::Prod: acc *= x; break;
-      case ReduceOp::Max: acc = std::max(acc, x); break;
-      case ReduceOp::Min: acc = std::min(acc, x); break;
+      case ReduceOp::Sum:
+      case ReduceOp::Avg:
+        acc += x;
+        break;
+      case ReduceOp::Prod:
+        acc *= x;
+        break;
+      case ReduceOp::Max:
+        acc = std::max(acc, x);
+        break;
+      case ReduceOp::Min:
+        acc = std::min(acc, x);
+        break;
     }
   }
   if (op == ReduceOp::Avg) acc /= n;
@@ -87,8 +120,12 @@ double reduce(ReduceOp op, DType t, int n, const std::function<double(int)>& v) 
 // Per-rank element count of Args for a message of `elems` elements (nccl-tests' size convention).
 size_t per_rank_count(Kind k, size_t elems, int n) {
   switch (k) {
-    case Kind::AllGather: case Kind::ReduceScatter: case Kind::AllToAll: case Kind::AllToAllV:
-    case Kind::Gather: case Kind::Scatter:
+    case Kind::AllGather:
+    case Kind::ReduceScatter:
+    case Kind::AllToAll:
+    case Kind::AllToAllV:
+    case Kind::Gather:
+    case Kind::Scatter:
       return elems / static_cast<size_t>(n);
     default:
       return elems;
@@ -97,13 +134,14 @@ size_t per_rank_count(Kind k, size_t elems, int n) {
 
 }  // namespace
 
-std::vector<SweepRow> sweep(Communicator& c, const SweepOptions& o, const std::function<void(const SweepRow&)>& on_row) {
+std::vector<SweepRow> sweep(Communicator& c, const SweepOptions& o,
+                            const std::function<void(const SweepRow&)>& on_row) {
   const int n = c.size(), me = c.rank();
   const size_t es = dtype_size(o.dtype);
   const Descriptor& d = describe(o.kind);
-  if (o.factor <= 1) throw CommError("--step-factor must be greater than 1");
-  if (o.min_bytes > o.max_bytes) throw CommError("--min-bytes is larger than --max-bytes");
-  if (d.rooted && (o.root < 0 || o.root >= n)) throw CommError("--root " + std::to_string(o.root) + " is not a rank");
+  if (o.factor <= 1) throw CommError("the step factor must be greater than 1");
+  if (o.min_bytes > o.max_bytes) throw CommError("the smallest size is larger than the largest");
+  if (d.rooted && (o.root < 0 || o.root >= n)) throw CommError("root " + std::to_string(o.root) + " is not a rank");
   if (d.reduces && o.dtype == DType::Bool && o.op == ReduceOp::Avg) throw CommError("avg of bool is not defined");
   std::vector<SweepRow> rows;
   for (double b = double(std::max<size_t>(o.min_bytes, es)); b <= double(o.max_bytes) * 1.0000001; b *= o.factor) {
@@ -163,13 +201,22 @@ std::vector<SweepRow> sweep(Communicator& c, const SweepOptions& o, const std::f
         double want = 0;
         bool checked = true;
         switch (o.kind) {
-          case Kind::AllReduce: want = reduce(o.op, o.dtype, n, [&](int r) { return pattern(r, i); }); break;
-          case Kind::AllGather: want = pattern(int(i / cnt), i % cnt); break;
+          case Kind::AllReduce:
+            want = reduce(o.op, o.dtype, n, [&](int r) { return pattern(r, i); });
+            break;
+          case Kind::AllGather:
+            want = pattern(int(i / cnt), i % cnt);
+            break;
           case Kind::ReduceScatter:
             want = reduce(o.op, o.dtype, n, [&](int r) { return pattern(r, size_t(me) * cnt + i); });
             break;
-          case Kind::AllToAll: case Kind::AllToAllV: want = pattern(int(i / cnt), size_t(me) * cnt + i % cnt); break;
-          case Kind::Broadcast: want = pattern(o.root, i); break;
+          case Kind::AllToAll:
+          case Kind::AllToAllV:
+            want = pattern(int(i / cnt), size_t(me) * cnt + i % cnt);
+            break;
+          case Kind::Broadcast:
+            want = pattern(o.root, i);
+            break;
           case Kind::Reduce:
             checked = me == o.root;
             want = reduce(o.op, o.dtype, n, [&](int r) { return pattern(r, i); });
@@ -178,9 +225,16 @@ std::vector<SweepRow> sweep(Communicator& c, const SweepOptions& o, const std::f
             checked = me == o.root;
             want = pattern(int(i / cnt), i % cnt);
             break;
-          case Kind::Scatter: want = pattern(o.root, size_t(me) * cnt + i); break;
-          case Kind::Send: case Kind::Recv: want = pattern((me + n - 1) % n, i); break;
-          case Kind::Barrier: checked = false; break;
+          case Kind::Scatter:
+            want = pattern(o.root, size_t(me) * cnt + i);
+            break;
+          case Kind::Send:
+          case Kind::Recv:
+            want = pattern((me + n - 1) % n, i);
+            break;
+          case Kind::Barrier:
+            checked = false;
+            break;
         }
         if (o.dtype == DType::Bool) want = want != 0;
         if (checked && get(o.dtype, host.data(), i) != want) ++wrong;
@@ -240,12 +294,13 @@ std::string sweep_json(const Communicator& c, const SweepOptions& o, const std::
   std::ostringstream s;
   s << "{\n  \"op\": \"" << describe(o.kind).name << "\",\n  \"dtype\": \"" << dtype_name(o.dtype)
     << "\",\n  \"redop\": \"" << reduce_op_name(o.op) << "\",\n  \"root\": " << o.root << ",\n  \"backend\": \""
-    << c.backend() << "\",\n  \"world_size\": " << c.size() << ",\n  \"busbw_factor\": "
-    << describe(o.kind).busbw_factor(c.size()) << ",\n  \"rows\": [";
+    << c.backend() << "\",\n  \"world_size\": " << c.size()
+    << ",\n  \"busbw_factor\": " << describe(o.kind).busbw_factor(c.size()) << ",\n  \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
     const SweepRow& r = rows[i];
-    s << (i ? "," : "") << "\n    {\"bytes\": " << r.bytes << ", \"count\": " << r.count << ", \"time_us\": " << r.time_us
-      << ", \"algbw_gbps\": " << r.algbw << ", \"busbw_gbps\": " << r.busbw << ", \"wrong\": " << r.wrong << "}";
+    s << (i ? "," : "") << "\n    {\"bytes\": " << r.bytes << ", \"count\": " << r.count
+      << ", \"time_us\": " << r.time_us << ", \"algbw_gbps\": " << r.algbw << ", \"busbw_gbps\": " << r.busbw
+      << ", \"wrong\": " << r.wrong << "}";
   }
   s << "\n  ]\n}\n";
   return s.str();

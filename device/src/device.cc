@@ -1,19 +1,18 @@
 #include "reprise/device/device.h"
 
 #include <ATen/ATen.h>
-
-#include "reprise/common/clock.h"
-
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
+#include <malloc.h>
 
 #include <atomic>
-#include <malloc.h>
 #include <chrono>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
 #include <unordered_map>
+
+#include "reprise/common/clock.h"
 
 #ifdef REPRISE_TORCH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -82,8 +81,9 @@ struct ConstAllocate<A, std::void_t<decltype(static_cast<c10::DataPtr (A::*)(siz
 template <typename A, typename = void>
 struct HasCopyData : std::false_type {};
 template <typename A>
-struct HasCopyData<A, std::void_t<decltype(static_cast<void (A::*)(void*, const void*, std::size_t) const>(
-                          &A::copy_data))>> : std::true_type {};
+struct HasCopyData<
+    A, std::void_t<decltype(static_cast<void (A::*)(void*, const void*, std::size_t) const>(&A::copy_data))>>
+    : std::true_type {};
 
 template <typename Base, bool kConst, bool kCopy>
 class Counting;
@@ -107,7 +107,8 @@ class Counting<Base, false, true> final : public Base {
   c10::DeleterFnPtr raw_deleter() const override { return &tracked_free; }
   void copy_data(void* d, const void* s, std::size_t n) const override { std::memcpy(d, s, n); }
 };
-using CountingAllocator = Counting<c10::Allocator, ConstAllocate<c10::Allocator>::value, HasCopyData<c10::Allocator>::value>;
+using CountingAllocator =
+    Counting<c10::Allocator, ConstAllocate<c10::Allocator>::value, HasCopyData<c10::Allocator>::value>;
 
 }  // namespace
 

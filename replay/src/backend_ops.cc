@@ -17,8 +17,7 @@ RemapArg constant(c10::IValue v) {
 }
 
 size_t list_length(const Trace& t, Span<Value> in, size_t i) {
-  return i < in.size() && (in[i].kind == ValueKind::List || in[i].kind == ValueKind::Tuple) ? t.items(in[i]).size()
-                                                                                            : 2;
+  return i < in.size() && (in[i].kind == ValueKind::List || in[i].kind == ValueKind::Tuple) ? t.items(in[i]).size() : 2;
 }
 
 c10::IValue zeros_list(size_t n) {
@@ -41,14 +40,16 @@ struct Descriptor {
 // cudnn_convolution(self, weight, padding, stride, dilation, groups, benchmark, deterministic, allow_tf32)
 // -> convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
 Remap cudnn_convolution(const Trace& t, Span<Value> in) {
-  return {"aten::convolution", "",
+  return {"aten::convolution",
+          "",
           {arg(0), arg(1), constant(c10::IValue()), arg(3), arg(2), arg(4), constant(false),
            constant(zeros_list(list_length(t, in, 3))), arg(5)}};
 }
 
 // miopen_convolution(self, weight, bias, padding, stride, dilation, groups, benchmark, deterministic)
 Remap miopen_convolution(const Trace& t, Span<Value> in) {
-  return {"aten::convolution", "",
+  return {"aten::convolution",
+          "",
           {arg(0), arg(1), arg(2), arg(4), arg(3), arg(5), constant(false), constant(zeros_list(list_length(t, in, 4))),
            arg(6)}};
 }
@@ -63,7 +64,8 @@ Remap batch_norm(const Trace&, Span<Value>) {
 // reserve) -> native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
 // save_invstd, train, eps, output_mask). cudnn's save_var is the inverse std, as native's save_invstd.
 Remap batch_norm_backward(const Trace&, Span<Value>) {
-  return {"aten::native_batch_norm_backward", "",
+  return {"aten::native_batch_norm_backward",
+          "",
           {arg(1), arg(0), arg(2), arg(3), arg(4), arg(5), arg(6), constant(true), arg(7), constant(all_true3())}};
 }
 

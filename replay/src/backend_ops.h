@@ -14,7 +14,7 @@ namespace reprise::replay::detail {
 
 // One argument of the generic op: a recorded argument of the original op, or a constant built from them.
 struct RemapArg {
-  int source = -1;    // position in the recorded inputs; -1 = `constant`
+  int source = -1;  // position in the recorded inputs; -1 = `constant`
   c10::IValue constant;
 };
 

@@ -31,15 +31,16 @@ CommRuntime::CommRuntime(Plan& plan, comms::Communicator& world, at::Device devi
     : plan_(plan), world_(world), device_(device) {
   const int W = world.size(), me = world.rank();
   if (world.backend() == "tcp" && !device.is_cuda())
-    throw TraceError("a torchrun-style launch replays collectives on GPUs only (NCCL); on CPUs launch with mpirun or srun");
+    throw UserError(
+        "a torchrun-style launch replays collectives on GPUs only (NCCL); on CPUs launch with mpirun or srun");
   for (const CommGroup& g : plan.comm_groups) {
     for (int r : g.ranks)
       if (r < 0 || r >= W)
-        throw TraceError("process group " + g.name + " names rank " + std::to_string(r) + ", but the launch has " +
-                         std::to_string(W) + " rank(s)");
+        throw UserError("process group " + g.name + " names rank " + std::to_string(r) + ", but the launch has " +
+                        std::to_string(W) + " rank(s)");
     if (std::find(g.ranks.begin(), g.ranks.end(), me) == g.ranks.end())
-      throw TraceError("rank " + std::to_string(me) + " replays collectives of process group " + g.name + " [" +
-                       ranks_text(g.ranks) + "], which it is not in: is this its trace?");
+      throw UserError("rank " + std::to_string(me) + " replays collectives of process group " + g.name + " [" +
+                      ranks_text(g.ranks) + "], which it is not in: is this its trace?");
   }
   // Every rank says which groups it uses and how many collectives it issues on each; the union, in one order,
   // is split on every rank (a split is collective), and members must agree on the counts or they would hang.
@@ -64,9 +65,9 @@ CommRuntime::CommRuntime(Plan& plan, comms::Communicator& world, at::Device devi
     auto first = by_rank.begin();
     for (auto& [r, n] : by_rank)
       if (n != first->second)
-        throw TraceError("rank " + std::to_string(first->first) + " issues " + std::to_string(first->second) +
-                         " collectives on group [" + ranks_text(ranks) + "] but rank " + std::to_string(r) +
-                         " issues " + std::to_string(n) + ": the traces do not belong to one run");
+        throw UserError("rank " + std::to_string(first->first) + " issues " + std::to_string(first->second) +
+                        " collectives on group [" + ranks_text(ranks) + "] but rank " + std::to_string(r) + " issues " +
+                        std::to_string(n) + ": the traces do not belong to one run");
   }
 
   comms::Communicator* base = &world_;
@@ -109,7 +110,9 @@ void* CommRuntime::stream_for(int64_t trace_stream) {
   if (trace_stream < 0) return comm_stream_;
   auto it = trace_streams_.find(trace_stream);
   if (it == trace_streams_.end())
-    it = trace_streams_.emplace(trace_stream, new c10::cuda::CUDAStream(c10::cuda::getStreamFromPool(false, device_.index()))).first;
+    it = trace_streams_
+             .emplace(trace_stream, new c10::cuda::CUDAStream(c10::cuda::getStreamFromPool(false, device_.index())))
+             .first;
   return it->second;
 #else
   (void)trace_stream;
@@ -143,7 +146,8 @@ void CommRuntime::give(at::Tensor t) {
 void CommRuntime::run(uint32_t spec) {
   const CommSpec& s = plan_.comms[spec];
   if (s.is_wait) {
-    if (s.waits_for >= 0 && flights_[static_cast<size_t>(s.waits_for)].req) complete(static_cast<uint32_t>(s.waits_for));
+    if (s.waits_for >= 0 && flights_[static_cast<size_t>(s.waits_for)].req)
+      complete(static_cast<uint32_t>(s.waits_for));
     return;
   }
   comms::Communicator* c = groups_[s.group];

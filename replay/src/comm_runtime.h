@@ -12,7 +12,7 @@ namespace reprise::replay::detail {
 
 class CommRuntime {
  public:
-  // Collective over the world: every rank constructs it. Throws TraceError when the ranks' traces disagree.
+  // Collective over the world: every rank constructs it. Throws UserError when the ranks' traces disagree.
   CommRuntime(Plan& plan, comms::Communicator& world, at::Device device);
   ~CommRuntime();
   // Issues the collective (completing it now unless a later wait does), or completes the one a wait names.
@@ -40,13 +40,13 @@ class CommRuntime {
   at::Device device_;
   std::unique_ptr<comms::Communicator> device_world_;  // NCCL over the world, on GPUs
   std::vector<std::unique_ptr<comms::Communicator>> owned_;
-  std::vector<comms::Communicator*> groups_;  // per Plan::comm_groups
-  std::vector<Flight> flights_;               // per spec
+  std::vector<comms::Communicator*> groups_;                                // per Plan::comm_groups
+  std::vector<Flight> flights_;                                             // per spec
   std::vector<std::pair<uint32_t, std::unique_ptr<comms::Request>>> done_;  // GPU: timed after the step
   std::multimap<int64_t, at::Tensor> pool_;
   std::vector<double> seconds_;
   std::vector<int64_t> calls_;
-  void* comm_stream_ = nullptr;  // GPU: the collectives' default stream (a c10::cuda::CUDAStream)
+  void* comm_stream_ = nullptr;             // GPU: the collectives' default stream (a c10::cuda::CUDAStream)
   std::map<int64_t, void*> trace_streams_;  // GPU: one stream per stream the original ran collectives on
   void* stream_for(int64_t trace_stream);
 };

@@ -58,8 +58,10 @@ inline void Executor::exec(Instr& in) {
           l.reserve(a->count);
           for (uint32_t e = 0; e < a->count; ++e) {
             const TensorRef& r = refs[a->index + e];
-            if (r.kind == TensorRef::None) l.push_back(c10::nullopt);
-            else l.push_back(fetch(r));
+            if (r.kind == TensorRef::None)
+              l.push_back(c10::nullopt);
+            else
+              l.push_back(fetch(r));
           }
           stack_.emplace_back(std::move(l));
           break;
@@ -91,7 +93,8 @@ inline void Executor::exec(Instr& in) {
 }
 
 std::string short_reason(std::string msg, at::Device device) {
-  if (msg.rfind("Could not run '", 0) == 0 || msg.find("with Meta tensors, but there was no fake impl") != std::string::npos)
+  if (msg.rfind("Could not run '", 0) == 0 ||
+      msg.find("with Meta tensors, but there was no fake impl") != std::string::npos)
     return "no " + std::string(device.is_meta() ? "meta" : device.str()) + " kernel in this LibTorch";
   size_t nl = msg.find('\n');
   if (nl != std::string::npos) msg.resize(nl);

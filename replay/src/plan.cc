@@ -48,8 +48,8 @@ std::vector<StepRange> select_steps(const Trace& t, const ReplayOptions& o) {
   }
   if (all.empty()) {
     if (o.iteration >= 0)
-      throw TraceError(t.source + ": --iteration " + std::to_string(o.iteration) +
-                       ": the trace has no ProfilerStep#N markers (it is replayed whole)");
+      throw UserError(t.source + ": iteration " + std::to_string(o.iteration) +
+                      ": the trace has no ProfilerStep#N markers (it is replayed whole)");
     StepRange whole;
     whole.name = "trace";
     return {whole};
@@ -59,9 +59,10 @@ std::vector<StepRange> select_steps(const Trace& t, const ReplayOptions& o) {
     for (size_t k = 0; k < steps.size(); ++k)
       if (steps[k]->step == o.iteration) return {all[k]};
     std::string have;
-    for (const Iteration* it : steps) have += (have.empty() ? "" : ", ") + std::to_string(it->step);
-    throw TraceError(t.source + ": --iteration " + std::to_string(o.iteration) + ": no ProfilerStep#" +
-                     std::to_string(o.iteration) + " in the trace (it has " + have + ")");
+    for (const Iteration* it : steps) have += (have.empty() ? "" : ", ") + ("ProfilerStep#" + std::to_string(it->step));
+    throw UserError(t.source + ": iteration " + std::to_string(o.iteration) + ": no ProfilerStep#" +
+                    std::to_string(o.iteration) + " in the trace (it has " + have +
+                    (steps.size() == 1 ? " only)" : ")"));
   }
   // The first complete step: one whose marker holds operators (an observer started mid-step records the
   // step's ops without their marker).
@@ -136,8 +137,8 @@ class Compiler {
   std::unordered_map<StrId, ParsedSchema> parsed_;
   std::unordered_map<std::string, Resolved> handles_;
   std::map<std::tuple<int64_t, std::string, int>, uint32_t> groups_;  // (storage, device, dtype) -> group
-  std::unordered_map<int64_t, uint32_t> produced_storage_;  // storage id -> slot of its latest produced tensor
-  std::unordered_map<int32_t, int32_t> comm_of_collective_;  // Trace::collectives index -> Plan::comms index
+  std::unordered_map<int64_t, uint32_t> produced_storage_;    // storage id -> slot of its latest produced tensor
+  std::unordered_map<int32_t, int32_t> comm_of_collective_;   // Trace::collectives index -> Plan::comms index
   std::unordered_map<uint32_t, int64_t> gpu_stream_of_node_;  // from the linked Kineto trace: launching node -> stream
 };
 
@@ -175,8 +176,8 @@ void Compiler::select(const std::vector<StepRange>& steps) {
     bool in_step = k < steps.size() && n.id >= steps[k].first_id;
     if (!in_step) continue;
     uint16_t step = static_cast<uint16_t>(k);
-    if (o_.max_ops > 0 && n.kind != NodeKind::Root && n.kind != NodeKind::Thread &&
-        n.kind != NodeKind::Annotation && n.kind != NodeKind::Autograd) {
+    if (o_.max_ops > 0 && n.kind != NodeKind::Root && n.kind != NodeKind::Thread && n.kind != NodeKind::Annotation &&
+        n.kind != NodeKind::Autograd) {
       if (step_ops.size() <= k) step_ops.resize(k + 1, 0);
       if (step_ops[k] >= o_.max_ops) {
         state[i] = 1;
@@ -189,8 +190,10 @@ void Compiler::select(const std::vector<StepRange>& steps) {
       case NodeKind::Collective:
       case NodeKind::Wait:
       case NodeKind::CommOp:
-        if (o_.comm) compile_comm(i, step);
-        else p_.comm_skips.push_back({i, "collective: needs a distributed replay (mpirun -np N reprise replay)"});
+        if (o_.comm)
+          compile_comm(i, step);
+        else
+          p_.comm_skips.push_back({i, "collective: needs a distributed replay (mpirun -np N reprise replay)"});
         state[i] = 1;
         break;
       case NodeKind::TritonKernel:
@@ -344,7 +347,8 @@ bool Compiler::compile_op(uint32_t node, uint16_t step, std::string& why) {
   }
   if (!r.ok) {
     why = r.reason;
-    if (!p_.device.is_cuda() && is_backend_specific(name)) why = "no " + p_.device.str() + " equivalent of a GPU-backend op";
+    if (!p_.device.is_cuda() && is_backend_specific(name))
+      why = "no " + p_.device.str() + " equivalent of a GPU-backend op";
     return false;
   }
   const c10::FunctionSchema& schema = p_.ops[r.op].schema();
@@ -380,7 +384,8 @@ bool Compiler::compile_op(uint32_t node, uint16_t step, std::string& why) {
                   " in this LibTorch takes " + std::to_string(formal.size()));
     for (size_t k = 0; k < formal.size(); ++k) {
       if (k < inputs.size()) {
-        if (!build_arg(inputs[k], formal[k].type(), args, why)) return fail("argument " + formal[k].name() + ": " + why);
+        if (!build_arg(inputs[k], formal[k].type(), args, why))
+          return fail("argument " + formal[k].name() + ": " + why);
       } else if (formal[k].default_value()) {
         args.push_back({ArgSpec::Const, static_cast<uint32_t>(p_.constants.size()), 0});
         p_.constants.push_back(*formal[k].default_value());
@@ -417,8 +422,10 @@ bool Compiler::build_arg(const Value& v, const c10::TypePtr& type, std::vector<A
     // An undefined tensor is recorded with dtype "nullptr (uninitialized)": None where optional, else undefined.
     if (v.kind == ValueKind::None || undefined_tensor(v)) {
       args.push_back({ArgSpec::Const, static_cast<uint32_t>(p_.constants.size()), 0});
-      if (v.kind == ValueKind::None || type->kind() == c10::TypeKind::OptionalType) p_.constants.emplace_back();
-      else p_.constants.emplace_back(at::Tensor());
+      if (v.kind == ValueKind::None || type->kind() == c10::TypeKind::OptionalType)
+        p_.constants.emplace_back();
+      else
+        p_.constants.emplace_back(at::Tensor());
       return true;
     }
     TensorRef ref;
@@ -509,9 +516,12 @@ bool Compiler::build_const(const Value& v, const c10::TypePtr& type, c10::IValue
       }
     }
     case c10::TypeKind::IntType:
-      if (v.kind == ValueKind::Int || v.kind == ValueKind::Bool) out = v.i;
-      else if (v.kind == ValueKind::Double) out = static_cast<int64_t>(v.d);
-      else return bad();
+      if (v.kind == ValueKind::Int || v.kind == ValueKind::Bool)
+        out = v.i;
+      else if (v.kind == ValueKind::Double)
+        out = static_cast<int64_t>(v.d);
+      else
+        return bad();
       return true;
     case c10::TypeKind::FloatType:
       if (v.kind != ValueKind::Double && v.kind != ValueKind::Int) return bad();
@@ -522,10 +532,14 @@ bool Compiler::build_const(const Value& v, const c10::TypePtr& type, c10::IValue
       out = v.i != 0;
       return true;
     case c10::TypeKind::NumberType:
-      if (v.kind == ValueKind::Int) out = c10::Scalar(v.i);
-      else if (v.kind == ValueKind::Double) out = c10::Scalar(v.d);
-      else if (v.kind == ValueKind::Bool) out = c10::Scalar(v.i != 0);
-      else return bad();
+      if (v.kind == ValueKind::Int)
+        out = c10::Scalar(v.i);
+      else if (v.kind == ValueKind::Double)
+        out = c10::Scalar(v.d);
+      else if (v.kind == ValueKind::Bool)
+        out = c10::Scalar(v.i != 0);
+      else
+        return bad();
       return true;
     case c10::TypeKind::StringType:
       if (v.kind != ValueKind::String) return bad();
@@ -545,10 +559,14 @@ bool Compiler::build_const(const Value& v, const c10::TypePtr& type, c10::IValue
       return true;
     default:
       // ScalarType, Layout, MemoryFormat and SymInt arrive as integers.
-      if (v.kind == ValueKind::Int) out = v.i;
-      else if (v.kind == ValueKind::Double) out = v.d;
-      else if (v.kind == ValueKind::Bool) out = v.i != 0;
-      else if (v.kind == ValueKind::String) out = std::string(t_.str(v.ref));
+      if (v.kind == ValueKind::Int)
+        out = v.i;
+      else if (v.kind == ValueKind::Double)
+        out = v.d;
+      else if (v.kind == ValueKind::Bool)
+        out = v.i != 0;
+      else if (v.kind == ValueKind::String)
+        out = std::string(t_.str(v.ref));
       else {
         why = "argument type " + type->str() + " is not supported";
         return false;
@@ -686,9 +704,7 @@ void Compiler::note_ranges(const Node& n, const c10::FunctionSchema& schema, Spa
     Span<int64_t> d = t_.dims(t_.tensors[inputs[k].ref]);
     return {d.begin(), d.end()};
   };
-  auto int_arg = [&](int k, int64_t dflt) {
-    return k >= 0 && inputs[k].kind == ValueKind::Int ? inputs[k].i : dflt;
-  };
+  auto int_arg = [&](int k, int64_t dflt) { return k >= 0 && inputs[k].kind == ValueKind::Int ? inputs[k].i : dflt; };
   auto limit = [&](const Value& v, int64_t lo, int64_t hi, const std::string& source, bool sorted = false) {
     if (v.kind != ValueKind::Tensor || external_of_[v.ref] == kNoSlot) return;
     ExternalSpec& e = p_.externals[external_of_[v.ref]];
@@ -763,7 +779,8 @@ void Compiler::note_ranges(const Node& n, const c10::FunctionSchema& schema, Spa
     if (offsets >= 0 && inputs[offsets].kind == ValueKind::Tensor && inputs[indices].kind == ValueKind::Tensor) {
       int64_t total = t_.tensors[inputs[indices].ref].numel;
       limit(inputs[offsets], 0, total, op + " offsets into indices", /*sorted=*/true);
-      if (external_of_[inputs[offsets].ref] != kNoSlot) p_.externals[external_of_[inputs[offsets].ref]].sorted_total = total;
+      if (external_of_[inputs[offsets].ref] != kNoSlot)
+        p_.externals[external_of_[inputs[offsets].ref]].sorted_total = total;
     }
   }
   int target = arg_index("target");
@@ -788,8 +805,7 @@ void Compiler::finish() {
     if (s != kNoSlot && !used[s]) s = kNoSlot;
   p_.step_begin.assign(p_.step_names.size() + 1, static_cast<uint32_t>(p_.instrs.size()));
   for (size_t i = p_.instrs.size(); i-- > 0;) p_.step_begin[p_.instrs[i].step] = static_cast<uint32_t>(i);
-  for (size_t s = p_.step_names.size(); s-- > 0;)
-    p_.step_begin[s] = std::min(p_.step_begin[s], p_.step_begin[s + 1]);
+  for (size_t s = p_.step_names.size(); s-- > 0;) p_.step_begin[s] = std::min(p_.step_begin[s], p_.step_begin[s + 1]);
 }
 
 // The global ranks of the collective's group: the process-group node's list, else global_rank_start/stride and
@@ -849,16 +865,20 @@ void Compiler::compile_comm(uint32_t node, uint16_t step) {
     const size_t in = static_cast<size_t>(std::max<int64_t>(c.in_elems, 0));
     const size_t out = static_cast<size_t>(std::max<int64_t>(c.out_elems, 0));
     switch (s.args.kind) {
-      case comms::Kind::AllReduce: case comms::Kind::Broadcast: case comms::Kind::Reduce:
+      case comms::Kind::AllReduce:
+      case comms::Kind::Broadcast:
+      case comms::Kind::Reduce:
         s.args.count = std::max(in, out);
         s.in_elems = s.out_elems = s.args.count;
         break;
-      case comms::Kind::AllGather: case comms::Kind::Gather:
+      case comms::Kind::AllGather:
+      case comms::Kind::Gather:
         s.args.count = in ? in : out / g;
         s.in_elems = s.args.count;
         s.out_elems = s.args.count * g;
         break;
-      case comms::Kind::ReduceScatter: case comms::Kind::Scatter:
+      case comms::Kind::ReduceScatter:
+      case comms::Kind::Scatter:
         s.args.count = out ? out : in / g;
         s.in_elems = s.args.count * g;
         s.out_elems = s.args.count;
@@ -913,18 +933,30 @@ void Compiler::compile_comm(uint32_t node, uint16_t step) {
 
 bool scalar_type_of(std::string_view d, at::ScalarType& out) {
   static const std::unordered_map<std::string_view, at::ScalarType> names = {
-      {"float", at::kFloat},          {"Float", at::kFloat},
-      {"double", at::kDouble},        {"Double", at::kDouble},
-      {"c10::Half", at::kHalf},       {"Half", at::kHalf},
-      {"c10::BFloat16", at::kBFloat16}, {"BFloat16", at::kBFloat16},
-      {"long int", at::kLong},        {"long", at::kLong},
-      {"long long int", at::kLong},   {"int64_t", at::kLong},
-      {"Long", at::kLong},            {"int", at::kInt},
-      {"Int", at::kInt},              {"short int", at::kShort},
-      {"short", at::kShort},          {"Short", at::kShort},
-      {"signed char", at::kChar},     {"Char", at::kChar},
-      {"unsigned char", at::kByte},   {"Byte", at::kByte},
-      {"bool", at::kBool},            {"Bool", at::kBool},
+      {"float", at::kFloat},
+      {"Float", at::kFloat},
+      {"double", at::kDouble},
+      {"Double", at::kDouble},
+      {"c10::Half", at::kHalf},
+      {"Half", at::kHalf},
+      {"c10::BFloat16", at::kBFloat16},
+      {"BFloat16", at::kBFloat16},
+      {"long int", at::kLong},
+      {"long", at::kLong},
+      {"long long int", at::kLong},
+      {"int64_t", at::kLong},
+      {"Long", at::kLong},
+      {"int", at::kInt},
+      {"Int", at::kInt},
+      {"short int", at::kShort},
+      {"short", at::kShort},
+      {"Short", at::kShort},
+      {"signed char", at::kChar},
+      {"Char", at::kChar},
+      {"unsigned char", at::kByte},
+      {"Byte", at::kByte},
+      {"bool", at::kBool},
+      {"Bool", at::kBool},
       {"c10::complex<float>", at::kComplexFloat},
       {"c10::complex<double>", at::kComplexDouble},
       {"c10::complex<c10::Half>", at::kComplexHalf},
@@ -949,10 +981,10 @@ Plan compile_plan(const Trace& trace, const ReplayOptions& options) {
   try {
     plan.device = at::Device(want);
   } catch (const std::exception&) {
-    throw TraceError("--device " + want + ": not a device (cpu, cuda, cuda:N or meta)");
+    throw UserError("device '" + want + "': not a device (cpu, cuda, cuda:N or meta)");
   }
   if (plan.device.is_cuda() && !at::hasCUDA())
-    throw TraceError("--device " + want + ": this LibTorch (" + std::string(TORCH_VERSION) + ") was built without CUDA");
+    throw UserError("device '" + want + "': this LibTorch (" + std::string(TORCH_VERSION) + ") was built without CUDA");
   if (plan.device.is_cuda() && !plan.device.has_index()) plan.device = at::Device(at::kCUDA, 0);
 
   std::vector<StepRange> steps = select_steps(trace, options);

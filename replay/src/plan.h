@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "reprise/trace/trace.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/replay/replay.h"
+#include "reprise/trace/trace.h"
 
 namespace reprise::replay::detail {
 
@@ -44,7 +44,7 @@ struct ArgSpec {
 // Returned values bound to slots: a tensor, or a tensor list whose elements go to consecutive out_slots.
 struct OutSpec {
   enum Kind : uint8_t { Tensor, TensorList } kind = Tensor;
-  uint16_t position = 0;  // index in the returned stack
+  uint16_t position = 0;          // index in the returned stack
   uint32_t first = 0, count = 1;  // in Plan::out_slots (kNoSlot: not used later, not bound)
 };
 
@@ -56,7 +56,7 @@ struct CommSpec {
   // buffers and the stream.
   comms::Args args;
   size_t in_elems = 0, out_elems = 0;  // buffer sizes (elements)
-  uint32_t group = 0;  // index in Plan::comm_groups
+  uint32_t group = 0;                  // index in Plan::comm_groups
   bool is_wait = false;
   int32_t waits_for = -1;  // wait: the CommSpec it completes (-1: a collective issued before the trace began)
   bool async = false;      // a later wait completes it
@@ -71,8 +71,8 @@ struct CommGroup {
 };
 
 struct Instr {
-  uint32_t node = 0;   // index in Trace::nodes
-  uint32_t op = 0;     // index in Plan::ops
+  uint32_t node = 0;  // index in Trace::nodes
+  uint32_t op = 0;    // index in Plan::ops
   uint32_t args = 0, num_args = 0;
   uint32_t outs = 0, num_outs = 0;
   uint32_t fallback = 0;  // failed ops: first of num out_slots' fallback tensors in Plan::fallbacks
@@ -129,19 +129,20 @@ struct Plan {
   std::vector<at::Tensor> fallbacks;  // outputs of failed instructions, created from the recorded metadata
   std::vector<std::string> reasons;
 
-  std::vector<Skip> skips;          // selected nodes not replayed, with why
-  std::vector<Skip> decomposed;     // wrappers replayed through their children
-  std::vector<Skip> comm_skips;       // selected collectives and waits not replayed, with why
-  std::vector<CommSpec> comms;        // with a communicator: the collectives, run as instructions
+  std::vector<Skip> skips;       // selected nodes not replayed, with why
+  std::vector<Skip> decomposed;  // wrappers replayed through their children
+  std::vector<Skip> comm_skips;  // selected collectives and waits not replayed, with why
+  std::vector<CommSpec> comms;   // with a communicator: the collectives, run as instructions
   std::vector<CommGroup> comm_groups;
-  int trace_world = 1;                // ranks the trace's groups span
+  int trace_world = 1;  // ranks the trace's groups span
   int64_t excluded_dataloader = 0;
   int64_t device_noops = 0;
-  bool truncated = false;  // max_ops cut the steps short  // ops with no effect on the replay device (record_stream off the GPU)
+  bool truncated =
+      false;  // max_ops cut the steps short  // ops with no effect on the replay device (record_stream off the GPU)
   int64_t compute_selected = 0;
 
-  at::Device device = at::kCPU;       // target device for the trace's accelerator tensors
-  std::string trace_device;           // the trace's main device ("cuda:0", "cpu")
+  at::Device device = at::kCPU;  // target device for the trace's accelerator tensors
+  std::string trace_device;      // the trace's main device ("cuda:0", "cpu")
   std::vector<std::string> warnings;
 };
 

@@ -1,3 +1,5 @@
+#include "reprise/replay/replay.h"
+
 #include <ATen/Parallel.h>
 #include <torch/version.h>
 
@@ -8,11 +10,10 @@
 
 #include "comm_runtime.h"
 #include "executor.h"
-#include "reprise/comms/communicator.h"
-#include "reprise/common/clock.h"
-#include "reprise/device/device.h"
 #include "plan.h"
-#include "reprise/replay/replay.h"
+#include "reprise/common/clock.h"
+#include "reprise/comms/communicator.h"
+#include "reprise/device/device.h"
 
 namespace reprise::replay {
 namespace {
@@ -59,8 +60,8 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   auto progress = [&](const std::string& s) {
     if (o.progress) o.progress(s);
   };
-  if (o.iterations < 1) throw TraceError("--iterations must be at least 1");
-  if (o.warmup < 0) throw TraceError("--warmup must not be negative");
+  if (o.iterations < 1) throw UserError("iterations must be at least 1");
+  if (o.warmup < 0) throw UserError("warm-up iterations must not be negative");
   device::install_memory_tracking();
   if (o.threads > 0) at::set_num_threads(o.threads);
 
@@ -79,30 +80,30 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   r.device_noops = plan.device_noops;
   r.truncated = plan.truncated;
   if (plan.instrs.empty() && plan.comm_skips.empty() && plan.skips.empty())
-    throw TraceError(trace.source + ": no operators in the selected iteration (" +
-                     (plan.step_names.empty() ? std::string("none") : plan.step_names.front()) + ")");
+    throw UserError(trace.source + ": no operators in the selected iteration (" +
+                    (plan.step_names.empty() ? std::string("none") : plan.step_names.front()) + ")");
   progress("compiled " + count_text(static_cast<int64_t>(plan.instrs.size())) + " ops (" +
            count_text(static_cast<int64_t>(plan.skips.size())) + " not replayable, " +
-           count_text(static_cast<int64_t>(plan.comms.size() + plan.comm_skips.size())) + " collectives and waits) in " +
-           std::to_string(now_seconds() - t0).substr(0, 5) + " s");
+           count_text(static_cast<int64_t>(plan.comms.size() + plan.comm_skips.size())) +
+           " collectives and waits) in " + std::to_string(now_seconds() - t0).substr(0, 5) + " s");
 
   std::unique_ptr<detail::CommRuntime> comm;
   if (o.comm) {
     r.world_size = o.comm->size();
     if (o.comm->size() != plan.trace_world)
-      throw TraceError(trace.source + ": the trace's process groups span " + std::to_string(plan.trace_world) +
-                       " rank(s) but the launch has " + std::to_string(o.comm->size()) +
-                       " (run it with mpirun -np " + std::to_string(plan.trace_world) +
-                       "; changing the world size is the generators' job)");
+      throw UserError(trace.source + ": the trace's process groups span " + std::to_string(plan.trace_world) +
+                      " rank(s) but the launch has " + std::to_string(o.comm->size()) + " (run it with mpirun -np " +
+                      std::to_string(plan.trace_world) + "; changing the world size is the generators' job)");
     if (plan.device.is_meta() && !plan.comms.empty())
-      throw TraceError("--device meta replays no collectives: launch it as a single process");
+      throw UserError("the meta device replays no collectives: launch it as a single process");
     if (!plan.comms.empty()) {
       comm = std::make_unique<detail::CommRuntime>(plan, *o.comm, plan.device);
       r.comm_backend = comm->backend();
       progress("collectives over " + r.comm_backend + ": " + std::to_string(plan.comms.size()) + " per iteration, " +
                std::to_string(plan.comm_groups.size()) + " process group(s)" +
-               (comm->trace_streams() ? ", on the " + std::to_string(comm->trace_streams()) +
-                                            " stream(s) the linked Kineto trace shows" : std::string()));
+               (comm->trace_streams()
+                    ? ", on the " + std::to_string(comm->trace_streams()) + " stream(s) the linked Kineto trace shows"
+                    : std::string()));
     }
   }
   std::vector<at::Tensor> externals = detail::create_externals(plan, o.seed);
@@ -157,15 +158,18 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
         ++ot.count;
         ot.seconds += sp.dur_us * 1e-6;
         auto known = original_known.emplace(name, true).first;
-        if (n.dur_us >= 0 && known->second) ot.original_seconds = std::max(0.0, ot.original_seconds) + n.dur_us * 1e-6;
-        else known->second = false;
+        if (n.dur_us >= 0 && known->second)
+          ot.original_seconds = std::max(0.0, ot.original_seconds) + n.dur_us * 1e-6;
+        else
+          known->second = false;
       }
       for (auto& [name, ot] : by_name) {
         ot.op = name;
         if (!original_known[name]) ot.original_seconds = -1;
         r.per_op.push_back(ot);
       }
-      std::sort(r.per_op.begin(), r.per_op.end(), [](const OpTiming& a, const OpTiming& b) { return a.seconds > b.seconds; });
+      std::sort(r.per_op.begin(), r.per_op.end(),
+                [](const OpTiming& a, const OpTiming& b) { return a.seconds > b.seconds; });
       if (o.timeline) r.timeline = std::move(spans);
     }
     if (ex.late_failures() > 0)
@@ -174,7 +178,8 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   }
 
   for (uint32_t node : plan.step_nodes)
-    if (node != kNone32 && trace.nodes[node].dur_us > 0) r.original_iteration_seconds.push_back(trace.nodes[node].dur_us * 1e-6);
+    if (node != kNone32 && trace.nodes[node].dur_us > 0)
+      r.original_iteration_seconds.push_back(trace.nodes[node].dur_us * 1e-6);
   if (r.original_iteration_seconds.size() != nsteps) r.original_iteration_seconds.clear();
   if (!o.original_iteration_seconds.empty()) r.original_iteration_seconds = o.original_iteration_seconds;
   r.original_peak_memory_bytes = o.original_peak_memory_bytes;

@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "reprise/trace/write.h"
-#include "reprise/replay/replay.h"
 #include "reprise/common/stats.h"
+#include "reprise/replay/replay.h"
+#include "reprise/trace/write.h"
 
 namespace reprise::replay {
 namespace {
@@ -29,9 +29,12 @@ std::string human_bytes(double b) {
 
 std::string human_seconds(double s) {
   char buf[32];
-  if (s >= 1) std::snprintf(buf, sizeof buf, "%.3f s", s);
-  else if (s >= 1e-3) std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
-  else std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
+  if (s >= 1)
+    std::snprintf(buf, sizeof buf, "%.3f s", s);
+  else if (s >= 1e-3)
+    std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
   return buf;
 }
 
@@ -81,8 +84,14 @@ std::string result_json(const ReplayResult& r) {
   if (!r.collective_timing.empty()) {
     json a = json::array();
     for (const CollectiveTiming& t : r.collective_timing)
-      a.push_back({{"name", t.name}, {"group", t.group}, {"group_size", t.group_size}, {"dtype", t.dtype},
-                   {"bytes", t.bytes}, {"calls", t.calls}, {"seconds", t.seconds}, {"algbw_gbps", t.algbw},
+      a.push_back({{"name", t.name},
+                   {"group", t.group},
+                   {"group_size", t.group_size},
+                   {"dtype", t.dtype},
+                   {"bytes", t.bytes},
+                   {"calls", t.calls},
+                   {"seconds", t.seconds},
+                   {"algbw_gbps", t.algbw},
                    {"busbw_gbps", t.busbw}});
     j["collective_timing"] = a;
   }
@@ -138,13 +147,17 @@ void write_result_json(const ReplayResult& r, const std::string& path) { write_t
 std::string timeline_json(const ReplayResult& r, const Trace& trace) {
   json events = json::array();
   int64_t pid = r.rank >= 0 ? r.rank : 0;
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", "rank " + std::to_string(pid) + " replay (" + r.device + ")"}}}});
+  events.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", pid},
+                    {"args", {{"name", "rank " + std::to_string(pid) + " replay (" + r.device + ")"}}}});
   for (const OpSpan& s : r.timeline) {
     const Node& n = trace.nodes[s.node];
     json args = {{"node_id", n.id}};
     if (n.dur_us >= 0) args["original_us"] = n.dur_us;
     std::string name(trace.name(n));
-    if (n.collective >= 0) name = trace.collectives[n.collective].is_wait ? "wait" : trace.collectives[n.collective].name;
+    if (n.collective >= 0)
+      name = trace.collectives[n.collective].is_wait ? "wait" : trace.collectives[n.collective].name;
     events.push_back({{"name", name},
                       {"cat", n.kind == NodeKind::Operator ? "op" : "comm"},
                       {"ph", "X"},
@@ -167,11 +180,12 @@ void print_summary(const ReplayResult& r, std::FILE* out) {
                static_cast<long long>(r.rank), r.device.c_str(), r.torch_version.c_str(), r.threads);
   std::string steps;
   for (const std::string& s : r.steps) steps += (steps.empty() ? "" : ", ") + s;
-  std::fprintf(out, "  steps        %s%s\n", steps.c_str(), r.truncated ? " (cut short by --max-ops)" : "");
-  std::fprintf(out, "  ops          %lld selected, %lld replayed (coverage %.1f%%); compute %lld/%lld, collectives %lld/%lld\n",
-               static_cast<long long>(r.ops_selected), static_cast<long long>(r.ops_replayed), 100 * r.coverage,
-               static_cast<long long>(r.compute_replayed), static_cast<long long>(r.compute_selected),
-               static_cast<long long>(r.collectives_replayed), static_cast<long long>(r.collectives_selected));
+  std::fprintf(out, "  steps        %s%s\n", steps.c_str(), r.truncated ? " (cut short by the op limit)" : "");
+  std::fprintf(
+      out, "  ops          %lld selected, %lld replayed (coverage %.1f%%); compute %lld/%lld, collectives %lld/%lld\n",
+      static_cast<long long>(r.ops_selected), static_cast<long long>(r.ops_replayed), 100 * r.coverage,
+      static_cast<long long>(r.compute_replayed), static_cast<long long>(r.compute_selected),
+      static_cast<long long>(r.collectives_replayed), static_cast<long long>(r.collectives_selected));
   size_t shown = 0;
   for (const SkipCount& s : r.skipped) {
     if (shown++ == 12) {
@@ -182,16 +196,18 @@ void print_summary(const ReplayResult& r, std::FILE* out) {
                  s.op.c_str(), s.reason.c_str());
   }
   for (const SkipCount& s : r.decomposed)
-    std::fprintf(out, "  via children %3lld  %s (%s)\n", static_cast<long long>(s.count), s.op.c_str(), s.reason.c_str());
+    std::fprintf(out, "  via children %3lld  %s (%s)\n", static_cast<long long>(s.count), s.op.c_str(),
+                 s.reason.c_str());
   if (r.excluded_dataloader > 0)
     std::fprintf(out, "  excluded     %lld DataLoader op(s)\n", static_cast<long long>(r.excluded_dataloader));
   if (r.device_noops > 0)
-    std::fprintf(out, "  not needed   %lld aten::record_stream (no streams on %s)\n", static_cast<long long>(r.device_noops),
-                 r.device.c_str());
+    std::fprintf(out, "  not needed   %lld aten::record_stream (no streams on %s)\n",
+                 static_cast<long long>(r.device_noops), r.device.c_str());
   if (!r.iteration_seconds.empty()) {
     auto mm = std::minmax_element(r.iteration_seconds.begin(), r.iteration_seconds.end());
-    std::fprintf(out, "  iteration    %s median (min %s, max %s) over %zu\n", human_seconds(median(r.iteration_seconds)).c_str(),
-                 human_seconds(*mm.first).c_str(), human_seconds(*mm.second).c_str(), r.iteration_seconds.size());
+    std::fprintf(out, "  iteration    %s median (min %s, max %s) over %zu\n",
+                 human_seconds(median(r.iteration_seconds)).c_str(), human_seconds(*mm.first).c_str(),
+                 human_seconds(*mm.second).c_str(), r.iteration_seconds.size());
   }
   if (!r.original_iteration_seconds.empty()) {
     double orig = median(r.original_iteration_seconds);
@@ -218,7 +234,8 @@ void print_summary(const ReplayResult& r, std::FILE* out) {
     std::fprintf(out, "  slowest ops  (per iteration)\n");
     for (size_t k = 0; k < r.per_op.size() && k < 8; ++k) {
       const OpTiming& t = r.per_op[k];
-      std::fprintf(out, "    %10s  x%-5lld %s", human_seconds(t.seconds).c_str(), static_cast<long long>(t.count), t.op.c_str());
+      std::fprintf(out, "    %10s  x%-5lld %s", human_seconds(t.seconds).c_str(), static_cast<long long>(t.count),
+                   t.op.c_str());
       if (t.original_seconds >= 0) std::fprintf(out, "  (original %s)", human_seconds(t.original_seconds).c_str());
       std::fprintf(out, "\n");
     }

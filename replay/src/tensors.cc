@@ -10,10 +10,14 @@ namespace {
 void fill(at::Tensor& t) {
   if (t.device().is_meta() || t.numel() == 0) return;
   at::ScalarType s = t.scalar_type();
-  if (s == at::kBool) t.random_(0, 2);
-  else if (at::isIntegralType(s, /*includeBool=*/false)) t.zero_();
-  else if (at::isComplexType(s)) t.zero_();
-  else t.uniform_(0, 1);  // positive: sqrt/log/rsqrt of the data stay finite, as on real activations
+  if (s == at::kBool)
+    t.random_(0, 2);
+  else if (at::isIntegralType(s, /*includeBool=*/false))
+    t.zero_();
+  else if (at::isComplexType(s))
+    t.zero_();
+  else
+    t.uniform_(0, 1);  // positive: sqrt/log/rsqrt of the data stay finite, as on real activations
 }
 
 void fill_range(at::Tensor view, const ExternalSpec& e) {
@@ -21,7 +25,8 @@ void fill_range(at::Tensor view, const ExternalSpec& e) {
   if (e.sorted) {
     // Non-decreasing offsets from 0 over e.sorted_total indices, as evenly sized bags.
     int64_t n = view.numel();
-    at::Tensor v = at::arange(n, at::TensorOptions().dtype(at::kLong)).mul_(e.sorted_total).div_(std::max<int64_t>(n, 1), "floor");
+    at::Tensor v =
+        at::arange(n, at::TensorOptions().dtype(at::kLong)).mul_(e.sorted_total).div_(std::max<int64_t>(n, 1), "floor");
     view.copy_(v.view(view.sizes()));
     return;
   }

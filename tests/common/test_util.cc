@@ -19,12 +19,18 @@ namespace {
 
 std::string value_text(const Trace& t, const Value& v) {
   switch (v.kind) {
-    case ValueKind::None: return "None";
-    case ValueKind::Int: return std::to_string(v.i);
-    case ValueKind::Double: return v.d != v.d ? "nan" : std::to_string(v.d);
-    case ValueKind::Bool: return v.i ? "true" : "false";
-    case ValueKind::String: return "'" + std::string(t.str(v.ref)) + "'";
-    case ValueKind::Device: return "dev:" + std::string(t.str(v.ref));
+    case ValueKind::None:
+      return "None";
+    case ValueKind::Int:
+      return std::to_string(v.i);
+    case ValueKind::Double:
+      return v.d != v.d ? "nan" : std::to_string(v.d);
+    case ValueKind::Bool:
+      return v.i ? "true" : "false";
+    case ValueKind::String:
+      return "'" + std::string(t.str(v.ref)) + "'";
+    case ValueKind::Device:
+      return "dev:" + std::string(t.str(v.ref));
     case ValueKind::Tensor: {
       const Tensor& x = t.tensors[v.ref];
       std::string s = "T(" + std::to_string(x.id) + "," + std::to_string(x.storage_id) + "," +

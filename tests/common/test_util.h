@@ -13,9 +13,9 @@ namespace reprise::test {
 // ../shared/traces relative to the source tree, or REPRISE_SHARED_TRACES; empty when absent.
 std::string shared_traces();
 
-#define REPRISE_NEED_SHARED(path_var, rel)                                                        \
-  std::string path_var = ::reprise::test::shared_traces();                                        \
-  if (path_var.empty() || !std::filesystem::exists(path_var + "/" + (rel)))                       \
+#define REPRISE_NEED_SHARED(path_var, rel)                                                       \
+  std::string path_var = ::reprise::test::shared_traces();                                       \
+  if (path_var.empty() || !std::filesystem::exists(path_var + "/" + (rel)))                      \
     GTEST_SKIP() << "shared trace " << (rel) << " not found (../shared/traces absent): skipped"; \
   path_var += "/" + std::string(rel)
 

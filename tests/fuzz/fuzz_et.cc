@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     reprise::Trace t = reprise::read_et_text(text, "fuzz.json", small);
     std::string again = reprise::et_json(t);
     reprise::read_et_text(again, "fuzz-again.json");  // whatever we write, we read
-  } catch (const reprise::TraceError&) {
+  } catch (const reprise::UserError&) {
   }
   return 0;
 }

@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     set.ranks.emplace_back();
     reprise::read_kineto_text(text, "fuzz.json", set.ranks[0]);
     reprise::summarize(set);
-  } catch (const reprise::TraceError&) {
+  } catch (const reprise::UserError&) {
   }
   return 0;
 }

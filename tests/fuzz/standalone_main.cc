@@ -53,11 +53,21 @@ int main(int argc, char** argv) {
     for (int e = 0; e < edits && !s.empty(); ++e) {
       size_t pos = rnd() % s.size();
       switch (rnd() % 6) {
-        case 0: s[pos] = static_cast<char>(rnd()); break;
-        case 1: s[pos] = structural[rnd() % (sizeof structural - 1)]; break;
-        case 2: s.resize(pos); break;
-        case 3: s.insert(pos, 1, structural[rnd() % (sizeof structural - 1)]); break;
-        case 4: s.erase(pos, 1 + rnd() % 16); break;
+        case 0:
+          s[pos] = static_cast<char>(rnd());
+          break;
+        case 1:
+          s[pos] = structural[rnd() % (sizeof structural - 1)];
+          break;
+        case 2:
+          s.resize(pos);
+          break;
+        case 3:
+          s.insert(pos, 1, structural[rnd() % (sizeof structural - 1)]);
+          break;
+        case 4:
+          s.erase(pos, 1 + rnd() % 16);
+          break;
         case 5: {
           const std::string& other = seeds[rnd() % seeds.size()];
           size_t from = rnd() % (other.size() + 1);

@@ -1,20 +1,18 @@
 // Live capture: the Session observer on small programs with known op sequences, and the built-in workloads
 // captured and replayed.
-#include <gtest/gtest.h>
-
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <set>
 #include <thread>
 
-#include "reprise/trace/read.h"
+#include "event_log.h"
 #include "reprise/capture/session.h"
 #include "reprise/replay/replay.h"
+#include "reprise/trace/read.h"
 #include "reprise/workloads/workloads.h"
 #include "test_util.h"
-
-#include "event_log.h"
 
 namespace reprise {
 namespace {
@@ -44,9 +42,9 @@ TEST(Capture, RecordsOpsSchemasShapesAliasingAndRanges) {
   {
     capture::Session s(o);
     s.step();
-    at::Tensor v = a.view({24});                       // a view: same storage as a
-    v.add_(1.0);                                       // in place on the view
-    at::Tensor e = at::embedding(w, idx);              // integer input: its range is recorded
+    at::Tensor v = a.view({24});           // a view: same storage as a
+    v.add_(1.0);                           // in place on the view
+    at::Tensor e = at::embedding(w, idx);  // integer input: its range is recorded
     at::Tensor y = at::mm(a, at::ones({6, 2}));
     (void)e;
     (void)y;
@@ -365,7 +363,8 @@ TEST_P(WorkloadCapture, CapturedTraceReplaysWithFullCoverage) {
   ro.iterations = 1;
   replay::ReplayResult r = replay::replay_trace(set.ranks[0], ro);
   EXPECT_GT(r.compute_selected, 20);
-  EXPECT_EQ(r.compute_replayed, r.compute_selected) << (r.skipped.empty() ? "" : r.skipped[0].op + ": " + r.skipped[0].reason);
+  EXPECT_EQ(r.compute_replayed, r.compute_selected)
+      << (r.skipped.empty() ? "" : r.skipped[0].op + ": " + r.skipped[0].reason);
   std::set<std::string> ops;
   for (const Node& n : set.ranks[0].nodes) ops.insert(std::string(set.ranks[0].name(n)));
   if (GetParam() == "dlrm") {

@@ -1,4 +1,4 @@
-// Bad input: every error is one TraceError naming the file and the place, never a crash.
+// Bad input: every error is one UserError naming the file and the place, never a crash.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -11,7 +11,7 @@ namespace {
 std::string error_of(const std::string& text, const std::string& name = "bad.json") {
   try {
     read_et_text(text, name);
-  } catch (const TraceError& e) {
+  } catch (const UserError& e) {
     return e.what();
   }
   return "";
@@ -20,7 +20,9 @@ std::string error_of(const std::string& text, const std::string& name = "bad.jso
 const std::string kNode1 =
     R"J({"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "ctrl_deps": 1, "inputs": {"values": [], "shapes": [], "types": []}, "outputs": {"values": [], "shapes": [], "types": []}, "attrs": []})J";
 
-std::string with_nodes(const std::string& nodes) { return R"J({"schema": "1.1.0-chakra.0.0.4", "nodes": [)J" + nodes + "]}"; }
+std::string with_nodes(const std::string& nodes) {
+  return R"J({"schema": "1.1.0-chakra.0.0.4", "nodes": [)J" + nodes + "]}";
+}
 
 TEST(Errors, EmptyFile) {
   EXPECT_EQ(error_of(""), "bad.json: byte 0: empty file");
@@ -57,11 +59,16 @@ TEST(Errors, WrongTypesAndMissingFields) {
             std::string::npos);
   EXPECT_NE(error_of(with_nodes(R"J({"name": "x", "ctrl_deps": 1})J")).find("missing \"id\""), std::string::npos);
   EXPECT_NE(error_of(with_nodes(R"J({"id": 3, "ctrl_deps": 1})J")).find("node 3: missing \"name\""), std::string::npos);
-  EXPECT_NE(error_of(with_nodes(R"J({"id": 3, "name": "x"})J")).find("node 3: missing \"ctrl_deps\""), std::string::npos);
-  EXPECT_NE(error_of(with_nodes(R"J({"id": 3, "name": "x", "ctrl_deps": 3, "attrs": [{"name": "rf_id", "type": "uint64", "value": "7"}]})J"))
-                .find("attr rf_id is not an integer"),
+  EXPECT_NE(error_of(with_nodes(R"J({"id": 3, "name": "x"})J")).find("node 3: missing \"ctrl_deps\""),
             std::string::npos);
-  EXPECT_NE(error_of(with_nodes(R"J({"id": 3, "name": "x", "ctrl_deps": 3, "inputs": {"values": [1, 2], "types": ["Int"]}})J"))
+  EXPECT_NE(
+      error_of(
+          with_nodes(
+              R"J({"id": 3, "name": "x", "ctrl_deps": 3, "attrs": [{"name": "rf_id", "type": "uint64", "value": "7"}]})J"))
+          .find("attr rf_id is not an integer"),
+      std::string::npos);
+  EXPECT_NE(error_of(with_nodes(
+                         R"J({"id": 3, "name": "x", "ctrl_deps": 3, "inputs": {"values": [1, 2], "types": ["Int"]}})J"))
                 .find("2 values but 1 types"),
             std::string::npos);
   EXPECT_NE(error_of(with_nodes(R"J({"id": 3, "name": "x", "ctrl_deps": 3, "inputs": {"values": 5}})J"))
@@ -72,26 +79,32 @@ TEST(Errors, WrongTypesAndMissingFields) {
 TEST(Errors, DanglingParentsCyclesDuplicates) {
   EXPECT_EQ(error_of(with_nodes(kNode1 + R"J(, {"id": 2, "name": "x", "ctrl_deps": 99})J")),
             "bad.json: node 2: parent 99 does not exist");
-  std::string e = error_of(with_nodes(kNode1 + R"J(, {"id": 2, "name": "a", "ctrl_deps": 3}, {"id": 3, "name": "b", "ctrl_deps": 2})J"));
+  std::string e = error_of(
+      with_nodes(kNode1 + R"J(, {"id": 2, "name": "a", "ctrl_deps": 3}, {"id": 3, "name": "b", "ctrl_deps": 2})J"));
   EXPECT_NE(e.find("parents form a cycle"), std::string::npos) << e;
   EXPECT_EQ(error_of(with_nodes(kNode1 + ", " + kNode1)), "bad.json: node 1: id appears twice");
 }
 
 TEST(Errors, HugeNumbers) {
   // beyond uint64: simdjson rejects it; we report where
-  std::string e = error_of(with_nodes(R"J({"id": 1, "name": "x", "ctrl_deps": 1, "inputs": {"values": [123456789012345678901234567890], "types": ["Int"]}})J"));
+  std::string e = error_of(with_nodes(
+      R"J({"id": 1, "name": "x", "ctrl_deps": 1, "inputs": {"values": [123456789012345678901234567890], "types": ["Int"]}})J"));
   EXPECT_NE(e.find("bad.json: byte "), std::string::npos) << e;
   std::string big = with_nodes(R"J({"id": 99999999999999999999, "name": "x", "ctrl_deps": 1})J");
   EXPECT_NE(error_of(big).find("bad.json"), std::string::npos);
   // a uint64 above INT64_MAX in a value is kept as a double, not an error
-  Trace t = read_et_text(with_nodes(R"J({"id": 1, "name": "x", "ctrl_deps": 1, "inputs": {"values": [18446744073709551615], "types": ["Int"]}})J"), "ok.json");
+  Trace t = read_et_text(
+      with_nodes(
+          R"J({"id": 1, "name": "x", "ctrl_deps": 1, "inputs": {"values": [18446744073709551615], "types": ["Int"]}})J"),
+      "ok.json");
   EXPECT_EQ(t.inputs(t.nodes[0])[0].kind, ValueKind::Double);
 }
 
 TEST(Errors, DeepNesting) {
   std::string deep(200, '[');
   deep += std::string(200, ']');
-  std::string e = error_of(with_nodes(R"J({"id": 1, "name": "x", "ctrl_deps": 1, "inputs": {"values": )J" + deep + "}}"));
+  std::string e =
+      error_of(with_nodes(R"J({"id": 1, "name": "x", "ctrl_deps": 1, "inputs": {"values": )J" + deep + "}}"));
   EXPECT_NE(e.find("nested more than 64 deep"), std::string::npos) << e;
 }
 
@@ -99,7 +112,7 @@ TEST(Errors, MissingFileAndCorruptGzip) {
   try {
     read_et("/nonexistent/trace.json");
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/trace.json: cannot open"), std::string::npos);
   }
   // a gzip stream cut in half
@@ -121,7 +134,7 @@ TEST(Errors, MissingFileAndCorruptGzip) {
   try {
     read_et(path);
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
 }
@@ -131,13 +144,13 @@ TEST(Errors, LoadTracesReportsUnknownFormats) {
   try {
     load_traces({p});
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("neither a PyTorch ET"), std::string::npos) << e.what();
   }
   try {
     load_traces({test::temp_dir() + "/missing.json"});
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("no such file"), std::string::npos);
   }
 }

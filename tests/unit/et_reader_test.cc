@@ -208,11 +208,13 @@ TEST(EtReader, ProcessGroupsAndIterations) {
 }
 
 TEST(EtReader, UntaggedAndUnknownSchemas) {
-  std::string untagged = R"J({"nodes": [{"name": "[pytorch|profiler|execution_graph|process]", "id": 1, "parent": 1, "inputs": [], "outputs": []}]})J";
+  std::string untagged =
+      R"J({"nodes": [{"name": "[pytorch|profiler|execution_graph|process]", "id": 1, "parent": 1, "inputs": [], "outputs": []}]})J";
   Trace t = read_et_text(untagged, "old.json");
   EXPECT_EQ(t.schema, "");
   EXPECT_EQ(t.nodes.size(), 1u);
-  std::string future = R"J({"schema": "2.0.0", "nodes": [{"id": 1, "name": "x", "ctrl_deps": 1, "inputs": {"values": [1], "shapes": [[]], "types": ["Int"]}, "outputs": {"values": [], "shapes": [], "types": []}, "attrs": []}]})J";
+  std::string future =
+      R"J({"schema": "2.0.0", "nodes": [{"id": 1, "name": "x", "ctrl_deps": 1, "inputs": {"values": [1], "shapes": [[]], "types": ["Int"]}, "outputs": {"values": [], "shapes": [], "types": []}, "attrs": []}]})J";
   std::vector<std::string> warnings;
   ReadOptions o;
   o.warn = [&](const std::string& w) { warnings.push_back(w); };

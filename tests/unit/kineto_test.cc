@@ -85,7 +85,8 @@ TEST(Kineto, LinksToEtByRecordFunctionId) {
 TEST(Kineto, FallsBackToNameOrder) {
   std::string kin = kKineto;
   // drop the record function ids and scramble external ids: only the op order remains
-  for (const char* from : {", \"Record function id\": 40", ", \"Record function id\": 41", ", \"Record function id\": 42"}) {
+  for (const char* from :
+       {", \"Record function id\": 40", ", \"Record function id\": 41", ", \"Record function id\": 42"}) {
     size_t p = kin.find(from);
     ASSERT_NE(p, std::string::npos);
     kin.erase(p, std::strlen(from));
@@ -99,13 +100,14 @@ TEST(Kineto, FallsBackToNameOrder) {
 
 TEST(Kineto, ChromeArrayFormAndErrors) {
   Trace t;
-  read_kineto_text(R"J([{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}])J", "a.json", t);
+  read_kineto_text(R"J([{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}])J",
+                   "a.json", t);
   EXPECT_EQ(t.kineto->events.size(), 1u);
   Trace bad;
   try {
     read_kineto_text(R"J({"traceEvents": [{"ph": "X", "ts": }]})J", "bad.json", bad);
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("bad.json: byte "), std::string::npos) << e.what();
   }
   EXPECT_EQ(detect_format(R"J({"schemaVersion": 1, "traceEvents": [)J", "x.json"), TraceFormat::Kineto);

@@ -1,4 +1,6 @@
 // The replay engine: plans, tensors (aliasing, index ranges, liveness), devices, skips and results.
+#include "reprise/replay/replay.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -7,10 +9,9 @@
 
 #include "executor.h"
 #include "plan.h"
+#include "reprise/comms/communicator.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/read.h"
-#include "reprise/comms/communicator.h"
-#include "reprise/replay/replay.h"
 #include "test_util.h"
 
 namespace reprise::replay {
@@ -107,8 +108,10 @@ TEST(Replay, SyntheticTraceReplaysEveryComputeOp) {
   try {
     replay_trace(t, second);
     FAIL() << "expected an error";
-  } catch (const TraceError& e) {
-    EXPECT_NE(std::string(e.what()).find("no ProfilerStep#7 in the trace (it has 0, 1, 2)"), std::string::npos)
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "no ProfilerStep#7 in the trace (it has ProfilerStep#0, ProfilerStep#1, ProfilerStep#2)"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -116,8 +119,8 @@ TEST(Replay, SyntheticTraceReplaysEveryComputeOp) {
 TEST(Replay, OnlyOutermostOpsAreReplayed) {
   MiniTrace m;
   Value a = m.tensor({4, 8}), w = m.tensor({3, 8}), bias = m.tensor({3}), y = m.tensor({4, 3});
-  int64_t lin = m.op("aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", {{a, F}, {w, F}, {bias, F}},
-                     {{y, F}});
+  int64_t lin = m.op("aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
+                     {{a, F}, {w, F}, {bias, F}}, {{y, F}});
   Value wt = m.tensor({8, 3});
   m.op("aten::t(Tensor(a) self) -> Tensor(a)", {{w, F}}, {{wt, F}}, "", lin);
   m.op("aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
@@ -202,27 +205,39 @@ TEST(Replay, LivenessFreesIntermediates) {
 TEST(Replay, IndexTensorsStayInRange) {
   MiniTrace m;
   Value weight = m.tensor({10, 4}), idx = m.tensor({64}, 0, 0, "long int"), emb = m.tensor({64, 4});
-  m.op("aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool "
-       "sparse=False) -> Tensor",
-       {{weight, F}, {idx, L}, {m.b().integer(-1), "Int"}, {m.b().boolean(false), "Bool"}, {m.b().boolean(false), "Bool"}},
-       {{emb, F}});
+  m.op(
+      "aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool "
+      "sparse=False) -> Tensor",
+      {{weight, F},
+       {idx, L},
+       {m.b().integer(-1), "Int"},
+       {m.b().boolean(false), "Bool"},
+       {m.b().boolean(false), "Bool"}},
+      {{emb, F}});
   Value src = m.tensor({5, 7}), sel = m.tensor({32}, 0, 0, "long int"), picked = m.tensor({5, 32});
   m.op("aten::index_select(Tensor self, int dim, Tensor index) -> Tensor",
        {{src, F}, {m.b().integer(-1), "Int"}, {sel, L}}, {{picked, F}});
   Value table = m.tensor({100, 8}), ind = m.tensor({40}, 0, 0, "long int"), off = m.tensor({8}, 0, 0, "long int");
   Value o0 = m.tensor({8, 8}), o1 = m.tensor({0}, 0, 0, "long int"), o2 = m.tensor({8}, 0, 0, "long int"),
         o3 = m.tensor({8}, 0, 0, "long int");
-  m.op("aten::embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, "
-       "bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False) -> (Tensor, Tensor, Tensor, "
-       "Tensor)",
-       {{table, F}, {ind, L}, {off, L}, {m.b().boolean(false), "Bool"}, {m.b().integer(0), "Int"},
-        {m.b().boolean(false), "Bool"}, {m.b().none(), "None"}},
-       {{o0, F}, {o1, L}, {o2, L}, {o3, L}});
+  m.op(
+      "aten::embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, "
+      "bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False) -> (Tensor, Tensor, Tensor, "
+      "Tensor)",
+      {{table, F},
+       {ind, L},
+       {off, L},
+       {m.b().boolean(false), "Bool"},
+       {m.b().integer(0), "Int"},
+       {m.b().boolean(false), "Bool"},
+       {m.b().none(), "None"}},
+      {{o0, F}, {o1, L}, {o2, L}, {o3, L}});
   // A recorded tensor_range wins over the op's bound.
   Value w2 = m.tensor({1000, 4}), idx2 = m.tensor({16}, 0, 0, "long int"), emb2 = m.tensor({16, 4});
-  m.op("aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool "
-       "sparse=False) -> Tensor",
-       {{w2, F}, {idx2, L}}, {{emb2, F}}, "{\"1\": [3, 5]}");
+  m.op(
+      "aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool "
+      "sparse=False) -> Tensor",
+      {{w2, F}, {idx2, L}}, {{emb2, F}}, "{\"1\": [3, 5]}");
   Trace t = m.finish();
   Plan plan = detail::compile_plan(t, quick());
   ASSERT_EQ(plan.instrs.size(), 4u);
@@ -273,7 +288,7 @@ TEST(Replay, UnknownOpsBadSchemasAndFailedCallsAreSkippedWithReasons) {
   Value d = m.tensor({2, 5});
   m.op("aten::relu(Tensor self) -> Tensor", {{c, F}}, {{d, F}});  // still runs, on a stand-in for mm's output
   m.op("myns::does_not_exist(Tensor self) -> Tensor", {{a, F}}, {{m.tensor({2, 3}), F}});
-  m.op("aten::relu(Tensor self -> Tensor", {{a, F}}, {{m.tensor({2, 3}), F}});  // unbalanced parenthesis
+  m.op("aten::relu(Tensor self -> Tensor", {{a, F}}, {{m.tensor({2, 3}), F}});           // unbalanced parenthesis
   m.op("aten::relu(Tensor self) -> Tensor", {{a, F}, {a, F}}, {{m.tensor({2, 3}), F}});  // one argument too many
   Trace t = m.finish();
   ReplayResult r = replay_trace(t, quick());
@@ -298,25 +313,49 @@ TEST(Replay, CudaOnlyOpsMapToGenericOnesOffTheGpu) {
     for (int64_t i : v) items.push_back(m.b().integer(i));
     return m.b().list(items);
   };
-  m.op("aten::cudnn_convolution(Tensor self, Tensor weight, SymInt[] padding, SymInt[] stride, SymInt[] dilation, "
-       "SymInt groups, bool benchmark, bool deterministic, bool allow_tf32) -> Tensor",
-       {{x, T}, {w, T}, {ints({0, 0}), "GenericList[Int,Int]"}, {ints({1, 1}), "GenericList[Int,Int]"},
-        {ints({1, 1}), "GenericList[Int,Int]"}, {m.b().integer(1), "Int"}, {m.b().boolean(false), "Bool"},
-        {m.b().boolean(false), "Bool"}, {m.b().boolean(true), "Bool"}},
-       {{y, T}});
+  m.op(
+      "aten::cudnn_convolution(Tensor self, Tensor weight, SymInt[] padding, SymInt[] stride, SymInt[] dilation, "
+      "SymInt groups, bool benchmark, bool deterministic, bool allow_tf32) -> Tensor",
+      {{x, T},
+       {w, T},
+       {ints({0, 0}), "GenericList[Int,Int]"},
+       {ints({1, 1}), "GenericList[Int,Int]"},
+       {ints({1, 1}), "GenericList[Int,Int]"},
+       {m.b().integer(1), "Int"},
+       {m.b().boolean(false), "Bool"},
+       {m.b().boolean(false), "Bool"},
+       {m.b().boolean(true), "Bool"}},
+      {{y, T}});
   Value g = m.tensor({4}), bb = m.tensor({4}), rm = m.tensor({4}), rv = m.tensor({4});
-  Value out = m.tensor({2, 4, 6, 6}), sm = m.tensor({4}), sv = m.tensor({4}), reserve = m.tensor({0}, 0, 0, "unsigned char");
-  m.op("aten::cudnn_batch_norm(Tensor input, Tensor weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
-       "bool training, float exponential_average_factor, float epsilon) -> (Tensor, Tensor, Tensor, Tensor)",
-       {{y, T}, {g, T}, {bb, T}, {rm, T}, {rv, T}, {m.b().boolean(true), "Bool"}, {m.b().real(0.1), "Double"},
-        {m.b().real(1e-5), "Double"}},
-       {{out, T}, {sm, T}, {sv, T}, {reserve, "Tensor(unsigned char)"}});
+  Value out = m.tensor({2, 4, 6, 6}), sm = m.tensor({4}), sv = m.tensor({4}),
+        reserve = m.tensor({0}, 0, 0, "unsigned char");
+  m.op(
+      "aten::cudnn_batch_norm(Tensor input, Tensor weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
+      "bool training, float exponential_average_factor, float epsilon) -> (Tensor, Tensor, Tensor, Tensor)",
+      {{y, T},
+       {g, T},
+       {bb, T},
+       {rm, T},
+       {rv, T},
+       {m.b().boolean(true), "Bool"},
+       {m.b().real(0.1), "Double"},
+       {m.b().real(1e-5), "Double"}},
+      {{out, T}, {sm, T}, {sv, T}, {reserve, "Tensor(unsigned char)"}});
   Value go = m.tensor({2, 4, 6, 6}), gi = m.tensor({2, 4, 6, 6}), gw = m.tensor({4}), gb = m.tensor({4});
-  m.op("aten::cudnn_batch_norm_backward(Tensor input, Tensor grad_output, Tensor weight, Tensor? running_mean, Tensor? "
-       "running_var, Tensor? save_mean, Tensor? save_var, float epsilon, Tensor reserveSpace) -> (Tensor, Tensor, Tensor)",
-       {{y, T}, {go, T}, {g, T}, {rm, T}, {rv, T}, {sm, T}, {sv, T}, {m.b().real(1e-5), "Double"},
-        {reserve, "Tensor(unsigned char)"}},
-       {{gi, T}, {gw, T}, {gb, T}});
+  m.op(
+      "aten::cudnn_batch_norm_backward(Tensor input, Tensor grad_output, Tensor weight, Tensor? running_mean, Tensor? "
+      "running_var, Tensor? save_mean, Tensor? save_var, float epsilon, Tensor reserveSpace) -> (Tensor, Tensor, "
+      "Tensor)",
+      {{y, T},
+       {go, T},
+       {g, T},
+       {rm, T},
+       {rv, T},
+       {sm, T},
+       {sv, T},
+       {m.b().real(1e-5), "Double"},
+       {reserve, "Tensor(unsigned char)"}},
+      {{gi, T}, {gw, T}, {gb, T}});
   Trace t = m.finish();
   ReplayResult r = replay_trace(t, quick());
   EXPECT_EQ(r.compute_replayed, 3) << (r.skipped.empty() ? "" : r.skipped[0].op + ": " + r.skipped[0].reason);
@@ -341,7 +380,7 @@ TEST(Replay, GpuTraceReplaysOnItsGpuOrFallsBackToCpu) {
     try {
       replay_trace(t, quick("cuda"));
       FAIL() << "expected an error";
-    } catch (const TraceError& e) {
+    } catch (const UserError& e) {
       EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
     }
   }
@@ -393,8 +432,8 @@ TEST(Replay, ResultJsonHasTheDocumentedKeys) {
   o.timeline = true;
   ReplayResult r = replay_trace(t, o);
   auto j = nlohmann::json::parse(result_json(r));
-  for (const char* k : {"ops_selected", "ops_replayed", "coverage", "skipped", "iteration_seconds",
-                        "peak_memory_bytes", "device", "steps", "per_op", "compute", "collectives"})
+  for (const char* k : {"ops_selected", "ops_replayed", "coverage", "skipped", "iteration_seconds", "peak_memory_bytes",
+                        "device", "steps", "per_op", "compute", "collectives"})
     EXPECT_TRUE(j.contains(k)) << k;
   EXPECT_EQ(j["iteration_seconds"].size(), 2u);
   EXPECT_EQ(j["skipped"][0]["reason"].get<std::string>().substr(0, 10), "collective");

@@ -12,7 +12,8 @@ namespace reprise {
 namespace {
 
 size_t count_named(const Trace& t, std::string_view name) {
-  return static_cast<size_t>(std::count_if(t.nodes.begin(), t.nodes.end(), [&](const Node& n) { return t.name(n) == name; }));
+  return static_cast<size_t>(
+      std::count_if(t.nodes.begin(), t.nodes.end(), [&](const Node& n) { return t.name(n) == name; }));
 }
 
 TEST(SharedTraces, ResnetEt) {
@@ -146,9 +147,9 @@ TEST(SharedTraces, RoundTripEveryEt) {
   std::string root = test::shared_traces();
   if (root.empty()) GTEST_SKIP() << "../shared/traces absent: skipped";
   size_t checked = 0;
-  for (const char* rel : {"param/linear_et.json.gz", "param/resnet_et.json.gz",
-                          "param/1.0.3-chakra.0.0.4_resnet_1gpu_et.json.gz", "param/pt2_et.json.tar.gz",
-                          "param/dlrm_pytorch_et.tar.gz", "chakra/1.0.2-chakra.0.0.4.tgz"}) {
+  for (const char* rel :
+       {"param/linear_et.json.gz", "param/resnet_et.json.gz", "param/1.0.3-chakra.0.0.4_resnet_1gpu_et.json.gz",
+        "param/pt2_et.json.tar.gz", "param/dlrm_pytorch_et.tar.gz", "chakra/1.0.2-chakra.0.0.4.tgz"}) {
     TraceSet set = load_traces({root + "/" + rel});
     for (const Trace& t : set.ranks) {
       std::string out = test::temp_dir() + "/rt-" + std::to_string(checked) + ".json.gz";

@@ -8,18 +8,13 @@
 #include <new>
 #include <stdexcept>
 
-#include "reprise/trace/trace.h"
+#include "reprise/common/error.h"
 
 namespace reprise::cli {
 
 namespace po = boost::program_options;
 
 constexpr int kBadInput = 2;
-
-// Bad usage: printed as one line, exit status 2.
-struct Usage : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 inline po::variables_map parse(int argc, char** argv, const po::options_description& opts,
                                const po::positional_options_description& pos = {}) {
@@ -28,7 +23,7 @@ inline po::variables_map parse(int argc, char** argv, const po::options_descript
     po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    throw Usage(e.what());
+    throw UserError(e.what());
   }
   return vm;
 }
@@ -37,10 +32,7 @@ inline po::variables_map parse(int argc, char** argv, const po::options_descript
 inline int guarded(const std::function<int()>& body) {
   try {
     return body();
-  } catch (const Usage& e) {
-    std::cerr << "reprise: " << e.what() << "\n";
-    return kBadInput;
-  } catch (const TraceError& e) {
+  } catch (const UserError& e) {
     std::cerr << "reprise: " << e.what() << "\n";
     return kBadInput;
   } catch (const std::bad_alloc&) {

@@ -17,10 +17,14 @@ size_t parse_size(const std::string& s) {
   double v = std::stod(s, &pos);
   std::string unit = s.substr(pos);
   double mult = 1;
-  if (unit == "K" || unit == "k" || unit == "KB" || unit == "KiB") mult = 1024;
-  else if (unit == "M" || unit == "MB" || unit == "MiB") mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GB" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
-  else if (!unit.empty() && unit != "B") throw std::invalid_argument("bad size '" + s + "' (use 8, 64K, 256M, 1G)");
+  if (unit == "K" || unit == "k" || unit == "KB" || unit == "KiB")
+    mult = 1024;
+  else if (unit == "M" || unit == "MB" || unit == "MiB")
+    mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GiB")
+    mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty() && unit != "B")
+    throw std::invalid_argument("bad size '" + s + "' (use 8, 64K, 256M, 1G)");
   if (v < 0) throw std::invalid_argument("bad size '" + s + "'");
   return static_cast<size_t>(v * mult);
 }
@@ -76,7 +80,8 @@ int run(int argc, char** argv) {
   } catch (const std::exception& e) {
     return bad(e.what());
   }
-  if (backend != "auto" && backend != "mpi" && backend != "nccl") return bad("--backend " + backend + ": mpi, nccl or auto");
+  if (backend != "auto" && backend != "mpi" && backend != "nccl")
+    return bad("--backend " + backend + ": mpi, nccl or auto");
 
   Launch launch = detect_launch();
   std::unique_ptr<Communicator> world = make_world();
@@ -121,7 +126,8 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
-    return run(argc - (argc > 1 && std::string(argv[1]) == "comms"), argv + (argc > 1 && std::string(argv[1]) == "comms"));
+    return run(argc - (argc > 1 && std::string(argv[1]) == "comms"),
+               argv + (argc > 1 && std::string(argv[1]) == "comms"));
   } catch (const std::exception& e) {
     std::cerr << "reprise: comms: " << e.what() << "\n";
     return 1;

@@ -1,24 +1,21 @@
 // reprise-torch: the subcommands that link LibTorch (replay). `reprise replay ...` runs this binary, so tools
 // that only read traces do not pay LibTorch's start-up (about 0.5 s and 165 MB).
-#include <boost/program_options.hpp>
-
-#include "cli.h"
-#include <cstdlib>
-#include <iostream>
-
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
+#include <boost/program_options.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
-
 #include <thread>
 
-#include "reprise/trace/read.h"
-#include "reprise/trace/write.h"
+#include "cli.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/replay/replay.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/write.h"
 #include "reprise/workloads/workloads.h"
 
 namespace po = boost::program_options;
@@ -27,8 +24,8 @@ namespace {
 
 using reprise::cli::kBadInput;
 
+using reprise::UserError;
 using reprise::cli::parse;
-using reprise::cli::Usage;
 
 int cmd_replay(int argc, char** argv) {
   po::options_description opts(
@@ -53,8 +50,8 @@ int cmd_replay(int argc, char** argv) {
       "per-op", "time each op in a second pass (the iteration times are not perturbed)")(
       "out", po::value(&out), "write the results as JSON to this file")(
       "timeline", po::value(&timeline), "write a Chrome/Perfetto trace of the per-op pass to this file")(
-      "strict", "fail (exit 1) when any selected op was not replayed")(
-      "threads", po::value(&threads)->default_value(0), "intra-op CPU threads (0: LibTorch's default)")(
+      "strict", "fail (exit 1) when any selected op was not replayed")("threads", po::value(&threads)->default_value(0),
+                                                                       "intra-op CPU threads (0: LibTorch's default)")(
       "rank", po::value(&rank), "which rank of a multi-rank TRACE to replay")(
       "seed", po::value(&seed)->default_value(0), "seed of the generated input data")(
       "max-ops", po::value(&max_ops)->default_value(0), "replay only the first N ops of each step (0: all)")(
@@ -67,7 +64,7 @@ int cmd_replay(int argc, char** argv) {
     std::cout << opts << "\n";
     return 0;
   }
-  if (trace_path.empty()) throw Usage("replay: no trace given (see reprise replay --help)");
+  if (trace_path.empty()) throw UserError("replay: no trace given (see reprise replay --help)");
   bool quiet = vm.count("quiet") > 0;
   if (timeout > 0) {
     // A rank that stops making progress must not hang the job: abort every rank after the limit.
@@ -89,15 +86,15 @@ int cmd_replay(int argc, char** argv) {
   const int64_t my_rank = world ? world->rank() : (rank >= 0 ? rank : 0);
   const reprise::Trace* trace = nullptr;
   if (world && set.ranks.size() > 1 && static_cast<int>(set.ranks.size()) != world->size())
-    throw Usage(trace_path + ": " + std::to_string(set.ranks.size()) + " rank traces, but the launch has " +
-                std::to_string(world->size()) + " ranks");
+    throw UserError(trace_path + ": " + std::to_string(set.ranks.size()) + " rank traces, but the launch has " +
+                    std::to_string(world->size()) + " ranks");
   for (const reprise::Trace& t : set.ranks)
     if (t.rank == my_rank) trace = &t;
   if (!trace && static_cast<size_t>(my_rank) < set.ranks.size() && (world || rank < 0)) trace = &set.ranks[my_rank];
   if (!trace && set.ranks.size() == 1 && (world || rank < 0)) trace = &set.ranks.front();
   if (!trace)
-    throw Usage(trace_path + ": no trace for rank " + std::to_string(my_rank) + " (it has " +
-                std::to_string(set.ranks.size()) + " rank(s))");
+    throw UserError(trace_path + ": no trace for rank " + std::to_string(my_rank) + " (it has " +
+                    std::to_string(set.ranks.size()) + " rank(s))");
   if (world && !quiet && world->rank() != 0) quiet = true;  // one voice: rank 0 prints progress
 
   reprise::replay::ReplayOptions o;
@@ -117,7 +114,7 @@ int cmd_replay(int argc, char** argv) {
         }
       if (!vm.count("threads") || vm["threads"].defaulted()) threads = m.value("threads", 0);
     } catch (const std::exception& e) {
-      throw Usage(manifest + ": not a capture manifest (" + std::string(e.what()) + ")");
+      throw UserError(manifest + ": not a capture manifest (" + std::string(e.what()) + ")");
     }
   }
   o.device = device;
@@ -168,7 +165,8 @@ int cmd_replay(int argc, char** argv) {
       auto j = nlohmann::json::parse(merged);
       std::printf("  ranks        %d; iteration median per rank:", world->size());
       for (auto& e : j["ranks"]) std::printf(" %.3f ms", 1e3 * e["median_iteration_seconds"].get<double>());
-      std::printf("\n  slowest rank %.3f ms median per iteration\n", 1e3 * j["median_iteration_seconds_max_over_ranks"].get<double>());
+      std::printf("\n  slowest rank %.3f ms median per iteration\n",
+                  1e3 * j["median_iteration_seconds_max_over_ranks"].get<double>());
       if (!out.empty()) std::cout << "results: " << out << " (all ranks)\n";
       if (!timeline.empty()) std::cout << "timeline: " << timeline << " (all ranks; open in https://ui.perfetto.dev)\n";
     }
@@ -177,7 +175,8 @@ int cmd_replay(int argc, char** argv) {
     world.reset();
     reprise::comms::finalize();
     if (strict_fail) {
-      std::cerr << "reprise: --strict: rank " << my_rank << ": " << (r.ops_selected - r.ops_replayed) << " selected op(s) not replayed\n";
+      std::cerr << "reprise: --strict: rank " << my_rank << ": " << (r.ops_selected - r.ops_replayed)
+                << " selected op(s) not replayed\n";
       return 1;
     }
     return 0;
@@ -208,15 +207,14 @@ int cmd_capture(int argc, char** argv) {
   reprise::workloads::WorkloadOptions w;
   int threads = 0;
   opts.add_options()("help,h", "show this help")("workload", po::value(&w.name)->default_value("mlp"),
-                                                 "mlp, dlrm or gpt")(
-      "out", po::value(&w.out_dir), "output folder")("device", po::value(&w.device)->default_value("cpu"),
-                                                   "cpu, cuda or cuda:N")(
+                                                 "mlp, dlrm or gpt")("out", po::value(&w.out_dir), "output folder")(
+      "device", po::value(&w.device)->default_value("cpu"), "cpu, cuda or cuda:N")(
       "batch", po::value(&w.batch)->default_value(0), "batch size (per rank)")(
       "hidden", po::value(&w.hidden)->default_value(0), "hidden size")(
       "layers", po::value(&w.layers)->default_value(0), "layers")("tables", po::value(&w.tables)->default_value(0),
                                                                   "dlrm: embedding tables")(
-      "rows", po::value(&w.rows)->default_value(0), "dlrm: rows per table")(
-      "dim", po::value(&w.dim)->default_value(0), "dlrm: embedding dimension")(
+      "rows", po::value(&w.rows)->default_value(0), "dlrm: rows per table")("dim", po::value(&w.dim)->default_value(0),
+                                                                            "dlrm: embedding dimension")(
       "lookups", po::value(&w.lookups)->default_value(0), "dlrm: lookups per sample and table")(
       "seq", po::value(&w.seq)->default_value(0), "gpt: sequence length")(
       "heads", po::value(&w.heads)->default_value(0), "gpt: attention heads")(
@@ -226,14 +224,15 @@ int cmd_capture(int argc, char** argv) {
       "record", po::value(&w.record)->default_value(1), "recorded steps")(
       "threads", po::value(&threads)->default_value(0), "intra-op CPU threads (0: LibTorch's default)")(
       "seed", po::value(&w.seed)->default_value(0), "random seed")(
-      "lean", "record ops called by other ops without their arguments (a smaller trace and a little less\n"
-              "overhead on tiny ops; replay issues the outer ops only)")("quiet,q", "no progress lines");
+      "lean",
+      "record ops called by other ops without their arguments (a smaller trace and a little less\n"
+      "overhead on tiny ops; replay issues the outer ops only)")("quiet,q", "no progress lines");
   auto vm = parse(argc, argv, opts, {});
   if (vm.count("help")) {
     std::cout << opts << "\n";
     return 0;
   }
-  if (w.out_dir.empty()) throw Usage("capture: --out DIR is required (see reprise capture --help)");
+  if (w.out_dir.empty()) throw UserError("capture: --out DIR is required (see reprise capture --help)");
   w.lean = vm.count("lean") > 0;
   if (threads > 0) at::set_num_threads(threads);
   if (!vm.count("quiet")) w.progress = [](const std::string& s) { std::cerr << "reprise: " << s << "\n"; };
@@ -254,7 +253,7 @@ int cmd_capture(int argc, char** argv) {
     }
     r = reprise::workloads::capture_workload(w);
   } catch (const std::exception& e) {
-    if (!world) throw Usage(std::string("capture: ") + e.what());
+    if (!world) throw UserError(std::string("capture: ") + e.what());
     std::cerr << "reprise: capture: rank " << world->rank() << ": " << e.what() << "\n";
     world->abort(2);
   }

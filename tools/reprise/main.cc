@@ -1,20 +1,20 @@
 // reprise: one command, a subcommand per capability. Each parses its options and calls one library function.
-#include <boost/program_options.hpp>
+#include <unistd.h>
 
-#include "cli.h"
-#include "reprise/version.h"
+#include <boost/program_options.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <unistd.h>
 
+#include "cli.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/summary.h"
 #include "reprise/trace/write.h"
+#include "reprise/version.h"
 
 namespace po = boost::program_options;
 
@@ -38,8 +38,8 @@ const char* kTopHelp =
     "TRACE is a PyTorch ET (.json, .json.gz; any schema from 1.0.1), a Kineto trace, a folder of per-rank\n"
     "files, or a .tar/.tar.gz/.tgz of them. `reprise <command> --help` describes each command.\n";
 
+using reprise::UserError;
 using reprise::cli::parse;
-using reprise::cli::Usage;
 
 reprise::ReadOptions read_options(bool quiet) {
   reprise::ReadOptions o;
@@ -67,7 +67,7 @@ int cmd_inspect(int argc, char** argv) {
     std::cout << opts << "\n";
     return 0;
   }
-  if (traces.empty()) throw Usage("inspect: no trace given (see reprise inspect --help)");
+  if (traces.empty()) throw UserError("inspect: no trace given (see reprise inspect --help)");
   auto t0 = std::chrono::steady_clock::now();
   reprise::TraceSet set = reprise::load_traces(traces, read_options(vm.count("quiet") > 0));
   reprise::Summary s = reprise::summarize(set, top);
@@ -92,9 +92,9 @@ int cmd_convert(int argc, char** argv) {
       "options");
   std::string in, out;
   bool gz = false;
-  opts.add_options()("help,h", "show this help")("gzip", po::bool_switch(&gz),
-                                                 "compress the per-rank files written into a folder OUT")(
-      "quiet,q", "no warnings")("in", po::value(&in), "input trace")("out", po::value(&out), "output file or folder");
+  opts.add_options()("help,h", "show this help")(
+      "gzip", po::bool_switch(&gz), "compress the per-rank files written into a folder OUT")("quiet,q", "no warnings")(
+      "in", po::value(&in), "input trace")("out", po::value(&out), "output file or folder");
   po::positional_options_description pos;
   pos.add("in", 1).add("out", 1);
   auto vm = parse(argc, argv, opts, pos);
@@ -102,19 +102,19 @@ int cmd_convert(int argc, char** argv) {
     std::cout << opts << "\n";
     return 0;
   }
-  if (in.empty() || out.empty()) throw Usage("convert: needs IN and OUT (see reprise convert --help)");
+  if (in.empty() || out.empty()) throw UserError("convert: needs IN and OUT (see reprise convert --help)");
   reprise::TraceSet set = reprise::load_traces({in}, read_options(vm.count("quiet") > 0));
   for (auto& t : set.ranks)
-    if (t.from_kineto_only) throw reprise::TraceError(t.source + ": a Kineto trace has no ET to convert");
+    if (t.from_kineto_only) throw reprise::UserError(t.source + ": a Kineto trace has no ET to convert");
   if (set.ranks.size() == 1) {
     reprise::write_et(set.ranks[0], out);
-    std::cout << "wrote " << out << " (" << set.ranks[0].nodes.size() << " nodes, schema "
-              << reprise::kCurrentSchema << ")\n";
+    std::cout << "wrote " << out << " (" << set.ranks[0].nodes.size() << " nodes, schema " << reprise::kCurrentSchema
+              << ")\n";
     return 0;
   }
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
-  if (ec) throw reprise::TraceError(out + ": cannot create folder: " + ec.message());
+  if (ec) throw reprise::UserError(out + ": cannot create folder: " + ec.message());
   for (auto& t : set.ranks) {
     std::string path = out + "/rank-" + std::to_string(t.rank) + (gz ? ".json.gz" : ".json");
     reprise::write_et(t, path);
@@ -133,8 +133,8 @@ int cmd_synth(int argc, char** argv) {
   opts.add_options()("help,h", "show this help")("out,o", po::value(&out), "output file (.json or .json.gz)")(
       "iterations", po::value(&s.iterations)->default_value(2), "ProfilerStep iterations")(
       "layers", po::value(&s.layers)->default_value(4), "linear layers")(
-      "batch", po::value(&s.batch)->default_value(64), "batch size")(
-      "hidden", po::value(&s.hidden)->default_value(256), "hidden size")(
+      "batch", po::value(&s.batch)->default_value(64), "batch size")("hidden", po::value(&s.hidden)->default_value(256),
+                                                                     "hidden size")(
       "world-size", po::value(&s.world_size)->default_value(2), "data-parallel ranks")(
       "rank", po::value(&s.rank)->default_value(0), "this trace's rank")(
       "device", po::value(&s.device)->default_value("cpu"), "device recorded on tensors");
@@ -144,18 +144,18 @@ int cmd_synth(int argc, char** argv) {
     std::cout << opts << "\n";
     return 0;
   }
-  if (out.empty()) throw Usage("synth: --out is required (see reprise synth --help)");
+  if (out.empty()) throw UserError("synth: --out is required (see reprise synth --help)");
   if (s.iterations < 1 || s.layers < 1 || s.batch < 1 || s.hidden < 1 || s.world_size < 1 || s.rank < 0 ||
       s.rank >= s.world_size)
-    throw Usage("synth: sizes must be positive and 0 <= rank < world-size");
+    throw UserError("synth: sizes must be positive and 0 <= rank < world-size");
   reprise::Trace t = reprise::synthetic_trace(s);
   reprise::write_et(t, out);
   std::cout << "wrote " << out << " (" << t.nodes.size() << " nodes, " << t.collectives.size() << " collectives)\n";
   return 0;
 }
 
-// Subcommands that need LibTorch (reprise-torch) or MPI (reprise-comms) live in binaries beside this one (as git runs git-<command>), so
-// the commands that only read traces start in milliseconds.
+// Subcommands that need LibTorch (reprise-torch) or MPI (reprise-comms) live in binaries beside this one (as git runs
+// git-<command>), so the commands that only read traces start in milliseconds.
 int exec_tool(const char* name, const char* needs, int argc, char** argv) {
   std::error_code ec;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -193,8 +193,8 @@ int main(int argc, char** argv) {
     if (cmd == "replay" || cmd == "capture") return exec_tool("reprise-torch", "LibTorch", argc, argv);
     if (cmd == "comms") return exec_tool("reprise-comms", "MPI", argc, argv);
     if (cmd == "--version") {
-    std::cout << "reprise " REPRISE_VERSION "\n";
-    return 0;
+      std::cout << "reprise " REPRISE_VERSION "\n";
+      return 0;
     }
     std::cerr << "reprise: unknown command '" << cmd << "' (see reprise --help)\n";
     return kBadInput;

@@ -101,8 +101,8 @@ uint32_t TraceBuilder::add_node(const NodeSpec& s) {
   n.fw_parent = s.fw_parent;
   n.scope = s.scope;
   n.tensor_range = t_.strings.intern(s.tensor_range);
-  n.fields = kHasRfId | kHasFwParent | kHasSeqId | kHasScope | kHasTid | kHasFwTid | kHasOpSchema |
-             kHasKernelBackend | kHasKernelFile | kHasTensorRange;
+  n.fields = kHasRfId | kHasFwParent | kHasSeqId | kHasScope | kHasTid | kHasFwTid | kHasOpSchema | kHasKernelBackend |
+             kHasKernelFile | kHasTensorRange;
   auto put = [&](const std::vector<Arg>& args, uint32_t& first, uint32_t& count) {
     first = static_cast<uint32_t>(t_.values.size());
     count = static_cast<uint32_t>(args.size());
@@ -163,8 +163,8 @@ Trace synthetic_trace(const SyntheticSpec& sp) {
     s.strides = std::move(strides);
     return b.tensor(s);
   };
-  auto node = [&](int64_t id, const std::string& name, int64_t parent, const std::string& schema,
-                  std::vector<Arg> in, std::vector<Arg> out, int scope = 0) {
+  auto node = [&](int64_t id, const std::string& name, int64_t parent, const std::string& schema, std::vector<Arg> in,
+                  std::vector<Arg> out, int scope = 0) {
     NodeSpec n;
     n.id = id;
     n.name = name;
@@ -179,8 +179,10 @@ Trace synthetic_trace(const SyntheticSpec& sp) {
   const std::string T = "Tensor(float)";
   node(1, "[pytorch|profiler|execution_trace|process]", 1, "", {}, {}, 7);
   node(2, "[pytorch|profiler|execution_trace|thread]", 1, "", {}, {}, 7);
-  std::string pgs = "[{\"pg_name\": \"0\", \"pg_desc\": \"default_pg\", \"backend_config\": \"cpu:gloo,cuda:nccl\", "
-                    "\"ranks\": [], \"group_size\": " + std::to_string(sp.world_size) + ", \"group_count\": 1}]";
+  std::string pgs =
+      "[{\"pg_name\": \"0\", \"pg_desc\": \"default_pg\", \"backend_config\": \"cpu:gloo,cuda:nccl\", "
+      "\"ranks\": [], \"group_size\": " +
+      std::to_string(sp.world_size) + ", \"group_count\": 1}]";
   node(next_id++, "## process_group:init ##", 2, "", {{b.string(pgs), "String"}}, {}, 7);
   // parameters: weight [hidden, hidden] and bias [hidden] per layer, and their gradients
   std::vector<int64_t> w_store, b_store, gw_store, gb_store;
@@ -223,8 +225,8 @@ Trace synthetic_trace(const SyntheticSpec& sp) {
     Value grad = tensor(next_storage++, {B, H});
     for (int l = sp.layers - 1; l >= 0; --l) {
       Value gin = tensor(next_storage++, {B, H});
-      node(next_id++, "aten::threshold_backward",
-           bwd, "aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor",
+      node(next_id++, "aten::threshold_backward", bwd,
+           "aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor",
            {{grad, T}, {acts[l + 1], T}, {b.integer(0), "Int"}}, {{gin, T}});
       Value gw = tensor(gw_store[l], {H, H});
       node(next_id++, "aten::mm", bwd, "aten::mm(Tensor self, Tensor mat2) -> Tensor",
@@ -242,10 +244,15 @@ Trace synthetic_trace(const SyntheticSpec& sp) {
       int64_t c10d = next_id++;
       node(c10d, "c10d::allreduce_", bwd, "", {{b.list({gw}), "GenericList[Tensor(float)]"}}, {});
       node(next_id++, "record_param_comms", c10d, "",
-           {{b.list({gw}), "GenericList[Tensor(float)]"}, {b.integer(seq), "Int"},
+           {{b.list({gw}), "GenericList[Tensor(float)]"},
+            {b.integer(seq), "Int"},
             {b.tuple({b.string("0"), b.string("default_pg")}), "Tuple[String,String]"},
-            {b.integer(sp.rank), "Int"}, {b.string("allreduce"), "String"}, {b.list({}), "GenericList[]"},
-            {b.list({}), "GenericList[]"}, {b.integer(0), "Int"}, {b.integer(1), "Int"},
+            {b.integer(sp.rank), "Int"},
+            {b.string("allreduce"), "String"},
+            {b.list({}), "GenericList[]"},
+            {b.list({}), "GenericList[]"},
+            {b.integer(0), "Int"},
+            {b.integer(1), "Int"},
             {b.integer(sp.world_size), "Int"}},
            {{b.list({gw}), "GenericList[Tensor(float)]"}});
       b.add_attr("collective_name", "string", b.string("allreduce"));

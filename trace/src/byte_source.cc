@@ -15,7 +15,7 @@ class GzFileSource : public ByteSource {
  public:
   explicit GzFileSource(const std::string& path) : name_(path) {
     file_ = gzopen(path.c_str(), "rb");
-    if (!file_) throw TraceError(path + ": cannot open: " + std::strerror(errno));
+    if (!file_) throw UserError(path + ": cannot open: " + std::strerror(errno));
     gzbuffer(file_, 1 << 20);
   }
   ~GzFileSource() override { gzclose(file_); }
@@ -27,14 +27,14 @@ class GzFileSource : public ByteSource {
       if (got < 0) {
         int err = 0;
         const char* msg = gzerror(file_, &err);
-        throw TraceError(name_ + ": read error at byte " + std::to_string(gztell(file_)) + ": " + msg);
+        throw UserError(name_ + ": read error at byte " + std::to_string(gztell(file_)) + ": " + msg);
       }
       if (got == 0) {
         int err = 0;
         const char* msg = gzerror(file_, &err);
         if (err != Z_OK && err != Z_STREAM_END)
-          throw TraceError(name_ + ": gzip data is truncated or corrupt at byte " +
-                           std::to_string(gztell(file_)) + ": " + msg);
+          throw UserError(name_ + ": gzip data is truncated or corrupt at byte " + std::to_string(gztell(file_)) +
+                          ": " + msg);
         break;
       }
       total += static_cast<size_t>(got);
@@ -116,7 +116,7 @@ class TarReader::Member : public ByteSource {
     size_t k = static_cast<size_t>(std::min<uint64_t>(n, left_));
     if (k == 0) return 0;
     size_t got = read_full(src_, dst, k);
-    if (got < k) throw TraceError(name_ + ": archive is truncated");
+    if (got < k) throw UserError(name_ + ": archive is truncated");
     left_ -= got;
     return got;
   }
@@ -142,7 +142,7 @@ void TarReader::skip_rest() {
   member_.reset();
   // members are padded to 512-byte blocks
   uint64_t pad = (512 - offset_ % 512) % 512;
-  if (pad && read_full(*src_, buf, pad) < pad) throw TraceError(path_ + ": archive is truncated");
+  if (pad && read_full(*src_, buf, pad) < pad) throw UserError(path_ + ": archive is truncated");
   offset_ += pad;
 }
 
@@ -153,11 +153,11 @@ bool TarReader::next(TarMember& member) {
   for (;;) {
     size_t got = read_full(*src_, h, 512);
     if (got == 0) return false;
-    if (got < 512) throw TraceError(path_ + ": archive is truncated at byte " + std::to_string(offset_));
+    if (got < 512) throw UserError(path_ + ": archive is truncated at byte " + std::to_string(offset_));
     offset_ += 512;
     if (std::all_of(h, h + 512, [](char c) { return c == 0; })) return false;  // end-of-archive block
     if (std::memcmp(h + 257, "ustar", 5) != 0 && parse_octal(h + 148, 8) == 0)
-      throw TraceError(path_ + ": not a tar archive (bad header at byte " + std::to_string(offset_ - 512) + ")");
+      throw UserError(path_ + ": not a tar archive (bad header at byte " + std::to_string(offset_ - 512) + ")");
     uint64_t size = parse_octal(h + 124, 12);
     char type = h[156];
     std::string name = cstr(h + 345, 155);
@@ -166,11 +166,11 @@ bool TarReader::next(TarMember& member) {
     if (!pax_path.empty()) name = pax_path;
     if (type == 'L' || type == 'x' || type == 'g') {
       std::string body(size, '\0');
-      if (read_full(*src_, body.data(), size) < size) throw TraceError(path_ + ": archive is truncated");
+      if (read_full(*src_, body.data(), size) < size) throw UserError(path_ + ": archive is truncated");
       offset_ += size;
       uint64_t pad = (512 - size % 512) % 512;
       char buf[512];
-      if (pad && read_full(*src_, buf, pad) < pad) throw TraceError(path_ + ": archive is truncated");
+      if (pad && read_full(*src_, buf, pad) < pad) throw UserError(path_ + ": archive is truncated");
       offset_ += pad;
       if (type == 'L') {
         long_name = body.c_str();
@@ -200,7 +200,7 @@ bool TarReader::next(TarMember& member) {
     uint64_t skip = (size + 511) / 512 * 512;
     char buf[512];
     for (uint64_t i = 0; i < skip; i += 512)
-      if (read_full(*src_, buf, 512) < 512) throw TraceError(path_ + ": archive is truncated");
+      if (read_full(*src_, buf, 512) < 512) throw UserError(path_ + ": archive is truncated");
     offset_ += skip;
     long_name.clear();
     pax_path.clear();

@@ -12,7 +12,7 @@ namespace reprise::detail {
 class ByteSource {
  public:
   virtual ~ByteSource() = default;
-  // Reads up to n bytes; returns 0 only at the end. Throws TraceError on a read or decompression error.
+  // Reads up to n bytes; returns 0 only at the end. Throws UserError on a read or decompression error.
   virtual size_t read(char* dst, size_t n) = 0;
   // Name used in error messages ("trace.json.gz", "archive.tgz:rank-1.json").
   virtual const std::string& name() const = 0;

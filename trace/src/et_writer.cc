@@ -1,16 +1,16 @@
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <mutex>
 #include <thread>
-#include <unistd.h>
 
 #include "reprise/trace/write.h"
 
@@ -21,13 +21,27 @@ void append_json_string(std::string& o, std::string_view s) {
   for (char ch : s) {
     auto c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\r': o += "\\r"; break;
-      case '\t': o += "\\t"; break;
-      case '\b': o += "\\b"; break;
-      case '\f': o += "\\f"; break;
+      case '"':
+        o += "\\\"";
+        break;
+      case '\\':
+        o += "\\\\";
+        break;
+      case '\n':
+        o += "\\n";
+        break;
+      case '\r':
+        o += "\\r";
+        break;
+      case '\t':
+        o += "\\t";
+        break;
+      case '\b':
+        o += "\\b";
+        break;
+      case '\f':
+        o += "\\f";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -169,8 +183,12 @@ class Writer {
       o += ", \"type\": ";
       const Value& v = t_.values[a.value];
       std::string_view type = t_.str(a.type);
-      if (type.empty()) type = v.kind == ValueKind::Int ? "int64" : v.kind == ValueKind::Double ? "double"
-                             : v.kind == ValueKind::Bool ? "bool" : v.kind == ValueKind::String ? "string" : "json";
+      if (type.empty())
+        type = v.kind == ValueKind::Int      ? "int64"
+               : v.kind == ValueKind::Double ? "double"
+               : v.kind == ValueKind::Bool   ? "bool"
+               : v.kind == ValueKind::String ? "string"
+                                             : "json";
       put_escaped(o, type);
       o += ", \"value\": ";
       write_value(o, v);
@@ -205,12 +223,22 @@ class Writer {
 
   void write_value(std::string& o, const Value& v) {
     switch (v.kind) {
-      case ValueKind::None: o += "\"<None>\""; break;
-      case ValueKind::Int: put_int(o, v.i); break;
-      case ValueKind::Double: put_double(o, v.d); break;
-      case ValueKind::Bool: o += v.i ? "true" : "false"; break;
+      case ValueKind::None:
+        o += "\"<None>\"";
+        break;
+      case ValueKind::Int:
+        put_int(o, v.i);
+        break;
+      case ValueKind::Double:
+        put_double(o, v.d);
+        break;
+      case ValueKind::Bool:
+        o += v.i ? "true" : "false";
+        break;
       case ValueKind::String:
-      case ValueKind::Device: put_escaped(o, t_.str(v.ref)); break;
+      case ValueKind::Device:
+        put_escaped(o, t_.str(v.ref));
+        break;
       case ValueKind::Tensor: {
         const Tensor& x = t_.tensors[v.ref];
         o += '[';
@@ -297,9 +325,11 @@ class AtomicFile {
  public:
   explicit AtomicFile(const std::string& path)
       : path_(path), tmp_(path + ".tmp-" + std::to_string(::getpid())), gz_(ends_with(path, ".gz")) {
-    if (gz_) gzf_ = gzopen(tmp_.c_str(), "wb6");
-    else f_ = std::fopen(tmp_.c_str(), "wb");
-    if (!gzf_ && !f_) throw TraceError(path + ": cannot create: " + std::strerror(errno));
+    if (gz_)
+      gzf_ = gzopen(tmp_.c_str(), "wb6");
+    else
+      f_ = std::fopen(tmp_.c_str(), "wb");
+    if (!gzf_ && !f_) throw UserError(path + ": cannot create: " + std::strerror(errno));
   }
   ~AtomicFile() {
     if (done_) return;
@@ -308,8 +338,10 @@ class AtomicFile {
   }
   void write(std::string_view s) {
     if (s.empty()) return;
-    if (gz_) ok_ = ok_ && gzwrite(gzf_, s.data(), static_cast<unsigned>(s.size())) == static_cast<int>(s.size());
-    else ok_ = ok_ && std::fwrite(s.data(), 1, s.size(), f_) == s.size();
+    if (gz_)
+      ok_ = ok_ && gzwrite(gzf_, s.data(), static_cast<unsigned>(s.size())) == static_cast<int>(s.size());
+    else
+      ok_ = ok_ && std::fwrite(s.data(), 1, s.size(), f_) == s.size();
   }
   void commit() {
     ok_ = close() && ok_;
@@ -317,7 +349,7 @@ class AtomicFile {
       int err = errno;
       std::remove(tmp_.c_str());
       done_ = true;
-      throw TraceError(path_ + ": write failed: " + std::strerror(err));
+      throw UserError(path_ + ": write failed: " + std::strerror(err));
     }
     done_ = true;
   }

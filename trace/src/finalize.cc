@@ -79,8 +79,8 @@ void sum_tensors(const Trace& t, const Value& v, int64_t& elems, const Tensor*& 
 // torch dtype (as in ET type strings) -> the ScalarType name comm attrs use.
 std::string comm_dtype(std::string_view d) {
   static const std::pair<const char*, const char*> table[] = {
-      {"float", "Float"},   {"double", "Double"},       {"c10::Half", "Half"}, {"c10::BFloat16", "BFloat16"},
-      {"long int", "Long"}, {"int", "Int"},             {"short int", "Short"}, {"signed char", "Char"},
+      {"float", "Float"},        {"double", "Double"}, {"c10::Half", "Half"},  {"c10::BFloat16", "BFloat16"},
+      {"long int", "Long"},      {"int", "Int"},       {"short int", "Short"}, {"signed char", "Char"},
       {"unsigned char", "Byte"}, {"bool", "Bool"},
   };
   for (auto& [a, b] : table)
@@ -124,8 +124,10 @@ void read_process_groups(Trace& t, const Node& n, const ReadOptions& opt) {
     if (g.contains("ranks") && g["ranks"].is_array())
       for (auto& r : g["ranks"])
         if (r.is_number_integer()) pg.ranks.push_back(r.get<int64_t>());
-    if (g.contains("group_size") && g["group_size"].is_number_integer()) pg.size = g["group_size"].get<int64_t>();
-    else if (g.contains("pg_size") && g["pg_size"].is_number_integer()) pg.size = g["pg_size"].get<int64_t>();
+    if (g.contains("group_size") && g["group_size"].is_number_integer())
+      pg.size = g["group_size"].get<int64_t>();
+    else if (g.contains("pg_size") && g["pg_size"].is_number_integer())
+      pg.size = g["pg_size"].get<int64_t>();
     if (pg.size == 0) pg.size = static_cast<int64_t>(pg.ranks.size());
     t.process_groups.push_back(std::move(pg));
   }
@@ -137,22 +139,37 @@ std::string normalize_collective_name(std::string_view raw) {
   std::string s(raw);
   while (!s.empty() && s[0] == '_') s.erase(0, 1);
   static const std::pair<const char*, const char*> table[] = {
-      {"allreduce", "all_reduce"},        {"all_reduce", "all_reduce"},
-      {"allreduce_coalesced", "all_reduce"}, {"all_reduce_coalesced", "all_reduce"},
-      {"allgather", "all_gather"},        {"all_gather", "all_gather"},
-      {"allgather_base", "all_gather"},   {"all_gather_base", "all_gather"},
-      {"allgather_into_tensor_coalesced", "all_gather"}, {"all_gather_into_tensor", "all_gather"},
-      {"allgather_coalesced", "all_gather"}, {"all_gather_into_tensor_coalesced", "all_gather"},
-      {"reduce_scatter", "reduce_scatter"}, {"reduce_scatter_base", "reduce_scatter"},
-      {"reduce_scatter_tensor", "reduce_scatter"}, {"reduce_scatter_tensor_coalesced", "reduce_scatter"},
+      {"allreduce", "all_reduce"},
+      {"all_reduce", "all_reduce"},
+      {"allreduce_coalesced", "all_reduce"},
+      {"all_reduce_coalesced", "all_reduce"},
+      {"allgather", "all_gather"},
+      {"all_gather", "all_gather"},
+      {"allgather_base", "all_gather"},
+      {"all_gather_base", "all_gather"},
+      {"allgather_into_tensor_coalesced", "all_gather"},
+      {"all_gather_into_tensor", "all_gather"},
+      {"allgather_coalesced", "all_gather"},
+      {"all_gather_into_tensor_coalesced", "all_gather"},
+      {"reduce_scatter", "reduce_scatter"},
+      {"reduce_scatter_base", "reduce_scatter"},
+      {"reduce_scatter_tensor", "reduce_scatter"},
+      {"reduce_scatter_tensor_coalesced", "reduce_scatter"},
       {"reduce_scatter_coalesced", "reduce_scatter"},
-      {"all_to_all", "all_to_all"},       {"alltoall", "all_to_all"},
-      {"all_to_allv", "all_to_allv"},     {"alltoall_base", "all_to_allv"},
-      {"broadcast", "broadcast"},         {"reduce", "reduce"},
-      {"gather", "gather"},               {"scatter", "scatter"},
-      {"send", "send"},                   {"recv", "recv"},
-      {"recvAnysource", "recv"},          {"barrier", "barrier"},
-      {"wait", "wait"},                   {"coalesced", "coalesced"},
+      {"all_to_all", "all_to_all"},
+      {"alltoall", "all_to_all"},
+      {"all_to_allv", "all_to_allv"},
+      {"alltoall_base", "all_to_allv"},
+      {"broadcast", "broadcast"},
+      {"reduce", "reduce"},
+      {"gather", "gather"},
+      {"scatter", "scatter"},
+      {"send", "send"},
+      {"recv", "recv"},
+      {"recvAnysource", "recv"},
+      {"barrier", "barrier"},
+      {"wait", "wait"},
+      {"coalesced", "coalesced"},
   };
   for (auto& [a, b] : table)
     if (s == a) return b;
@@ -221,18 +238,30 @@ Collective decode_collective(const Trace& t, uint32_t idx) {
     std::string_view name = t.str(a.name);
     const Value& v = t.values[a.value];
     std::string_view s = v.kind == ValueKind::String ? t.str(v.ref) : std::string_view();
-    if (name == "collective_name") c.raw_name = std::string(s);
-    else if (name == "dtype") c.dtype = std::string(s);
-    else if (name == "in_msg_nelems") c.in_elems = as_int(v);
-    else if (name == "out_msg_nelems") c.out_elems = as_int(v);
-    else if (name == "in_split_size") c.in_splits = parse_int_list_text(s);
-    else if (name == "out_split_size") c.out_splits = parse_int_list_text(s);
-    else if (name == "global_rank_start") c.global_rank_start = as_int(v);
-    else if (name == "global_rank_stride") c.global_rank_stride = as_int(v);
-    else if (name == "pg_name") c.pg_name = std::string(s);
-    else if (name == "pg_desc") c.pg_desc = std::string(s);
-    else if (name == "pg_size") c.pg_size = as_int(v);
-    else if (name == "isP2P" || name == "is_p2p") c.p2p = as_int(v) != 0;
+    if (name == "collective_name")
+      c.raw_name = std::string(s);
+    else if (name == "dtype")
+      c.dtype = std::string(s);
+    else if (name == "in_msg_nelems")
+      c.in_elems = as_int(v);
+    else if (name == "out_msg_nelems")
+      c.out_elems = as_int(v);
+    else if (name == "in_split_size")
+      c.in_splits = parse_int_list_text(s);
+    else if (name == "out_split_size")
+      c.out_splits = parse_int_list_text(s);
+    else if (name == "global_rank_start")
+      c.global_rank_start = as_int(v);
+    else if (name == "global_rank_stride")
+      c.global_rank_stride = as_int(v);
+    else if (name == "pg_name")
+      c.pg_name = std::string(s);
+    else if (name == "pg_desc")
+      c.pg_desc = std::string(s);
+    else if (name == "pg_size")
+      c.pg_size = as_int(v);
+    else if (name == "isP2P" || name == "is_p2p")
+      c.p2p = as_int(v) != 0;
   }
   if (c.itemsize == 0) c.itemsize = dtype_itemsize(c.dtype);
   c.name = normalize_collective_name(c.raw_name);
@@ -246,7 +275,7 @@ void finalize_trace(Trace& t, const ReadOptions& opt) {
   const std::string& src = t.source;
   for (size_t i = 1; i < t.nodes.size(); ++i)
     if (t.nodes[i].id == t.nodes[i - 1].id)
-      throw TraceError(src + ": node " + std::to_string(t.nodes[i].id) + ": id appears twice");
+      throw UserError(src + ": node " + std::to_string(t.nodes[i].id) + ": id appears twice");
 
   for (Node& n : t.nodes) {
     if (n.parent_id == n.id) {
@@ -255,8 +284,8 @@ void finalize_trace(Trace& t, const ReadOptions& opt) {
     }
     n.parent = t.find(n.parent_id);
     if (n.parent == kNone32 && n.parent_id != 0 && n.parent_id != -1)
-      throw TraceError(src + ": node " + std::to_string(n.id) + ": parent " + std::to_string(n.parent_id) +
-                       " does not exist");
+      throw UserError(src + ": node " + std::to_string(n.id) + ": parent " + std::to_string(n.parent_id) +
+                      " does not exist");
   }
   // Cycle check: 0 = unvisited, 1 = on the current path, 2 = reaches a root.
   std::vector<uint8_t> state(t.nodes.size(), 0);
@@ -270,7 +299,7 @@ void finalize_trace(Trace& t, const ReadOptions& opt) {
       p = t.nodes[p].parent;
     }
     if (p != kNone32 && state[p] == 1)
-      throw TraceError(src + ": node " + std::to_string(t.nodes[p].id) + ": its parents form a cycle");
+      throw UserError(src + ": node " + std::to_string(t.nodes[p].id) + ": its parents form a cycle");
     for (uint32_t q : path) state[q] = 2;
   }
 

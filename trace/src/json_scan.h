@@ -15,8 +15,8 @@ namespace reprise::detail {
 inline size_t find_structural(const char* p, size_t i, size_t n) {
 #if defined(__SSE2__)
   const __m128i quote = _mm_set1_epi8('"');
-  const __m128i open = _mm_set1_epi8('{');    // '{' | 0x20 and '[' | 0x20 are both '{'
-  const __m128i close = _mm_set1_epi8('}');   // likewise ']' and '}'
+  const __m128i open = _mm_set1_epi8('{');   // '{' | 0x20 and '[' | 0x20 are both '{'
+  const __m128i close = _mm_set1_epi8('}');  // likewise ']' and '}'
   const __m128i lower = _mm_set1_epi8(0x20);
   for (; i + 16 <= n; i += 16) {
     __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
@@ -55,7 +55,7 @@ struct ValueScan {
   bool in_string = false;
   bool skip_next = false;  // an escape's backslash was the last byte seen
 
-  static constexpr size_t kMore = SIZE_MAX;       // the value continues past n
+  static constexpr size_t kMore = SIZE_MAX;            // the value continues past n
   static constexpr size_t kUnbalanced = SIZE_MAX - 1;  // a closing bracket with nothing open
 
   // Scans p[i, n). Returns the index just past the value's end, kMore or kUnbalanced.

@@ -21,7 +21,9 @@ std::string base_name(std::string_view path) {
 bool looks_like_trace_name(std::string_view name) {
   std::string b = base_name(name);
   if (b.rfind("._", 0) == 0 || b.empty() || b[0] == '.') return false;  // macOS resource forks, hidden files
-  auto ends = [&](std::string_view s) { return b.size() >= s.size() && b.compare(b.size() - s.size(), s.size(), s) == 0; };
+  auto ends = [&](std::string_view s) {
+    return b.size() >= s.size() && b.compare(b.size() - s.size(), s.size(), s) == 0;
+  };
   return ends(".json") || ends(".json.gz");
 }
 
@@ -52,14 +54,14 @@ void load_stream(detail::ByteSource& src, const std::string& name, Loaded& out, 
   } else if (in_folder) {
     if (opt.warn && base_name(name) != "manifest.json") opt.warn(name + ": not a trace, skipped");
   } else {
-    throw TraceError(name + ": neither a PyTorch ET (\"nodes\") nor a Kineto trace (\"traceEvents\")");
+    throw UserError(name + ": neither a PyTorch ET (\"nodes\") nor a Kineto trace (\"traceEvents\")");
   }
 }
 
 void load_path(const std::string& path, Loaded& out, const ReadOptions& opt, bool explicit_file) {
   std::error_code ec;
   fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) throw TraceError(path + ": no such file or directory");
+  if (ec || !fs::exists(st)) throw UserError(path + ": no such file or directory");
   if (fs::is_directory(st)) {
     std::vector<std::string> files;
     for (auto& e : fs::directory_iterator(path)) {
@@ -112,7 +114,8 @@ TraceFormat detect_format(std::string_view head, std::string_view name) {
   while (i < head.size() && std::isspace(static_cast<unsigned char>(head[i]))) ++i;
   if (i < head.size() && head[i] == '[' && head.find("\"ph\"") != std::string_view::npos) return TraceFormat::Kineto;
   std::string b = base_name(name);
-  if (b.find(".pt.trace.json") != std::string::npos || b.find("kineto") != std::string::npos) return TraceFormat::Kineto;
+  if (b.find(".pt.trace.json") != std::string::npos || b.find("kineto") != std::string::npos)
+    return TraceFormat::Kineto;
   if (b.find("_et") != std::string::npos || b.find("rank") != std::string::npos) return TraceFormat::ExecutionTrace;
   return TraceFormat::Unknown;
 }
@@ -141,17 +144,18 @@ int64_t rank_from_name(std::string_view name) {
   if (dot != std::string::npos && dot > 0) {
     size_t i = dot;
     while (i > 0 && std::isdigit(static_cast<unsigned char>(lower[i - 1]))) --i;
-    if (i < dot && i > 0 && (lower[i - 1] == '_' || lower[i - 1] == '-')) return std::strtoll(lower.c_str() + i, nullptr, 10);
+    if (i < dot && i > 0 && (lower[i - 1] == '_' || lower[i - 1] == '-'))
+      return std::strtoll(lower.c_str() + i, nullptr, 10);
   }
   return -1;
 }
 
 TraceSet load_traces(const std::vector<std::string>& inputs, const ReadOptions& opt) {
-  if (inputs.empty()) throw TraceError("no trace given");
+  if (inputs.empty()) throw UserError("no trace given");
   Loaded all;
   for (const std::string& in : inputs) load_path(in, all, opt, true);
   TraceSet set;
-  if (all.ets.empty() && all.kinetos.empty()) throw TraceError(inputs[0] + ": no traces found");
+  if (all.ets.empty() && all.kinetos.empty()) throw UserError(inputs[0] + ": no traces found");
   if (all.ets.empty()) {
     for (Trace& k : all.kinetos) detail::build_nodes_from_kineto(k);
     assign_ranks(all.kinetos);

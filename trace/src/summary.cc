@@ -24,9 +24,12 @@ std::string human_bytes(double b) {
 
 std::string fmt_us(double us) {
   char buf[32];
-  if (us >= 1e6) std::snprintf(buf, sizeof buf, "%.2f s", us / 1e6);
-  else if (us >= 1e3) std::snprintf(buf, sizeof buf, "%.2f ms", us / 1e3);
-  else std::snprintf(buf, sizeof buf, "%.1f us", us);
+  if (us >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2f s", us / 1e6);
+  else if (us >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.2f ms", us / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f us", us);
   return buf;
 }
 
@@ -53,9 +56,8 @@ RankSummary summarize_rank(const Trace& t, size_t top) {
     s.name = std::string(t.str(id));
     all.push_back(s);
   }
-  std::sort(all.begin(), all.end(), [](const OpStat& a, const OpStat& b) {
-    return a.count != b.count ? a.count > b.count : a.name < b.name;
-  });
+  std::sort(all.begin(), all.end(),
+            [](const OpStat& a, const OpStat& b) { return a.count != b.count ? a.count > b.count : a.name < b.name; });
   r.top_by_count.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(top, all.size())));
   if (r.gpu_us > 0) {
     std::sort(all.begin(), all.end(), [](const OpStat& a, const OpStat& b) {
@@ -171,7 +173,8 @@ void print_summary(std::ostream& o, const Summary& s) {
     o << "collectives " << r.collectives << " (+" << r.waits << " waits)\n";
     for (const CollectiveStat& c : r.collective_stats) {
       std::snprintf(line, sizeof line, "  %-16s %-20s %-9s x%-5lld %12s\n", c.name.c_str(), c.pg.c_str(),
-                    c.dtype.c_str(), static_cast<long long>(c.count), human_bytes(static_cast<double>(c.bytes)).c_str());
+                    c.dtype.c_str(), static_cast<long long>(c.count),
+                    human_bytes(static_cast<double>(c.bytes)).c_str());
       o << line;
     }
     o << "top ops by count (" << r.distinct_ops << " distinct):\n";
@@ -220,7 +223,8 @@ std::string summary_json(const Summary& s) {
     j["collectives_by_type"] = cs;
     nlohmann::json pgs = nlohmann::json::array();
     for (auto& pg : r.process_groups)
-      pgs.push_back({{"name", pg.name}, {"desc", pg.desc}, {"backend", pg.backend}, {"size", pg.size}, {"ranks", pg.ranks}});
+      pgs.push_back(
+          {{"name", pg.name}, {"desc", pg.desc}, {"backend", pg.backend}, {"size", pg.size}, {"ranks", pg.ranks}});
     j["process_groups"] = pgs;
     j["iterations"] = r.iterations;
     j["tensors"] = r.tensors;
@@ -228,8 +232,11 @@ std::string summary_json(const Summary& s) {
     j["devices"] = r.devices;
     j["gpus"] = r.gpus;
     if (!r.kineto_source.empty())
-      j["kineto"] = {{"source", r.kineto_source}, {"events", r.kineto_events}, {"link_method", r.link_method},
-                     {"linked_cpu_ops", r.kineto_linked_ops}, {"cpu_ops", r.kineto_cpu_ops}};
+      j["kineto"] = {{"source", r.kineto_source},
+                     {"events", r.kineto_events},
+                     {"link_method", r.link_method},
+                     {"linked_cpu_ops", r.kineto_linked_ops},
+                     {"cpu_ops", r.kineto_cpu_ops}};
     j["model_bytes"] = r.model_bytes;
     out["ranks"].push_back(j);
   }

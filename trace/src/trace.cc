@@ -1,52 +1,81 @@
-#include <algorithm>
-
 #include "reprise/trace/trace.h"
+
+#include <algorithm>
 
 namespace reprise {
 
 const char* node_kind_name(NodeKind k) {
   switch (k) {
-    case NodeKind::Root: return "root";
-    case NodeKind::Thread: return "thread";
-    case NodeKind::Operator: return "operator";
-    case NodeKind::Collective: return "collective";
-    case NodeKind::Wait: return "wait";
-    case NodeKind::CommOp: return "comm_op";
-    case NodeKind::Annotation: return "annotation";
-    case NodeKind::Autograd: return "autograd";
-    case NodeKind::TritonKernel: return "triton_kernel";
-    case NodeKind::Other: return "other";
+    case NodeKind::Root:
+      return "root";
+    case NodeKind::Thread:
+      return "thread";
+    case NodeKind::Operator:
+      return "operator";
+    case NodeKind::Collective:
+      return "collective";
+    case NodeKind::Wait:
+      return "wait";
+    case NodeKind::CommOp:
+      return "comm_op";
+    case NodeKind::Annotation:
+      return "annotation";
+    case NodeKind::Autograd:
+      return "autograd";
+    case NodeKind::TritonKernel:
+      return "triton_kernel";
+    case NodeKind::Other:
+      return "other";
   }
   return "other";
 }
 
 const char* value_kind_name(ValueKind k) {
   switch (k) {
-    case ValueKind::None: return "None";
-    case ValueKind::Int: return "Int";
-    case ValueKind::Double: return "Double";
-    case ValueKind::Bool: return "Bool";
-    case ValueKind::String: return "String";
-    case ValueKind::Device: return "Device";
-    case ValueKind::Tensor: return "Tensor";
-    case ValueKind::List: return "List";
-    case ValueKind::Tuple: return "Tuple";
+    case ValueKind::None:
+      return "None";
+    case ValueKind::Int:
+      return "Int";
+    case ValueKind::Double:
+      return "Double";
+    case ValueKind::Bool:
+      return "Bool";
+    case ValueKind::String:
+      return "String";
+    case ValueKind::Device:
+      return "Device";
+    case ValueKind::Tensor:
+      return "Tensor";
+    case ValueKind::List:
+      return "List";
+    case ValueKind::Tuple:
+      return "Tuple";
   }
   return "?";
 }
 
 const char* kineto_cat_name(KinetoCat c) {
   switch (c) {
-    case KinetoCat::CpuOp: return "cpu_op";
-    case KinetoCat::UserAnnotation: return "user_annotation";
-    case KinetoCat::GpuUserAnnotation: return "gpu_user_annotation";
-    case KinetoCat::Runtime: return "cuda_runtime";
-    case KinetoCat::Driver: return "cuda_driver";
-    case KinetoCat::Kernel: return "kernel";
-    case KinetoCat::Memcpy: return "gpu_memcpy";
-    case KinetoCat::Memset: return "gpu_memset";
-    case KinetoCat::Sync: return "cuda_sync";
-    case KinetoCat::Other: return "other";
+    case KinetoCat::CpuOp:
+      return "cpu_op";
+    case KinetoCat::UserAnnotation:
+      return "user_annotation";
+    case KinetoCat::GpuUserAnnotation:
+      return "gpu_user_annotation";
+    case KinetoCat::Runtime:
+      return "cuda_runtime";
+    case KinetoCat::Driver:
+      return "cuda_driver";
+    case KinetoCat::Kernel:
+      return "kernel";
+    case KinetoCat::Memcpy:
+      return "gpu_memcpy";
+    case KinetoCat::Memset:
+      return "gpu_memset";
+    case KinetoCat::Sync:
+      return "cuda_sync";
+    case KinetoCat::Other:
+      return "other";
   }
   return "other";
 }
@@ -104,13 +133,39 @@ int dtype_itemsize(std::string_view d) {
   };
   // ET type strings use C++ names ("float", "long int", "c10::Half"); comm attrs use ScalarType names.
   static const Entry table[] = {
-      {"float", 4},          {"Float", 4},        {"double", 8},     {"Double", 8},       {"c10::Half", 2},
-      {"Half", 2},           {"c10::BFloat16", 2}, {"BFloat16", 2},  {"long int", 8},     {"long", 8},
-      {"Long", 8},           {"int", 4},          {"Int", 4},        {"short int", 2},    {"short", 2},
-      {"Short", 2},          {"signed char", 1},  {"Char", 1},       {"unsigned char", 1}, {"Byte", 1},
-      {"bool", 1},           {"Bool", 1},         {"c10::complex<float>", 8}, {"ComplexFloat", 8},
-      {"c10::complex<double>", 16}, {"ComplexDouble", 16}, {"c10::Float8_e4m3fn", 1}, {"Float8_e4m3fn", 1},
-      {"c10::Float8_e5m2", 1}, {"Float8_e5m2", 1}, {"unsigned int", 4}, {"UInt32", 4}, {"unsigned long", 8},
+      {"float", 4},
+      {"Float", 4},
+      {"double", 8},
+      {"Double", 8},
+      {"c10::Half", 2},
+      {"Half", 2},
+      {"c10::BFloat16", 2},
+      {"BFloat16", 2},
+      {"long int", 8},
+      {"long", 8},
+      {"Long", 8},
+      {"int", 4},
+      {"Int", 4},
+      {"short int", 2},
+      {"short", 2},
+      {"Short", 2},
+      {"signed char", 1},
+      {"Char", 1},
+      {"unsigned char", 1},
+      {"Byte", 1},
+      {"bool", 1},
+      {"Bool", 1},
+      {"c10::complex<float>", 8},
+      {"ComplexFloat", 8},
+      {"c10::complex<double>", 16},
+      {"ComplexDouble", 16},
+      {"c10::Float8_e4m3fn", 1},
+      {"Float8_e4m3fn", 1},
+      {"c10::Float8_e5m2", 1},
+      {"Float8_e5m2", 1},
+      {"unsigned int", 4},
+      {"UInt32", 4},
+      {"unsigned long", 8},
       {"UInt64", 8},
   };
   for (const Entry& e : table)

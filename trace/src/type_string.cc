@@ -37,19 +37,22 @@ uint32_t TypeCache::parse(std::string_view s, size_t& pos, StringTable& strings,
     if (depth < 64) {
       while (pos < s.size() && s[pos] != ']') {
         kids.push_back(parse(s, pos, strings, depth + 1));
-        if (pos < s.size() && s[pos] == ',') ++pos;
-        else break;
+        if (pos < s.size() && s[pos] == ',')
+          ++pos;
+        else
+          break;
       }
     }
     while (pos < s.size() && s[pos] != ']') ++pos;  // tolerate what we could not parse
     if (pos < s.size()) ++pos;
-    if (head == "GenericList" || head == "List" || head == "Optional") n.kind = TypeNode::List;
-    else if (head == "Tuple") n.kind = TypeNode::Tuple;
+    if (head == "GenericList" || head == "List" || head == "Optional")
+      n.kind = TypeNode::List;
+    else if (head == "Tuple")
+      n.kind = TypeNode::Tuple;
     n.first = static_cast<uint32_t>(nodes_.size());
     n.count = static_cast<uint32_t>(kids.size());
     for (uint32_t k : kids) nodes_.push_back(nodes_[k]);  // copy children to be contiguous
-  } else if (head == "Int" || head == "ScalarType" || head == "Layout" || head == "MemoryFormat" ||
-             head == "SymInt") {
+  } else if (head == "Int" || head == "ScalarType" || head == "Layout" || head == "MemoryFormat" || head == "SymInt") {
     n.kind = TypeNode::Int;
   } else if (head == "Double" || head == "Float" || head == "SymFloat") {
     n.kind = TypeNode::Double;

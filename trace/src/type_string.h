@@ -12,7 +12,7 @@ namespace reprise::detail {
 
 struct TypeNode {
   enum Kind : uint8_t { Tensor, List, Tuple, Int, Double, Bool, String, Device, None, Other } kind = Other;
-  StrId dtype = 0;  // Tensor: the element type
+  StrId dtype = 0;                // Tensor: the element type
   uint32_t first = 0, count = 0;  // List/Tuple: element types in TypeCache::nodes
 };
 

@@ -18,8 +18,8 @@ class Dlrm : public Workload {
     Lk_ = or_default(o.lookups, 20);
     H_ = or_default(o.hidden, 256);
     if (T_ % W_ != 0)
-      throw std::invalid_argument("dlrm: --tables (" + std::to_string(T_) + ") must be a multiple of the world size (" +
-                                  std::to_string(W_) + ")");
+      throw std::invalid_argument(std::string("dlrm: the table count (") + std::to_string(T_) +
+                                  ") must be a multiple of the world size (" + std::to_string(W_) + ")");
     Tl_ = T_ / W_;
     for (int64_t t = 0; t < Tl_; ++t) tables_.push_back(parameter({R_, D_}, 0.01, d));
     int64_t dense = 13;

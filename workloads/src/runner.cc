@@ -55,10 +55,14 @@ struct Entry {
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> table = {
       {"mlp", "Linear+ReLU layers, MSE loss, SGD (--batch --hidden --layers); data parallel", detail::make_mlp},
-      {"dlrm", "EmbeddingBag tables (model parallel, all_to_all) + MLPs (data parallel, all_reduce), dot interaction "
-               "(--batch --tables --rows --dim --lookups --hidden)", detail::make_dlrm},
-      {"gpt", "decoder blocks: causal attention, LayerNorm, GELU MLP, AdamW (--batch --seq --hidden --heads --layers "
-              "--vocab); data parallel", detail::make_gpt},
+      {"dlrm",
+       "EmbeddingBag tables (model parallel, all_to_all) + MLPs (data parallel, all_reduce), dot interaction "
+       "(--batch --tables --rows --dim --lookups --hidden)",
+       detail::make_dlrm},
+      {"gpt",
+       "decoder blocks: causal attention, LayerNorm, GELU MLP, AdamW (--batch --seq --hidden --heads --layers "
+       "--vocab); data parallel",
+       detail::make_gpt},
   };
   return table;
 }
@@ -78,18 +82,18 @@ CaptureReport capture_workload(const WorkloadOptions& o) {
   if (!entry) {
     std::string names;
     for (const Entry& e : registry()) names += (names.empty() ? "" : ", ") + std::string(e.name);
-    throw std::invalid_argument("--workload " + o.name + ": unknown (built in: " + names + ")");
+    throw std::invalid_argument("workload '" + o.name + "': unknown (built in: " + names + ")");
   }
   if (o.warmup < 0 || o.steps < 1 || o.record < 1)
-    throw std::invalid_argument("--warmup must be >= 0, --steps and --record >= 1");
+    throw std::invalid_argument("warm-up steps must be >= 0, timed and recorded steps >= 1");
   at::Device device(at::kCPU);
   try {
     device = at::Device(o.device);
   } catch (const std::exception&) {
-    throw std::invalid_argument("--device " + o.device + ": not a device (cpu, cuda, cuda:N)");
+    throw std::invalid_argument("device '" + o.device + "': not a device (cpu, cuda, cuda:N)");
   }
   if (device.is_cuda() && !at::hasCUDA())
-    throw std::invalid_argument("--device " + o.device + ": this LibTorch (" TORCH_VERSION ") has no CUDA");
+    throw std::invalid_argument("device '" + o.device + "': this LibTorch (" TORCH_VERSION ") has no CUDA");
   if (device.is_cuda() && !device.has_index()) device = at::Device(at::kCUDA, 0);
   auto progress = [&](const std::string& s) {
     if (o.progress) o.progress(s);

@@ -133,7 +133,7 @@ class EtReader {
       skip_ws();
       if (pos_ < end_) fail_at(offset(), "unexpected data after the top-level object");
     }
-    if (!saw_nodes) throw TraceError(name_ + ": no \"nodes\" array: not a PyTorch execution trace");
+    if (!saw_nodes) throw UserError(name_ + ": no \"nodes\" array: not a PyTorch execution trace");
     check_schema();
   }
 
@@ -148,8 +148,10 @@ class EtReader {
 
   std::string_view raw_text(od::value v) {
     switch (v.type()) {
-      case od::json_type::object: return v.get_object().value().raw_json().value();
-      case od::json_type::array: return v.get_array().value().raw_json().value();
+      case od::json_type::object:
+        return v.get_object().value().raw_json().value();
+      case od::json_type::array:
+        return v.get_array().value().raw_json().value();
       default: {
         std::string_view tok = v.raw_json_token();
         while (!tok.empty() && is_json_space(tok.back())) tok.remove_suffix(1);
@@ -182,7 +184,7 @@ class EtReader {
     } catch (const simdjson::simdjson_error&) {
       throw RetryStreaming{std::string(buf_.data(), end_)};
     }
-    if (!saw_nodes) throw TraceError(name_ + ": no \"nodes\" array: not a PyTorch execution trace");
+    if (!saw_nodes) throw UserError(name_ + ": no \"nodes\" array: not a PyTorch execution trace");
     check_schema();
   }
 
@@ -229,7 +231,7 @@ class EtReader {
   }
 
   [[noreturn]] void fail_at(uint64_t off, const std::string& msg) {
-    throw TraceError(name_ + ": byte " + std::to_string(off) + ": " + msg);
+    throw UserError(name_ + ": byte " + std::to_string(off) + ": " + msg);
   }
 
   // Reads one complete value at pos_ and returns its raw text (small values only: top-level metadata).
@@ -380,10 +382,14 @@ class EtReader {
           for (auto f2 : v.get_object()) {
             std::string_view k2 = f2.unescaped_key();
             od::value v2 = f2.value();
-            if (k2 == "values") a.values = tree(v2, 0);
-            else if (k2 == "shapes") a.shapes = tree(v2, 0);
-            else if (k2 == "types") a.types = tree(v2, 0);
-            else if (k2 == "strides") a.strides = tree(v2, 0);
+            if (k2 == "values")
+              a.values = tree(v2, 0);
+            else if (k2 == "shapes")
+              a.shapes = tree(v2, 0);
+            else if (k2 == "types")
+              a.types = tree(v2, 0);
+            else if (k2 == "strides")
+              a.strides = tree(v2, 0);
           }
         } else {
           a.values = tree(v, 0);
@@ -408,9 +414,12 @@ class EtReader {
           for (auto f2 : a.get_object()) {
             std::string_view k2 = f2.unescaped_key();
             od::value v2 = f2.value();
-            if (k2 == "name") aname = keep(get_str(v2, "attr name"));
-            else if (k2 == "type") atype = keep(get_str(v2, "attr type"));
-            else if (k2 == "value") aval = tree(v2, 0);
+            if (k2 == "name")
+              aname = keep(get_str(v2, "attr name"));
+            else if (k2 == "type")
+              atype = keep(get_str(v2, "attr type"));
+            else if (k2 == "value")
+              aval = tree(v2, 0);
           }
           if (aname.empty()) node_fail("an attr has no name");
           if (aval < 0) node_fail("attr " + std::string(aname) + " has no value");
@@ -461,9 +470,12 @@ class EtReader {
   void set_attr(Node& n, std::string_view name, std::string_view type, int32_t tn) {
     const TNode& v = tpool_[tn];
     auto as_int = [&](int64_t& dst, uint16_t bit) {
-      if (v.t == TNode::Int) dst = v.i;
-      else if (v.t == TNode::UInt) dst = static_cast<int64_t>(v.u);
-      else node_fail("attr " + std::string(name) + " is not an integer");
+      if (v.t == TNode::Int)
+        dst = v.i;
+      else if (v.t == TNode::UInt)
+        dst = static_cast<int64_t>(v.u);
+      else
+        node_fail("attr " + std::string(name) + " is not an integer");
       n.fields |= bit;
     };
     auto as_str = [&](StrId& dst, uint16_t bit) {
@@ -471,20 +483,30 @@ class EtReader {
       dst = v.ref;
       n.fields |= bit;
     };
-    if (name == "rf_id") as_int(n.rf_id, kHasRfId);
-    else if (name == "fw_parent") as_int(n.fw_parent, kHasFwParent);
-    else if (name == "seq_id") as_int(n.seq_id, kHasSeqId);
-    else if (name == "tid") as_int(n.tid, kHasTid);
-    else if (name == "fw_tid") as_int(n.fw_tid, kHasFwTid);
+    if (name == "rf_id")
+      as_int(n.rf_id, kHasRfId);
+    else if (name == "fw_parent")
+      as_int(n.fw_parent, kHasFwParent);
+    else if (name == "seq_id")
+      as_int(n.seq_id, kHasSeqId);
+    else if (name == "tid")
+      as_int(n.tid, kHasTid);
+    else if (name == "fw_tid")
+      as_int(n.fw_tid, kHasFwTid);
     else if (name == "scope") {
       int64_t s = 0;
       as_int(s, kHasScope);
       n.scope = static_cast<int32_t>(s);
-    } else if (name == "op_schema") as_str(n.op_schema, kHasOpSchema);
-    else if (name == "kernel_backend") as_str(n.kernel_backend, kHasKernelBackend);
-    else if (name == "kernel_file") as_str(n.kernel_file, kHasKernelFile);
-    else if (name == "tensor_range") as_str(n.tensor_range, kHasTensorRange);
-    else node_attrs_.push_back({name, type, tn});
+    } else if (name == "op_schema")
+      as_str(n.op_schema, kHasOpSchema);
+    else if (name == "kernel_backend")
+      as_str(n.kernel_backend, kHasKernelBackend);
+    else if (name == "kernel_file")
+      as_str(n.kernel_file, kHasKernelFile);
+    else if (name == "tensor_range")
+      as_str(n.tensor_range, kHasTensorRange);
+    else
+      node_attrs_.push_back({name, type, tn});
   }
 
   // ---- the per-node value tree ----
@@ -574,7 +596,8 @@ class EtReader {
         type = ty->ref;
       }
       uint32_t tnode = type ? types_.get(type, t_.strings) : kNone32;
-      args_.push_back({bind(tnode, static_cast<int32_t>(vals.ref + i), child_index(a.shapes, i), child_index(a.strides, i)), type});
+      args_.push_back(
+          {bind(tnode, static_cast<int32_t>(vals.ref + i), child_index(a.shapes, i), child_index(a.strides, i)), type});
     }
     first = static_cast<uint32_t>(t_.values.size());
     for (size_t k = mark; k < args_.size(); ++k) {
@@ -659,7 +682,8 @@ class EtReader {
         }
         out.ref = static_cast<uint32_t>(t_.values.size());
         out.count = v.count;
-        t_.values.insert(t_.values.end(), vals_levels_[depth].begin() + static_cast<std::ptrdiff_t>(mark), vals_levels_[depth].end());
+        t_.values.insert(t_.values.end(), vals_levels_[depth].begin() + static_cast<std::ptrdiff_t>(mark),
+                         vals_levels_[depth].end());
         t_.arg_types.resize(t_.values.size());
         vals_levels_[depth].resize(mark);
         --bind_depth_;
@@ -746,8 +770,7 @@ class EtReader {
     std::string base = t_.schema.substr(0, t_.schema.find('-'));
     for (const char* k : known)
       if (base == k) return;
-    if (opt_.warn)
-      opt_.warn(name_ + ": unknown ET schema \"" + t_.schema + "\"; its layout was recognised and read");
+    if (opt_.warn) opt_.warn(name_ + ": unknown ET schema \"" + t_.schema + "\"; its layout was recognised and read");
   }
 
   ByteSource& src_;

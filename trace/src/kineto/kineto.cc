@@ -54,18 +54,21 @@ class KinetoReader {
             for (auto f : v.get_object()) {
               std::string_view k2 = f.unescaped_key();
               od::value v2 = f.value();
-              if (k2 == "backend") k.dist_backend = std::string(v2.get_string().value());
-              else if (k2 == "rank") k.dist_rank = v2.get_int64();
-              else if (k2 == "world_size") k.dist_world_size = v2.get_int64();
+              if (k2 == "backend")
+                k.dist_backend = std::string(v2.get_string().value());
+              else if (k2 == "rank")
+                k.dist_rank = v2.get_int64();
+              else if (k2 == "world_size")
+                k.dist_world_size = v2.get_int64();
             }
           }
         }
-        if (!saw_events) throw TraceError(name_ + ": no \"traceEvents\": not a Kineto/Chrome trace");
+        if (!saw_events) throw UserError(name_ + ": no \"traceEvents\": not a Kineto/Chrome trace");
       }
     } catch (const simdjson::simdjson_error& e) {
       uint64_t off = event_start_ ? static_cast<uint64_t>(event_start_ - text.data()) : 0;
-      throw TraceError(name_ + ": byte " + std::to_string(off) + ": invalid Kineto JSON: " +
-                       simdjson::error_message(e.error()));
+      throw UserError(name_ + ": byte " + std::to_string(off) +
+                      ": invalid Kineto JSON: " + simdjson::error_message(e.error()));
     }
     t_.kineto = std::move(k);
   }
@@ -97,13 +100,20 @@ class KinetoReader {
     for (auto field : obj) {
       std::string_view key = field.unescaped_key();
       od::value v = field.value();
-      if (key == "ph") ph = keep(v.get_string());
-      else if (key == "cat") cat = keep(v.get_string());
-      else if (key == "name") e.name = t_.strings.intern(v.get_string().value());
-      else if (key == "pid") e.pid = id_of(v, t_.strings);
-      else if (key == "tid") e.tid = id_of(v, t_.strings);
-      else if (key == "ts") e.ts = v.get_double();
-      else if (key == "dur") e.dur = v.get_double();
+      if (key == "ph")
+        ph = keep(v.get_string());
+      else if (key == "cat")
+        cat = keep(v.get_string());
+      else if (key == "name")
+        e.name = t_.strings.intern(v.get_string().value());
+      else if (key == "pid")
+        e.pid = id_of(v, t_.strings);
+      else if (key == "tid")
+        e.tid = id_of(v, t_.strings);
+      else if (key == "ts")
+        e.ts = v.get_double();
+      else if (key == "dur")
+        e.dur = v.get_double();
       else if (key == "id") {
         flow_id = int_of(v);
         has_flow_id = true;
@@ -111,13 +121,20 @@ class KinetoReader {
         for (auto a : v.get_object()) {
           std::string_view ak = a.unescaped_key();
           od::value av = a.value();
-          if (ak == "External id") e.external_id = int_of(av);
-          else if (ak == "correlation") e.correlation = int_of(av);
-          else if (ak == "Record function id") e.rf_id = int_of(av);
-          else if (ak == "Sequence number") e.seq = int_of(av);
-          else if (ak == "stream") e.stream = int_of(av);
-          else if (ak == "device") e.device = static_cast<int32_t>(int_of(av));
-          else if (ak == "bytes") e.bytes = int_of(av);
+          if (ak == "External id")
+            e.external_id = int_of(av);
+          else if (ak == "correlation")
+            e.correlation = int_of(av);
+          else if (ak == "Record function id")
+            e.rf_id = int_of(av);
+          else if (ak == "Sequence number")
+            e.seq = int_of(av);
+          else if (ak == "stream")
+            e.stream = int_of(av);
+          else if (ak == "device")
+            e.device = static_cast<int32_t>(int_of(av));
+          else if (ak == "bytes")
+            e.bytes = int_of(av);
         }
       }
     }
@@ -143,12 +160,18 @@ class KinetoReader {
     for (auto field : obj) {
       std::string_view key = field.unescaped_key();
       od::value v = field.value();
-      if (key == "id") d.id = int_of(v);
-      else if (key == "name") d.name = std::string(v.get_string().value());
-      else if (key == "totalGlobalMem") d.total_memory = int_of(v);
-      else if (key == "numSms") d.num_sms = int_of(v);
-      else if (key == "computeMajor") d.compute_major = static_cast<int>(int_of(v));
-      else if (key == "computeMinor") d.compute_minor = static_cast<int>(int_of(v));
+      if (key == "id")
+        d.id = int_of(v);
+      else if (key == "name")
+        d.name = std::string(v.get_string().value());
+      else if (key == "totalGlobalMem")
+        d.total_memory = int_of(v);
+      else if (key == "numSms")
+        d.num_sms = int_of(v);
+      else if (key == "computeMajor")
+        d.compute_major = static_cast<int>(int_of(v));
+      else if (key == "computeMinor")
+        d.compute_minor = static_cast<int>(int_of(v));
     }
     k.devices.push_back(std::move(d));
   }
@@ -376,7 +399,8 @@ void link_kineto(Trace& t, const ReadOptions& opt) {
       // Fall back to matching the sequence of op names (ET id order vs Kineto start order).
       k.link_method = "order";
       std::vector<int32_t> sorted = ops;
-      std::stable_sort(sorted.begin(), sorted.end(), [&](int32_t a, int32_t b) { return k.events[a].ts < k.events[b].ts; });
+      std::stable_sort(sorted.begin(), sorted.end(),
+                       [&](int32_t a, int32_t b) { return k.events[a].ts < k.events[b].ts; });
       size_t j = 0;
       for (uint32_t n = 0; n < t.nodes.size() && j < sorted.size(); ++n) {
         NodeKind kind = t.nodes[n].kind;

@@ -24,10 +24,10 @@
 namespace reprise::capture {
 
 struct SessionOptions {
-  std::string path;            // the ET to write (".json" or ".json.gz")
-  int skip_steps = 0;          // steps run before recording starts
-  int record_steps = 1;        // steps recorded; 0 = every step until stop()
-  bool tensor_ranges = true;   // record [min, max] of integer CPU tensor inputs (index ranges for replay)
+  std::string path;           // the ET to write (".json" or ".json.gz")
+  int skip_steps = 0;         // steps run before recording starts
+  int record_steps = 1;       // steps recorded; 0 = every step until stop()
+  bool tensor_ranges = true;  // record [min, max] of integer CPU tensor inputs (index ranges for replay)
   // Record the arguments of ops called by other dispatcher ops too, as PyTorch's observer does. false ("lean"):
   // those inner ops keep their names, schemas and times but no arguments, which roughly halves the observer's
   // own cost; replay issues outer ops only, but can then no longer fall back to an unknown op's children.
@@ -52,7 +52,7 @@ struct StepTime {
 // A collective issued outside the dispatcher (by Reprise's communicator), recorded as PyTorch records it: a
 // `record_param_comms` node with the communication attrs.
 struct CollectiveRecord {
-  std::string name;  // all_reduce, all_gather, all_to_allv, broadcast, ...
+  std::string name;   // all_reduce, all_gather, all_to_allv, broadcast, ...
   std::string dtype;  // Float, Half, Long, ...
   int64_t in_elems = 0, out_elems = 0;
   std::vector<int64_t> in_splits, out_splits;

@@ -68,13 +68,13 @@ struct Args {
   DType dtype = DType::F32;
   ReduceOp op = ReduceOp::Sum;
   const void* in = nullptr;
-  void* out = nullptr;      // may equal `in` where the collective allows in-place (all_reduce, broadcast)
-  size_t count = 0;         // all_reduce/broadcast/reduce/send/recv: buffer elements; all_gather: per-rank
-                            // input; reduce_scatter: per-rank output; all_to_all/gather/scatter: per-peer chunk
+  void* out = nullptr;  // may equal `in` where the collective allows in-place (all_reduce, broadcast)
+  size_t count = 0;     // all_reduce/broadcast/reduce/send/recv: buffer elements; all_gather: per-rank
+                        // input; reduce_scatter: per-rank output; all_to_all/gather/scatter: per-peer chunk
   std::vector<size_t> in_counts, in_displs, out_counts, out_displs;  // all_to_allv, per peer (elements)
-  int root = 0;             // broadcast/reduce/gather/scatter
-  int peer = -1;            // send/recv
-  void* stream = nullptr;   // NCCL: the cudaStream_t to run on (nullptr: the communicator's own); MPI: unused
+  int root = 0;                                                      // broadcast/reduce/gather/scatter
+  int peer = -1;                                                     // send/recv
+  void* stream = nullptr;  // NCCL: the cudaStream_t to run on (nullptr: the communicator's own); MPI: unused
 };
 
 // An operation in flight.
@@ -84,7 +84,10 @@ class Request {
   // Blocks the calling thread until the operation is done.
   virtual void wait() = 0;
   // Orders `stream` (NCCL: a cudaStream_t) after the operation without blocking the host; MPI: waits.
-  virtual void wait_on(void* stream) { (void)stream; wait(); }
+  virtual void wait_on(void* stream) {
+    (void)stream;
+    wait();
+  }
   // Seconds the operation took on the device (NCCL: between events around it; MPI: start to completion as
   // seen by wait()), valid after wait(); -1 when unknown.
   virtual double seconds() const { return -1; }

@@ -24,11 +24,11 @@ struct SweepOptions {
 };
 
 struct SweepRow {
-  size_t bytes = 0;   // nccl-tests "size": the larger of the send and receive buffers of one rank
-  size_t count = 0;   // elements of that buffer
-  double time_us = 0;  // per operation, the slowest rank's average
+  size_t bytes = 0;             // nccl-tests "size": the larger of the send and receive buffers of one rank
+  size_t count = 0;             // elements of that buffer
+  double time_us = 0;           // per operation, the slowest rank's average
   double algbw = 0, busbw = 0;  // GB/s
-  int64_t wrong = 0;  // elements that differ from the expected result, summed over ranks; -1 = not checked
+  int64_t wrong = 0;            // elements that differ from the expected result, summed over ranks; -1 = not checked
 };
 
 std::vector<SweepRow> sweep(Communicator& c, const SweepOptions& o,

@@ -23,16 +23,16 @@ class Communicator;
 namespace reprise::replay {
 
 struct ReplayOptions {
-  std::string device;          // "" = the trace's own device; "cpu", "cuda", "cuda:N" or "meta" (shapes only)
-  int64_t iteration = -1;      // ProfilerStep#N to replay; -1 = the first complete one
+  std::string device;           // "" = the trace's own device; "cpu", "cuda", "cuda:N" or "meta" (shapes only)
+  int64_t iteration = -1;       // ProfilerStep#N to replay; -1 = the first complete one
   bool all_iterations = false;  // replay every ProfilerStep of the trace, one after the other
-  int warmup = 1;              // untimed iterations after the validation pass
-  int iterations = 5;          // measured iterations
-  bool per_op = false;         // a second pass timing each op (does not perturb iteration_seconds)
-  bool timeline = false;       // keep the per-op spans for a Chrome trace (implies the per-op pass)
-  int threads = 0;             // intra-op threads for CPU replay; 0 = LibTorch's default
-  uint64_t seed = 0;           // seed of the generated tensor data
-  int64_t max_ops = 0;         // replay only the first N outermost ops of each step (0 = all): quick checks
+  int warmup = 1;               // untimed iterations after the validation pass
+  int iterations = 5;           // measured iterations
+  bool per_op = false;          // a second pass timing each op (does not perturb iteration_seconds)
+  bool timeline = false;        // keep the per-op spans for a Chrome trace (implies the per-op pass)
+  int threads = 0;              // intra-op threads for CPU replay; 0 = LibTorch's default
+  uint64_t seed = 0;            // seed of the generated tensor data
+  int64_t max_ops = 0;          // replay only the first N outermost ops of each step (0 = all): quick checks
   // The original iteration times when known from elsewhere (a capture manifest); else from a linked Kineto trace.
   std::vector<double> original_iteration_seconds;
   int64_t original_peak_memory_bytes = -1;
@@ -54,18 +54,18 @@ struct SkipCount {
 // Per-op timing from the per-op pass, aggregated by op name.
 struct OpTiming {
   std::string op;
-  int64_t count = 0;         // calls per replayed iteration
-  double seconds = 0;        // total per replayed iteration
+  int64_t count = 0;             // calls per replayed iteration
+  double seconds = 0;            // total per replayed iteration
   double original_seconds = -1;  // from the trace's linked Kineto durations, -1 when unknown
 };
 
 // Per collective (grouped by name, group, dtype and size): what one replayed iteration issued and how fast.
 struct CollectiveTiming {
   std::string name, group, dtype;
-  int64_t bytes = 0;       // nccl-tests size: the larger buffer of one rank
-  int64_t calls = 0;       // per iteration
+  int64_t bytes = 0;  // nccl-tests size: the larger buffer of one rank
+  int64_t calls = 0;  // per iteration
   int group_size = 1;
-  double seconds = 0;      // mean per call (start to completion)
+  double seconds = 0;           // mean per call (start to completion)
   double algbw = 0, busbw = 0;  // GB/s
 };
 
@@ -76,7 +76,7 @@ struct OpSpan {
 };
 
 struct ReplayResult {
-  std::string trace;   // source file
+  std::string trace;  // source file
   int64_t rank = -1;
   std::string device;  // where it ran: "cpu", "cuda:0", "meta"
   std::string torch_version;
@@ -97,20 +97,20 @@ struct ReplayResult {
 
   // One entry per replayed trace iteration per measured repetition.
   std::vector<double> iteration_seconds;
-  std::vector<double> original_iteration_seconds;  // per step, when the trace carries the original times
-  int64_t original_peak_memory_bytes = -1;         // from a capture manifest
-  double setup_seconds = 0;  // compile plan + create input tensors
-  int64_t peak_memory_bytes = 0;     // during the measured iterations, inputs included
-  int64_t input_bytes = 0;           // tensors created before the loop
-  std::vector<OpTiming> per_op;      // when per_op
+  std::vector<double> original_iteration_seconds;   // per step, when the trace carries the original times
+  int64_t original_peak_memory_bytes = -1;          // from a capture manifest
+  double setup_seconds = 0;                         // compile plan + create input tensors
+  int64_t peak_memory_bytes = 0;                    // during the measured iterations, inputs included
+  int64_t input_bytes = 0;                          // tensors created before the loop
+  std::vector<OpTiming> per_op;                     // when per_op
   std::vector<CollectiveTiming> collective_timing;  // with a communicator
   int world_size = 1;
-  std::string comm_backend;          // "mpi", "nccl", "self", or "" when collectives were skipped
-  std::vector<OpSpan> timeline;      // when timeline: the spans of one per-op iteration
+  std::string comm_backend;      // "mpi", "nccl", "self", or "" when collectives were skipped
+  std::vector<OpSpan> timeline;  // when timeline: the spans of one per-op iteration
   std::vector<std::string> warnings;
 };
 
-// Replays `trace` as the options say. Throws TraceError for a trace it cannot replay at all (no operators in
+// Replays `trace` as the options say. Throws UserError for a trace it cannot replay at all (no operators in
 // the selected iteration, an iteration that does not exist, a launch that does not match the trace's world).
 // Skipped ops are reported in the result, never thrown: `reprise replay --strict` turns them into exit status 1.
 ReplayResult replay_trace(const Trace& trace, const ReplayOptions& options);

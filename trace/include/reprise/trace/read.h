@@ -30,8 +30,7 @@ Trace read_et_text(std::string_view text, const std::string& name, const ReadOpt
 // Reads a Kineto trace file into `trace.kineto`, interning into its string table. When the trace has no
 // nodes (no ET), nodes are built from the Kineto CPU ops and annotations.
 void read_kineto(const std::string& path, Trace& trace, const ReadOptions& options = {});
-void read_kineto_text(std::string_view text, const std::string& name, Trace& trace,
-                      const ReadOptions& options = {});
+void read_kineto_text(std::string_view text, const std::string& name, Trace& trace, const ReadOptions& options = {});
 
 // Tells an ET from a Kineto trace by its first bytes (and name, when the bytes do not say).
 TraceFormat detect_format(std::string_view head, std::string_view name);

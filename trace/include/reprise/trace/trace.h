@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "reprise/common/error.h"
 #include "reprise/trace/strings.h"
 
 namespace reprise {
@@ -25,12 +26,6 @@ struct Span {
   size_t size() const { return len; }
   bool empty() const { return len == 0; }
   const T& operator[](size_t i) const { return ptr[i]; }
-};
-
-// An error in a trace or a config, with the place it was found (file and byte offset, node id, YAML mark).
-class TraceError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
 };
 
 enum class NodeKind : uint8_t {
@@ -75,7 +70,7 @@ struct Tensor {
   bool has_strides = false;  // schemas before 1.1.1 record no strides
   uint16_t rank = 0;
   StrId device = 0;
-  StrId dtype = 0;  // as written in the type string: "float", "c10::Half", "long int", ...
+  StrId dtype = 0;       // as written in the type string: "float", "c10::Half", "long int", ...
   uint32_t dims = 0;     // first of `rank` sizes in Trace::ints
   uint32_t strides = 0;  // first of `rank` strides in Trace::ints (valid if has_strides)
   int64_t bytes() const { return numel * itemsize; }
@@ -84,7 +79,7 @@ struct Tensor {
 // An attribute of a node not held in a Node field (communication attrs, unknown keys), kept for round trips.
 struct Attr {
   StrId name = 0;
-  StrId type = 0;  // "uint64", "string", ...; empty for flat 1.0.1 keys
+  StrId type = 0;      // "uint64", "string", ...; empty for flat 1.0.1 keys
   uint32_t value = 0;  // index in Trace::values
 };
 
@@ -105,7 +100,7 @@ constexpr uint32_t kNone32 = UINT32_MAX;
 
 struct Node {
   int64_t id = 0;
-  int64_t parent_id = 0;  // ctrl_deps (1.0.2+) or parent (1.0.1)
+  int64_t parent_id = 0;      // ctrl_deps (1.0.2+) or parent (1.0.1)
   uint32_t parent = kNone32;  // index of the parent node, kNone32 for roots
   NodeKind kind = NodeKind::Other;
   uint16_t fields = 0;  // NodeField bits: which attributes the trace carried
@@ -120,11 +115,11 @@ struct Node {
   int64_t seq_id = -1;
   int64_t tid = 0;
   int64_t fw_tid = 0;
-  uint32_t inputs = 0, num_inputs = 0;    // top-level args in Trace::values; types in Trace::arg_types
-  uint32_t outputs = 0, num_outputs = 0;  // likewise
-  uint32_t attrs = 0, num_attrs = 0;      // in Trace::attrs
+  uint32_t inputs = 0, num_inputs = 0;      // top-level args in Trace::values; types in Trace::arg_types
+  uint32_t outputs = 0, num_outputs = 0;    // likewise
+  uint32_t attrs = 0, num_attrs = 0;        // in Trace::attrs
   uint32_t children = 0, num_children = 0;  // node indices in Trace::child_index, in id order
-  int32_t collective = -1;                // index in Trace::collectives
+  int32_t collective = -1;                  // index in Trace::collectives
   // Filled by link_kineto: the CPU op's time and the GPU work it launched itself (not its children's).
   double ts_us = -1, dur_us = -1;
   double gpu_us = 0;
@@ -132,17 +127,17 @@ struct Node {
 };
 
 struct ProcessGroup {
-  std::string name;  // pg_name ("0", "1", ...)
-  std::string desc;  // pg_desc ("default_pg", ...)
-  std::string backend;  // backend_config ("cuda:nccl", "cpu:gloo,cuda:nccl")
-  int64_t backend_id = -1;  // older traces name groups by this id
+  std::string name;            // pg_name ("0", "1", ...)
+  std::string desc;            // pg_desc ("default_pg", ...)
+  std::string backend;         // backend_config ("cuda:nccl", "cpu:gloo,cuda:nccl")
+  int64_t backend_id = -1;     // older traces name groups by this id
   std::vector<int64_t> ranks;  // global ranks; empty = all ranks
   int64_t size = 0;
 };
 
 struct Collective {
-  uint32_t node = 0;  // index in Trace::nodes
-  std::string name;   // normalized: all_reduce, all_gather, reduce_scatter, all_to_all, all_to_allv, broadcast, ...
+  uint32_t node = 0;     // index in Trace::nodes
+  std::string name;      // normalized: all_reduce, all_gather, reduce_scatter, all_to_all, all_to_allv, broadcast, ...
   std::string raw_name;  // as recorded (allreduce, _allgather_base, ...)
   std::string pg_name;   // pg name, or the backend id as text in old traces; empty when unknown
   std::string pg_desc;
@@ -197,9 +192,9 @@ struct KinetoEvent {
   int64_t external_id = -1, correlation = -1, rf_id = -1, seq = -1;
   int64_t stream = -1, bytes = -1;
   int32_t device = -1;
-  int32_t parent = -1;    // CPU events: the enclosing CPU op/annotation on the same thread
-  int32_t launcher = -1;  // GPU events: the runtime call that launched it (by correlation)
-  int32_t cpu_op = -1;    // runtime and GPU events: the innermost CPU op around the launch
+  int32_t parent = -1;      // CPU events: the enclosing CPU op/annotation on the same thread
+  int32_t launcher = -1;    // GPU events: the runtime call that launched it (by correlation)
+  int32_t cpu_op = -1;      // runtime and GPU events: the innermost CPU op around the launch
   uint32_t node = kNone32;  // the trace node it belongs to (CPU ops: itself; GPU work: its launching op)
 };
 
@@ -232,8 +227,8 @@ struct KinetoInfo {
 
 class Trace {
  public:
-  std::string source;  // file the trace came from
-  std::string schema;  // as read ("1.0.1", "1.1.0-chakra.0.0.4", "" for untagged execution graphs)
+  std::string source;             // file the trace came from
+  std::string schema;             // as read ("1.0.1", "1.1.0-chakra.0.0.4", "" for untagged execution graphs)
   bool from_kineto_only = false;  // nodes were built from Kineto CPU ops (no ET)
   int64_t rank = -1;
   // Top-level keys other than schema/nodes, as raw JSON text (pid, time, start_ts, finish_ts, ...).

@@ -19,7 +19,7 @@ void write_et(const Trace& trace, const std::string& path);
 std::string et_json(const Trace& trace);
 
 // Writes `text` to `path` the way write_et does: whole or not at all, gzip when the name ends in .gz. Every file
-// Reprise writes (results, manifests, timelines, summaries) goes through here. Throws TraceError naming the file.
+// Reprise writes (results, manifests, timelines, summaries) goes through here. Throws UserError naming the file.
 void write_text_file(const std::string& path, std::string_view text);
 
 // JSON text pieces, for writers that format their own JSON: a quoted, escaped string; an integer; a double as the

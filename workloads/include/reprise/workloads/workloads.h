@@ -35,15 +35,15 @@ class Collectives {
 std::unique_ptr<Collectives> make_collectives(comms::Communicator& world, at::Device device);
 
 struct WorkloadOptions {
-  std::string name = "mlp";   // mlp, dlrm, gpt
+  std::string name = "mlp";  // mlp, dlrm, gpt
   std::string device = "cpu";
   // Sizes; 0 = the workload's default.
   int64_t batch = 0, hidden = 0, layers = 0;
   int64_t tables = 0, rows = 0, dim = 0, lookups = 0;  // dlrm
   int64_t seq = 0, heads = 0, vocab = 0;               // gpt
-  int warmup = 2;  // untimed steps first
-  int steps = 5;   // timed uninstrumented steps
-  int record = 1;  // recorded steps
+  int warmup = 2;                                      // untimed steps first
+  int steps = 5;                                       // timed uninstrumented steps
+  int record = 1;                                      // recorded steps
   uint64_t seed = 0;
   std::string out_dir;  // rank-N.json.gz goes here
   bool lean = false;    // record inner ops without arguments (capture::SessionOptions::nested_values = false)
@@ -53,8 +53,8 @@ struct WorkloadOptions {
 
 struct CaptureReport {
   int64_t rank = 0;
-  std::string trace;        // file name inside out_dir
-  std::string description;  // "mlp: batch 64, hidden 1024, layers 4"
+  std::string trace;                               // file name inside out_dir
+  std::string description;                         // "mlp: batch 64, hidden 1024, layers 4"
   std::vector<double> iteration_seconds;           // uninstrumented steps
   std::vector<double> recorded_iteration_seconds;  // under the observer
   int64_t peak_memory_bytes = 0;                   // during the uninstrumented steps
