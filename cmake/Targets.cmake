@@ -11,7 +11,8 @@ function(reprise_install target header_dir)
   install(TARGETS ${target} EXPORT RepriseTargets
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
           INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-  install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/${header_dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${header_dir}
+  string(REGEX REPLACE "^include/" "" installed_dir ${header_dir})
+  install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/${header_dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${installed_dir}
           FILES_MATCHING PATTERN "*.h")
   # Installed as Reprise::<name without the reprise_ prefix>, as the ALIAS targets name them in the build.
   string(REPLACE "reprise_" "" short ${target})
