@@ -26,7 +26,7 @@ echo '```' >>"$md"
 if [ -d ../shared/traces ]; then
   {
     echo
-    echo "## Shared traces on the CPU (--device cpu, $(nproc) threads, 1 measured iteration)"
+    echo "## Shared traces on the CPU (--device cpu, --threads 1 as replay's default, 1 measured iteration)"
     echo
     echo "| trace | steps | compute replayed / selected | coverage (with collectives) | iteration (s) | peak memory |"
     echo "|---|---|---|---|---|---|"
@@ -35,7 +35,7 @@ if [ -d ../shared/traces ]; then
     chakra/1.0.2-chakra.0.0.4.tgz param/dlrm_pytorch_et.tar.gz; do
     [ -f "../shared/traces/$f" ] || continue
     j=$OUT/replay_$(basename "$f" | sed 's/\..*//').json
-    OMP_NUM_THREADS=$(nproc) $BIN/reprise replay "../shared/traces/$f" --device cpu --warmup 0 --iterations 1 -q \
+    $BIN/reprise replay "../shared/traces/$f" --device cpu --threads 1 --warmup 0 --iterations 1 -q \
       --out "$j" >/dev/null
     python3 - "$f" "$j" >>"$md" <<'PY'
 import json, sys
