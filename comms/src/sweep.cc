@@ -11,9 +11,6 @@
 namespace reprise::comms {
 namespace {
 
-// Small integers: exact in every dtype (half and bfloat16 included) once summed over a few hundred ranks.
-double pattern(int rank, size_t i) { return double((static_cast<size_t>(rank) * 3 + i) % 5 + 1); }
-
 uint16_t to_half(float x) {
   // Exact for the small integers used here.
   if (x == 0) return 0;
@@ -92,181 +89,143 @@ double get(DType t, const void* p, size_t i) {
   return 0;
 }
 
-double reduce(ReduceOp op, DType t, int n, const std::function<double(int)>& v) {
-  double acc = v(0);
-  for (int r = 1; r < n; ++r) {
-    double x = v(r);
-    switch (op) {
-      case ReduceOp::Sum:
-      case ReduceOp::Avg:
-        acc += x;
-        break;
-      case ReduceOp::Prod:
-        acc *= x;
-        break;
-      case ReduceOp::Max:
-        acc = std::max(acc, x);
-        break;
-      case ReduceOp::Min:
-        acc = std::min(acc, x);
-        break;
+// One size of the sweep: the buffers, filled with this rank's input, and the call that runs it.
+struct Step {
+  Args args;
+  size_t in_n = 0, out_n = 0;  // buffer elements
+  std::unique_ptr<Buffer> in, out;
+};
+
+Step prepare(Communicator& c, const SweepOptions& o, size_t cnt) {
+  const int n = c.size();
+  const size_t es = dtype_size(o.dtype);
+  const Descriptor& d = describe(o.kind);
+  Step s;
+  s.in_n = d.in_elems(cnt, n);
+  s.out_n = d.out_elems(cnt, n);
+  if (d.p2p) s.in_n = s.out_n = cnt;  // a ring: everyone sends and receives
+  s.in = allocate(c, std::max<size_t>(s.in_n, 1) * es, o.device);
+  s.out = allocate(c, std::max<size_t>(s.out_n, 1) * es, o.device);
+  std::vector<char> host(s.in_n * es + es);
+  for (size_t i = 0; i < s.in_n; ++i) put(o.dtype, host.data(), i, sweep_input(c.rank(), i));
+  copy_in(*s.in, host.data(), s.in_n * es);
+  Args& a = s.args;
+  a.kind = o.kind;
+  a.dtype = o.dtype;
+  a.op = o.op;
+  a.in = s.in->ptr;
+  a.out = s.out->ptr;
+  a.count = cnt;
+  a.root = o.root;
+  if (d.per_peer_count)
+    for (int p = 0; p < n; ++p) {
+      a.in_counts.push_back(cnt);
+      a.out_counts.push_back(cnt);
+      a.in_displs.push_back(cnt * static_cast<size_t>(p));
+      a.out_displs.push_back(cnt * static_cast<size_t>(p));
     }
-  }
-  if (op == ReduceOp::Avg) acc /= n;
-  if (t == DType::Bool) acc = acc != 0;
-  return acc;
+  return s;
 }
 
-// Per-rank element count of Args for a message of `elems` elements (nccl-tests' size convention).
-size_t per_rank_count(Kind k, size_t elems, int n) {
-  switch (k) {
-    case Kind::AllGather:
-    case Kind::ReduceScatter:
-    case Kind::AllToAll:
-    case Kind::AllToAllV:
-    case Kind::Gather:
-    case Kind::Scatter:
-      return elems / static_cast<size_t>(n);
-    default:
-      return elems;
+void run_once(Communicator& c, const Args& a) {
+  if (!describe(a.kind).p2p) {
+    c.start(a)->wait();
+    return;
   }
+  const int n = c.size(), me = c.rank();
+  Args recv = a, send = a;
+  recv.kind = Kind::Recv;
+  recv.peer = (me + n - 1) % n;
+  send.kind = Kind::Send;
+  send.peer = (me + 1) % n;
+  auto r1 = c.start(recv);
+  auto r2 = c.start(send);
+  r2->wait();
+  r1->wait();
+}
+
+// Runs the step once and counts the output elements that differ from what the descriptor expects.
+int64_t count_wrong(Communicator& c, const SweepOptions& o, const Step& s) {
+  run_once(c, s.args);
+  device_synchronize(c, o.device);
+  const size_t es = dtype_size(o.dtype);
+  std::vector<char> host(s.out_n * es + es);
+  copy_out(*s.out, host.data(), s.out_n * es);
+  const Descriptor& d = describe(o.kind);
+  SweepCheck check;
+  check.rank = c.rank();
+  check.nranks = c.size();
+  check.root = o.root;
+  check.count = s.args.count;
+  check.op = o.op;
+  check.dtype = o.dtype;
+  int64_t wrong = 0;
+  for (size_t i = 0; i < s.out_n; ++i) {
+    double want = 0;
+    bool checked = d.expect(check, i, want);
+    if (o.dtype == DType::Bool) want = want != 0;
+    if (checked && get(o.dtype, host.data(), i) != want) ++wrong;
+  }
+  return wrong;
+}
+
+// Seconds per operation on this rank, after the warm-up.
+double time_step(Communicator& c, const SweepOptions& o, const Step& s) {
+  for (int w = 0; w < o.warmup; ++w) run_once(c, s.args);
+  device_synchronize(c, o.device);
+  c.exchange("");  // line up the ranks before timing
+  double t0 = now_seconds();
+  for (int it = 0; it < o.iters; ++it) run_once(c, s.args);
+  device_synchronize(c, o.device);
+  return (now_seconds() - t0) / std::max(o.iters, 1);
+}
+
+// The slowest rank's time, and every rank's wrong count (-1 when not checked).
+void gather_row(Communicator& c, const SweepOptions& o, double mine, SweepRow& row) {
+  std::ostringstream s;
+  s.precision(17);
+  s << mine << " " << row.wrong;
+  double worst = 0;
+  int64_t wrong_total = o.check ? 0 : -1;
+  for (const std::string& e : c.exchange(s.str())) {
+    std::istringstream in_s(e);
+    double t;
+    int64_t w;
+    in_s >> t >> w;
+    worst = std::max(worst, t);
+    if (o.check) wrong_total += w;
+  }
+  row.wrong = wrong_total;
+  row.time_us = worst * 1e6;
+  row.algbw = worst > 0 ? double(row.bytes) / worst / 1e9 : 0;
+  row.busbw = row.algbw * describe(o.kind).busbw_factor(c.size());
+}
+
+void validate(const Communicator& c, const SweepOptions& o) {
+  const Descriptor& d = describe(o.kind);
+  if (o.factor <= 1) throw CommError("the step factor must be greater than 1");
+  if (o.min_bytes > o.max_bytes) throw CommError("the smallest size is larger than the largest");
+  if (d.rooted && (o.root < 0 || o.root >= c.size()))
+    throw CommError("root " + std::to_string(o.root) + " is not a rank");
+  if (d.reduces && o.dtype == DType::Bool && o.op == ReduceOp::Avg) throw CommError("avg of bool is not defined");
 }
 
 }  // namespace
 
 std::vector<SweepRow> sweep(Communicator& c, const SweepOptions& o,
                             const std::function<void(const SweepRow&)>& on_row) {
-  const int n = c.size(), me = c.rank();
+  validate(c, o);
   const size_t es = dtype_size(o.dtype);
-  const Descriptor& d = describe(o.kind);
-  if (o.factor <= 1) throw CommError("the step factor must be greater than 1");
-  if (o.min_bytes > o.max_bytes) throw CommError("the smallest size is larger than the largest");
-  if (d.rooted && (o.root < 0 || o.root >= n)) throw CommError("root " + std::to_string(o.root) + " is not a rank");
-  if (d.reduces && o.dtype == DType::Bool && o.op == ReduceOp::Avg) throw CommError("avg of bool is not defined");
   std::vector<SweepRow> rows;
   for (double b = double(std::max<size_t>(o.min_bytes, es)); b <= double(o.max_bytes) * 1.0000001; b *= o.factor) {
-    size_t elems = static_cast<size_t>(b) / es;
-    size_t cnt = per_rank_count(o.kind, elems, n);
-    if (cnt == 0 && o.kind != Kind::Barrier) continue;
-    size_t in_n = d.in_elems(cnt, n), out_n = d.out_elems(cnt, n);
-    if (o.kind == Kind::AllToAllV) in_n = out_n = cnt * static_cast<size_t>(n);
-    if (o.kind == Kind::Send || o.kind == Kind::Recv) in_n = out_n = cnt;  // a ring: everyone sends and receives
-    auto in = allocate(c, std::max<size_t>(in_n, 1) * es, o.device);
-    auto out = allocate(c, std::max<size_t>(out_n, 1) * es, o.device);
-    std::vector<char> host(std::max(in_n, out_n) * es + es);
-    for (size_t i = 0; i < in_n; ++i) put(o.dtype, host.data(), i, pattern(me, i));
-    copy_in(*in, host.data(), in_n * es);
-
-    Args a;
-    a.kind = o.kind;
-    a.dtype = o.dtype;
-    a.op = o.op;
-    a.in = in->ptr;
-    a.out = out->ptr;
-    a.count = cnt;
-    a.root = o.root;
-    if (o.kind == Kind::AllToAllV)
-      for (int p = 0; p < n; ++p) {
-        a.in_counts.push_back(cnt);
-        a.out_counts.push_back(cnt);
-        a.in_displs.push_back(cnt * static_cast<size_t>(p));
-        a.out_displs.push_back(cnt * static_cast<size_t>(p));
-      }
-    auto run_once = [&]() {
-      if (o.kind == Kind::Send || o.kind == Kind::Recv) {
-        Args recv = a, send = a;
-        recv.kind = Kind::Recv;
-        recv.peer = (me + n - 1) % n;
-        send.kind = Kind::Send;
-        send.peer = (me + 1) % n;
-        auto r1 = c.start(recv);
-        auto r2 = c.start(send);
-        r2->wait();
-        r1->wait();
-      } else {
-        c.start(a)->wait();
-      }
-    };
-
+    size_t cnt = describe(o.kind).sweep_count(static_cast<size_t>(b) / es, c.size());
+    if (cnt == 0) continue;  // fewer elements than ranks
+    Step s = prepare(c, o, cnt);
     SweepRow row;
-    row.count = std::max(in_n, out_n);
+    row.count = std::max(s.in_n, s.out_n);
     row.bytes = row.count * es;
-    row.wrong = -1;
-    if (o.check) {
-      run_once();
-      device_synchronize(c, o.device);
-      copy_out(*out, host.data(), out_n * es);
-      int64_t wrong = 0;
-      for (size_t i = 0; i < out_n; ++i) {
-        double want = 0;
-        bool checked = true;
-        switch (o.kind) {
-          case Kind::AllReduce:
-            want = reduce(o.op, o.dtype, n, [&](int r) { return pattern(r, i); });
-            break;
-          case Kind::AllGather:
-            want = pattern(int(i / cnt), i % cnt);
-            break;
-          case Kind::ReduceScatter:
-            want = reduce(o.op, o.dtype, n, [&](int r) { return pattern(r, size_t(me) * cnt + i); });
-            break;
-          case Kind::AllToAll:
-          case Kind::AllToAllV:
-            want = pattern(int(i / cnt), size_t(me) * cnt + i % cnt);
-            break;
-          case Kind::Broadcast:
-            want = pattern(o.root, i);
-            break;
-          case Kind::Reduce:
-            checked = me == o.root;
-            want = reduce(o.op, o.dtype, n, [&](int r) { return pattern(r, i); });
-            break;
-          case Kind::Gather:
-            checked = me == o.root;
-            want = pattern(int(i / cnt), i % cnt);
-            break;
-          case Kind::Scatter:
-            want = pattern(o.root, size_t(me) * cnt + i);
-            break;
-          case Kind::Send:
-          case Kind::Recv:
-            want = pattern((me + n - 1) % n, i);
-            break;
-          case Kind::Barrier:
-            checked = false;
-            break;
-        }
-        if (o.dtype == DType::Bool) want = want != 0;
-        if (checked && get(o.dtype, host.data(), i) != want) ++wrong;
-      }
-      row.wrong = wrong;
-    }
-    for (int w = 0; w < o.warmup; ++w) run_once();
-    device_synchronize(c, o.device);
-    c.exchange("");  // line up the ranks before timing
-    double t0 = now_seconds();
-    for (int it = 0; it < o.iters; ++it) run_once();
-    device_synchronize(c, o.device);
-    double mine = (now_seconds() - t0) / std::max(o.iters, 1);
-
-    // The slowest rank's time, and every rank's wrong count.
-    std::ostringstream s;
-    s.precision(17);
-    s << mine << " " << row.wrong;
-    double worst = 0;
-    int64_t wrong_total = o.check ? 0 : -1;
-    for (const std::string& e : c.exchange(s.str())) {
-      std::istringstream in_s(e);
-      double t;
-      int64_t w;
-      in_s >> t >> w;
-      worst = std::max(worst, t);
-      if (o.check) wrong_total += w;
-    }
-    row.wrong = wrong_total;
-    row.time_us = worst * 1e6;
-    row.algbw = worst > 0 ? double(row.bytes) / worst / 1e9 : 0;
-    row.busbw = row.algbw * d.busbw_factor(n);
+    row.wrong = o.check ? count_wrong(c, o, s) : -1;
+    gather_row(c, o, time_step(c, o, s), row);
     rows.push_back(row);
     if (on_row) on_row(row);
   }

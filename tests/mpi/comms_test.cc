@@ -1,5 +1,6 @@
 // The communication layer, run under mpirun with 1, 2, 4 ranks (ctest runs it each way): every collective and
-// dtype with its data checked, sub-communicators, uneven all_to_allv, the descriptors, and bad arguments.
+// dtype with its data checked, sub-communicators, uneven all_to_allv, the descriptors (names, sizing from a trace),
+// and bad arguments.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -30,13 +31,139 @@ TEST(Descriptors, BusBandwidthFactorsAreNcclTests) {
     EXPECT_EQ(back, k);
   }
   Kind k;
-  EXPECT_TRUE(parse_kind("allgather_base", k) == false);  // the trace model normalizes those names first
+  EXPECT_TRUE(parse_kind("allgather_base", k) && k == Kind::AllGather);  // every trace spelling, any case
   EXPECT_TRUE(parse_kind("alltoall", k) && k == Kind::AllToAll);
+  EXPECT_TRUE(parse_kind("Reduce_Scatter_Tensor_Coalesced", k) && k == Kind::ReduceScatter);
+  EXPECT_TRUE(parse_kind("recvanysource", k) && k == Kind::Recv);
+  EXPECT_FALSE(parse_kind("wait", k));
+  EXPECT_FALSE(parse_kind("_allgather_base", k));
   DType t;
   EXPECT_TRUE(parse_dtype("c10::BFloat16", t) && t == DType::BF16);
   EXPECT_TRUE(parse_dtype("Long", t) && t == DType::I64);
   EXPECT_FALSE(parse_dtype("complex", t));
   EXPECT_EQ(dtype_size(DType::F16), 2u);
+}
+
+TEST(Descriptors, TraceSpellingsAreCaseSensitiveAndExact) {
+  ASSERT_NE(find_trace_name("allgather_base"), nullptr);
+  EXPECT_EQ(find_trace_name("allgather_base")->kind, Kind::AllGather);
+  EXPECT_EQ(find_trace_name("all_to_allv")->kind, Kind::AllToAllV);
+  EXPECT_EQ(find_trace_name("alltoall_base")->kind, Kind::AllToAllV);
+  EXPECT_EQ(find_trace_name("recvAnysource")->kind, Kind::Recv);
+  EXPECT_EQ(find_trace_name("recvanysource"), nullptr);
+  EXPECT_EQ(find_trace_name("wait"), nullptr);
+  EXPECT_EQ(find_trace_name("coalesced"), nullptr);
+  for (Kind k : all_kinds()) EXPECT_EQ(find_trace_name(describe(k).name), &describe(k));
+}
+
+// Sizes one collective from a trace's counts over `g` ranks; -1 counts as not recorded.
+struct Sized {
+  bool ok = false;
+  Args a;
+  size_t in = 0, out = 0;
+};
+Sized size_of(Kind k, int64_t in, int64_t out, int g, std::vector<int64_t> in_splits = {},
+              std::vector<int64_t> out_splits = {}) {
+  Sized s;
+  TraceSizes t;
+  t.in_elems = in;
+  t.out_elems = out;
+  t.in_splits = std::move(in_splits);
+  t.out_splits = std::move(out_splits);
+  s.ok = size_from_trace(k, t, g, s.a, s.in, s.out);
+  return s;
+}
+
+TEST(TraceSizing, WholeBufferKindsTakeTheLargerSide) {
+  for (Kind k : {Kind::AllReduce, Kind::Broadcast, Kind::Reduce}) {
+    Sized s = size_of(k, 100, 60, 4);
+    ASSERT_TRUE(s.ok) << describe(k).name;
+    EXPECT_EQ(s.a.count, 100u);
+    EXPECT_EQ(s.in, 100u);
+    EXPECT_EQ(s.out, 100u);
+    s = size_of(k, -1, 7, 4);
+    EXPECT_EQ(s.a.count, 7u);
+    EXPECT_EQ(s.in, 7u);
+  }
+}
+
+TEST(TraceSizing, GatherKindsUseTheInputOrTheOutputOverTheGroup) {
+  for (Kind k : {Kind::AllGather, Kind::Gather}) {
+    Sized s = size_of(k, 10, 40, 4);
+    ASSERT_TRUE(s.ok) << describe(k).name;
+    EXPECT_EQ(s.a.count, 10u);
+    EXPECT_EQ(s.in, 10u);
+    EXPECT_EQ(s.out, 40u);
+    s = size_of(k, 0, 40, 4);  // no input recorded: out / g
+    EXPECT_EQ(s.a.count, 10u);
+    EXPECT_EQ(s.out, 40u);
+    s = size_of(k, -1, 41, 4);
+    EXPECT_EQ(s.a.count, 10u);
+    EXPECT_EQ(s.out, 40u);
+  }
+}
+
+TEST(TraceSizing, ScatterKindsUseTheOutputOrTheInputOverTheGroup) {
+  for (Kind k : {Kind::ReduceScatter, Kind::Scatter}) {
+    Sized s = size_of(k, 40, 10, 4);
+    ASSERT_TRUE(s.ok) << describe(k).name;
+    EXPECT_EQ(s.a.count, 10u);
+    EXPECT_EQ(s.in, 40u);
+    EXPECT_EQ(s.out, 10u);
+    s = size_of(k, 40, 0, 4);  // no output recorded: in / g
+    EXPECT_EQ(s.a.count, 10u);
+    EXPECT_EQ(s.in, 40u);
+  }
+}
+
+TEST(TraceSizing, AllToAllSplitsTheLargerSideEvenly) {
+  Sized s = size_of(Kind::AllToAll, 30, 42, 4);
+  ASSERT_TRUE(s.ok);
+  EXPECT_EQ(s.a.count, 10u);  // 42 / 4, rounded down
+  EXPECT_EQ(s.in, 40u);
+  EXPECT_EQ(s.out, 40u);
+}
+
+TEST(TraceSizing, AllToAllvCountsRowsOfTheSplits) {
+  // 3 peers; 6 rows in (1, 2, 3) of 4 elements each, 12 rows out (4, 4, 4) of 2 elements each.
+  Sized s = size_of(Kind::AllToAllV, 24, 24, 3, {1, 2, 3}, {4, 4, 4});
+  ASSERT_TRUE(s.ok);
+  EXPECT_EQ(s.a.in_counts, (std::vector<size_t>{4, 8, 12}));
+  EXPECT_EQ(s.a.in_displs, (std::vector<size_t>{0, 4, 12}));
+  EXPECT_EQ(s.a.out_counts, (std::vector<size_t>{8, 8, 8}));
+  EXPECT_EQ(s.a.out_displs, (std::vector<size_t>{0, 8, 16}));
+  EXPECT_EQ(s.in, 24u);
+  EXPECT_EQ(s.out, 24u);
+  // Splits not one per peer: even chunks of elements / g.
+  s = size_of(Kind::AllToAllV, 10, 9, 3, {1, 2}, {});
+  EXPECT_EQ(s.a.in_counts, (std::vector<size_t>{3, 3, 3}));
+  EXPECT_EQ(s.a.in_displs, (std::vector<size_t>{0, 3, 6}));
+  EXPECT_EQ(s.a.out_counts, (std::vector<size_t>{3, 3, 3}));
+  EXPECT_EQ(s.in, 10u);
+  EXPECT_EQ(s.out, 9u);
+  // All splits zero: no rows, so nothing per peer.
+  s = size_of(Kind::AllToAllV, 8, -1, 2, {0, 0}, {0, 0});
+  EXPECT_EQ(s.a.in_counts, (std::vector<size_t>{0, 0}));
+  EXPECT_EQ(s.a.out_counts, (std::vector<size_t>{0, 0}));
+  EXPECT_EQ(s.out, 0u);
+}
+
+TEST(TraceSizing, BarrierIsEmptyAndPointToPointIsNotSized) {
+  Sized s = size_of(Kind::Barrier, 5, 5, 4);
+  ASSERT_TRUE(s.ok);
+  EXPECT_EQ(s.a.count, 0u);
+  EXPECT_EQ(s.in, 0u);
+  EXPECT_EQ(s.out, 0u);
+  EXPECT_FALSE(size_of(Kind::Send, 5, 5, 2).ok);  // the trace does not record the peer
+  EXPECT_FALSE(size_of(Kind::Recv, 5, 5, 2).ok);
+  EXPECT_FALSE(size_of(Kind::AllGather, 5, 5, 0).ok);
+}
+
+TEST(TraceSizing, EveryKindIsCovered) {
+  for (Kind k : all_kinds()) {
+    Sized s = size_of(k, 64, 64, 2);
+    EXPECT_EQ(s.ok, k != Kind::Send && k != Kind::Recv) << describe(k).name;
+  }
 }
 
 TEST(Collectives, EveryKindAndDtypeGivesTheExpectedData) {
@@ -158,6 +285,7 @@ TEST(Collectives, BadArgumentsAreErrorsNotHangs) {
   SweepOptions o;
   o.factor = 1;
   EXPECT_THROW(sweep(c, o), CommError);
+  EXPECT_THROW(sweep(c, o), reprise::UserError);  // the command line reports it as bad input
 }
 
 }  // namespace
@@ -166,7 +294,7 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   auto world = make_world();
   // A torchrun-style world carries no CPU collectives: only its bootstrap is tested.
-  if (world->backend() == "tcp") ::testing::GTEST_FLAG(filter) = "Bootstrap.*:Descriptors.*";
+  if (world->backend() == "tcp") ::testing::GTEST_FLAG(filter) = "Bootstrap.*:Descriptors.*:TraceSizing.*";
   g_world = world.get();
   // Only rank 0 reports; every rank runs every test (collectives need them all).
   if (world->rank() != 0) {

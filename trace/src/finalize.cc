@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reader_internal.h"
+#include "reprise/comms/collective.h"
 
 namespace reprise::detail {
 namespace {
@@ -135,45 +136,11 @@ void read_process_groups(Trace& t, const Node& n, const ReadOptions& opt) {
 
 }  // namespace
 
+// The collective descriptors hold every spelling; what none of them names ("wait", "coalesced") keeps its name.
 std::string normalize_collective_name(std::string_view raw) {
-  std::string s(raw);
-  while (!s.empty() && s[0] == '_') s.erase(0, 1);
-  static const std::pair<const char*, const char*> table[] = {
-      {"allreduce", "all_reduce"},
-      {"all_reduce", "all_reduce"},
-      {"allreduce_coalesced", "all_reduce"},
-      {"all_reduce_coalesced", "all_reduce"},
-      {"allgather", "all_gather"},
-      {"all_gather", "all_gather"},
-      {"allgather_base", "all_gather"},
-      {"all_gather_base", "all_gather"},
-      {"allgather_into_tensor_coalesced", "all_gather"},
-      {"all_gather_into_tensor", "all_gather"},
-      {"allgather_coalesced", "all_gather"},
-      {"all_gather_into_tensor_coalesced", "all_gather"},
-      {"reduce_scatter", "reduce_scatter"},
-      {"reduce_scatter_base", "reduce_scatter"},
-      {"reduce_scatter_tensor", "reduce_scatter"},
-      {"reduce_scatter_tensor_coalesced", "reduce_scatter"},
-      {"reduce_scatter_coalesced", "reduce_scatter"},
-      {"all_to_all", "all_to_all"},
-      {"alltoall", "all_to_all"},
-      {"all_to_allv", "all_to_allv"},
-      {"alltoall_base", "all_to_allv"},
-      {"broadcast", "broadcast"},
-      {"reduce", "reduce"},
-      {"gather", "gather"},
-      {"scatter", "scatter"},
-      {"send", "send"},
-      {"recv", "recv"},
-      {"recvAnysource", "recv"},
-      {"barrier", "barrier"},
-      {"wait", "wait"},
-      {"coalesced", "coalesced"},
-  };
-  for (auto& [a, b] : table)
-    if (s == a) return b;
-  return s;
+  while (!raw.empty() && raw[0] == '_') raw.remove_prefix(1);
+  if (const comms::Descriptor* d = comms::find_trace_name(raw)) return d->name;
+  return std::string(raw);
 }
 
 Collective decode_collective(const Trace& t, uint32_t idx) {

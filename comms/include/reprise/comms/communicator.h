@@ -6,75 +6,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <stdexcept>
 #include <string>
-#include <string_view>
 #include <vector>
+
+#include "reprise/common/error.h"
+#include "reprise/comms/collective.h"
 
 namespace reprise::comms {
 
-class CommError : public std::runtime_error {
+// A collective that cannot run: bad arguments (a root or peer outside the group, a dtype or op the backend lacks),
+// a launch the build cannot serve, or an MPI, NCCL or bootstrap failure. Each is for the user to fix (the options,
+// the launch, the machine), so it is a reprise::UserError.
+class CommError : public UserError {
  public:
-  using std::runtime_error::runtime_error;
-};
-
-enum class DType : uint8_t { F32, F64, F16, BF16, I8, U8, I32, I64, Bool };
-size_t dtype_size(DType t);
-const char* dtype_name(DType t);  // "float", "half", ... (nccl-tests names)
-// Accepts trace spellings ("Float", "c10::Half", "long int") and nccl-tests ones ("float", "half", "int64").
-bool parse_dtype(std::string_view name, DType& out);
-
-enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, Avg };
-const char* reduce_op_name(ReduceOp op);
-bool parse_reduce_op(std::string_view name, ReduceOp& out);
-
-enum class Kind : uint8_t {
-  AllReduce,
-  AllGather,
-  ReduceScatter,
-  AllToAll,
-  AllToAllV,
-  Broadcast,
-  Reduce,
-  Gather,
-  Scatter,
-  Send,
-  Recv,
-  Barrier,
-};
-
-// One description per collective (as nccl-tests has one file per collective): its name, buffer sizes for a
-// message, and the bus-bandwidth factor that turns algorithm bandwidth into what the links carried.
-struct Descriptor {
-  Kind kind;
-  const char* name;  // normalized trace name: all_reduce, all_gather, ...
-  // Elements of the send and receive buffers of one rank, for `count` elements as nccl-tests counts them
-  // (all_gather/reduce_scatter/all_to_all/gather/scatter: count = elements of the whole large buffer).
-  size_t (*in_elems)(size_t count, int nranks);
-  size_t (*out_elems)(size_t count, int nranks);
-  // busbw = algbw * factor; nccl-tests' formulas (all_reduce: 2(n-1)/n, all_gather: (n-1)/n, ...).
-  double (*busbw_factor)(int nranks);
-  bool reduces;  // takes a reduce op
-  bool rooted;   // takes a root
-};
-const Descriptor& describe(Kind k);
-// Normalized trace names ("all_reduce", "all_to_allv", ...) and the raw spellings the trace model maps to them.
-bool parse_kind(std::string_view name, Kind& out);
-const std::vector<Kind>& all_kinds();
-
-// What to run. Counts are elements of `dtype`.
-struct Args {
-  Kind kind = Kind::AllReduce;
-  DType dtype = DType::F32;
-  ReduceOp op = ReduceOp::Sum;
-  const void* in = nullptr;
-  void* out = nullptr;  // may equal `in` where the collective allows in-place (all_reduce, broadcast)
-  size_t count = 0;     // all_reduce/broadcast/reduce/send/recv: buffer elements; all_gather: per-rank
-                        // input; reduce_scatter: per-rank output; all_to_all/gather/scatter: per-peer chunk
-  std::vector<size_t> in_counts, in_displs, out_counts, out_displs;  // all_to_allv, per peer (elements)
-  int root = 0;                                                      // broadcast/reduce/gather/scatter
-  int peer = -1;                                                     // send/recv
-  void* stream = nullptr;  // NCCL: the cudaStream_t to run on (nullptr: the communicator's own); MPI: unused
+  using UserError::UserError;
 };
 
 // An operation in flight.
