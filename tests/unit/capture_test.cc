@@ -122,6 +122,72 @@ TEST(Capture, StepWindowSkipsThenRecords) {
   EXPECT_THROW(capture::Session{o}, std::logic_error);  // one open Session per process
 }
 
+// A Collective recorded by the Session reads back as the same Collective; fields left unknown come back as the
+// default process group's.
+TEST(Capture, RecordedCollectivesReadBackAsTheModelsCollectives) {
+  std::string dir = test::temp_dir();
+  capture::SessionOptions o;
+  o.path = dir + "/rank-1.json";
+  Collective a2a;
+  a2a.name = "all_to_allv";
+  a2a.raw_name = "all_to_allv";
+  a2a.dtype = "Float";
+  a2a.in_elems = 6;
+  a2a.out_elems = 6;
+  a2a.in_splits = {2, 4};
+  a2a.out_splits = {3, 3};
+  a2a.seq = 3;
+  a2a.rank = 1;
+  a2a.pg_name = "1";
+  a2a.pg_desc = "ep";
+  a2a.pg_size = 2;
+  a2a.global_rank_start = 2;
+  a2a.global_rank_stride = 2;
+  Collective bcast;
+  bcast.name = "broadcast";
+  bcast.dtype = "Long";
+  bcast.in_elems = bcast.out_elems = 4;
+  at::Tensor x = at::rand({6}), y = at::empty({6}), z = at::zeros({4}, at::kLong);
+  {
+    capture::Session s(o);
+    s.record_collective(a2a, {x}, {y});  // not recording yet: nothing
+    s.step();
+    s.record_collective(a2a, {x}, {y});
+    s.record_collective(bcast, {z}, {z});
+    s.stop();
+  }
+  Trace t = read_et(o.path);
+  ASSERT_EQ(t.collectives.size(), 2u);
+  const Collective& c = t.collectives[0];
+  EXPECT_EQ(t.name(t.nodes[c.node]), "record_param_comms");
+  EXPECT_EQ(t.name(t.nodes[t.nodes[c.node].parent]), "ProfilerStep#0");
+  EXPECT_EQ(c.name, "all_to_allv");
+  EXPECT_EQ(c.raw_name, "all_to_allv");
+  EXPECT_EQ(c.dtype, "Float");
+  EXPECT_EQ(c.in_elems, 6);
+  EXPECT_EQ(c.out_elems, 6);
+  EXPECT_EQ(c.in_splits, a2a.in_splits);
+  EXPECT_EQ(c.out_splits, a2a.out_splits);
+  EXPECT_EQ(c.seq, 3);
+  EXPECT_EQ(c.rank, 1);
+  EXPECT_EQ(c.pg_name, "1");
+  EXPECT_EQ(c.pg_desc, "ep");
+  EXPECT_EQ(c.pg_size, 2);
+  EXPECT_EQ(c.global_rank_start, 2);
+  EXPECT_EQ(c.global_rank_stride, 2);
+  const Collective& d = t.collectives[1];
+  EXPECT_EQ(d.raw_name, "broadcast");  // name, when raw_name is empty
+  EXPECT_EQ(d.dtype, "Long");
+  EXPECT_EQ(d.in_elems, 4);
+  EXPECT_EQ(d.seq, 0);
+  EXPECT_EQ(d.rank, 0);
+  EXPECT_EQ(d.pg_name, "0");
+  EXPECT_EQ(d.pg_desc, "default_pg");
+  EXPECT_EQ(d.pg_size, 1);
+  EXPECT_EQ(d.global_rank_start, 0);
+  EXPECT_EQ(d.global_rank_stride, 1);
+}
+
 TEST(Capture, LeanCaptureKeepsOuterArgumentsOnly) {
   std::string dir = test::temp_dir();
   capture::SessionOptions o;

@@ -48,7 +48,7 @@ class CommCollectives : public Collectives {
 
   void all_reduce(at::Tensor& t) override {
     if (!t.is_contiguous()) throw std::invalid_argument("all_reduce: the tensor must be contiguous");
-    record("allreduce", t, {t}, {t}, t.numel(), t.numel());
+    record("all_reduce", "allreduce", t, {t}, {t}, t.numel(), t.numel());
     comms::Args a;
     a.kind = comms::Kind::AllReduce;
     a.dtype = comm_dtype(t.scalar_type());
@@ -60,7 +60,7 @@ class CommCollectives : public Collectives {
   void all_to_all(at::Tensor& out, const at::Tensor& in) override {
     if (!in.is_contiguous() || !out.is_contiguous() || in.numel() != out.numel() || in.numel() % world_size() != 0)
       throw std::invalid_argument("all_to_all: contiguous tensors of equal size, divisible by the world size");
-    record("all_to_all", in, {in}, {out}, in.numel(), out.numel());
+    record("all_to_all", "all_to_all", in, {in}, {out}, in.numel(), out.numel());
     comms::Args a;
     a.kind = comms::Kind::AllToAll;
     a.dtype = comm_dtype(in.scalar_type());
@@ -78,14 +78,15 @@ class CommCollectives : public Collectives {
 #endif
     c.start(a)->wait_on(a.stream);
   }
-  void record(const char* name, const at::Tensor& t, const std::vector<at::Tensor>& in,
+  // `name` as the trace model normalizes it, `raw_name` as PyTorch's process groups record it.
+  void record(const char* name, const char* raw_name, const at::Tensor& t, const std::vector<at::Tensor>& in,
               const std::vector<at::Tensor>& out, int64_t in_elems, int64_t out_elems) {
     capture::Session* s = capture::Session::active();
     if (!s) return;
-    capture::CollectiveRecord c;
+    Collective c;
     c.name = name;
-    std::string dt = c10::toString(t.scalar_type());  // "Float", "Long", ...
-    c.dtype = dt;
+    c.raw_name = raw_name;
+    c.dtype = c10::toString(t.scalar_type());  // "Float", "Long", ...
     c.in_elems = in_elems;
     c.out_elems = out_elems;
     c.pg_size = world_size();

@@ -12,6 +12,19 @@
 //     train_step();
 //   }
 //   session.stop();       // writes the file (also done by the destructor)
+//
+// A collective the program issues outside the dispatcher (its own communicator) is recorded beside the ops:
+//
+//   if (auto* s = reprise::capture::Session::active()) {
+//     reprise::Collective c;
+//     c.name = "all_reduce";
+//     c.raw_name = "allreduce";  // the name PyTorch records
+//     c.dtype = "Float";
+//     c.in_elems = c.out_elems = grad.numel();
+//     c.pg_size = world_size;
+//     c.rank = rank;
+//     s->record_collective(c, {grad}, {grad});
+//   }
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -20,6 +33,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "reprise/trace/trace.h"
 
 namespace reprise::capture {
 
@@ -49,19 +64,6 @@ struct StepTime {
   bool recorded = false;  // observed (the observer's overhead is in it)
 };
 
-// A collective issued outside the dispatcher (by Reprise's communicator), recorded as PyTorch records it: a
-// `record_param_comms` node with the communication attrs.
-struct CollectiveRecord {
-  std::string name;   // all_reduce, all_gather, all_to_allv, broadcast, ...
-  std::string dtype;  // Float, Half, Long, ...
-  int64_t in_elems = 0, out_elems = 0;
-  std::vector<int64_t> in_splits, out_splits;
-  std::string pg_name = "0", pg_desc = "default_pg";
-  int64_t pg_size = 1, global_rank_start = 0, global_rank_stride = 1;
-  int64_t seq = 0;
-  int64_t rank = 0;
-};
-
 class Session {
  public:
   explicit Session(SessionOptions options);
@@ -79,9 +81,13 @@ class Session {
   std::vector<StepTime> step_times() const;
   // Nodes recorded so far.
   size_t num_nodes() const;
-  // Records a collective (while recording) as a record_param_comms node under the current op, with the tensors
-  // it reads and writes, so replay can follow the data to and from the compute around it.
-  void record_collective(const CollectiveRecord& c, const std::vector<at::Tensor>& inputs = {},
+  // Records a collective issued outside the dispatcher (while recording), as PyTorch records its own: a
+  // record_param_comms node under the current op with the communication attrs and the tensors it reads and writes,
+  // so replay can follow the data to and from the compute around it. Of `c`, the fields a trace carries are used:
+  // raw_name is the name written (PyTorch's: allreduce, all_to_all, ...; `name` when empty), dtype ("Float", ...),
+  // in/out_elems and splits, seq, rank, pg_name, pg_desc, pg_size, global_rank_start and stride. Those left
+  // unknown (-1, "") are written as the default process group's: "0", "default_pg", size 1, ranks from 0 by 1.
+  void record_collective(const Collective& c, const std::vector<at::Tensor>& inputs = {},
                          const std::vector<at::Tensor>& outputs = {});
 
   // The session currently recording in this process, or nullptr.
