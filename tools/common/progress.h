@@ -5,7 +5,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -44,8 +43,11 @@ class ProgressLine {
       unit_ = p.unit;
       expected_ = p.expected_seconds;
       start_ = now_seconds();
+      done_ = 0;
+      done_at_ = 0;
       running_ = true;
     }
+    if (p.done != done_) done_at_ = now_seconds() - start_;
     done_ = p.done;
     total_ = p.total;
     if (p.finished) {
@@ -97,13 +99,14 @@ class ProgressLine {
     if (!unit_.empty())
       line += (total_ > 0 ? human_count(done_) + "/" + counted(total_, unit_) : counted(done_, unit_)) + ", ";
     line += short_seconds(elapsed);
-    // The rate so far once something is done; before that, what the earlier phases let the replay expect.
-    double left = -1;
+    // The rate so far once something is done, less the time into the unit under way; before that, what the
+    // earlier phases let the replay expect.
+    double left = 0;
     if (done_ > 0 && total_ > done_)
-      left = elapsed / static_cast<double>(done_) * static_cast<double>(total_ - done_);
-    else if (done_ == 0 && expected_ > 0)
-      left = std::max(0.0, expected_ - elapsed);
-    if (left >= 0) line += ", about " + short_seconds(left) + " left";
+      left = done_at_ / static_cast<double>(done_) * static_cast<double>(total_ - done_) - (elapsed - done_at_);
+    else if (done_ == 0)
+      left = expected_ - elapsed;
+    if (left >= 0.05) line += ", about " + short_seconds(left) + " left";
     std::fprintf(out_, "\r\033[K%s", line.c_str());
     std::fflush(out_);
     drawn_ = true;
@@ -132,6 +135,7 @@ class ProgressLine {
   bool stop_ = false;
   std::string phase_, unit_;
   int64_t done_ = 0, total_ = 0;
+  double done_at_ = 0;  // seconds into the phase when done_ last grew
   double expected_ = 0;
   double start_ = 0;
   bool running_ = false;
