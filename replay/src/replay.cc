@@ -11,20 +11,16 @@
 #include "comm_runtime.h"
 #include "executor.h"
 #include "plan.h"
+#include "progress.h"
 #include "reprise/common/clock.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/device/device.h"
+#include "reprise/trace/summary.h"
 
 namespace reprise::replay {
 namespace {
 
 using detail::Plan;
-
-std::string count_text(int64_t n) {
-  std::string s = std::to_string(n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
-}
 
 // Collectives named by what they do: "all_gather (c10d::allgather_)".
 std::string collective_label(const Trace& t, uint32_t node) {
@@ -54,24 +50,8 @@ void gather_skips(const Trace& t, const Plan& plan, ReplayResult& r) {
   r.decomposed = flatten(decomposed);
 }
 
-}  // namespace
-
-ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
-  auto progress = [&](const std::string& s) {
-    if (o.progress) o.progress(s);
-  };
-  if (o.iterations < 1) throw UserError("iterations must be at least 1");
-  if (o.warmup < 0) throw UserError("warm-up iterations must not be negative");
-  device::install_memory_tracking();
-  if (o.threads > 0) at::set_num_threads(o.threads);
-
-  ReplayResult r;
-  r.trace = trace.source;
-  r.rank = trace.rank;
-  r.torch_version = TORCH_VERSION;
-  r.threads = at::get_num_threads();
-
-  double t0 = now_seconds();
+Plan compile(const Trace& trace, const ReplayOptions& o, ReplayResult& r, detail::PhaseProgress& progress) {
+  progress.begin("compile", 0, "op");
   Plan plan = detail::compile_plan(trace, o);
   r.device = plan.device.str();
   r.steps = plan.step_names;
@@ -82,105 +62,144 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   if (plan.instrs.empty() && plan.comm_skips.empty() && plan.skips.empty())
     throw UserError(trace.source + ": no operators in the selected iteration (" +
                     (plan.step_names.empty() ? std::string("none") : plan.step_names.front()) + ")");
-  progress("compiled " + count_text(static_cast<int64_t>(plan.instrs.size())) + " ops (" +
-           count_text(static_cast<int64_t>(plan.skips.size())) + " not replayable, " +
-           count_text(static_cast<int64_t>(plan.comms.size() + plan.comm_skips.size())) +
-           " collectives and waits) in " + std::to_string(now_seconds() - t0).substr(0, 5) + " s");
+  std::string note;
+  auto add = [&note](size_t n, const char* what) {
+    if (n > 0) note += (note.empty() ? "" : ", ") + human_count(static_cast<int64_t>(n)) + what;
+  };
+  add(plan.skips.size(), " not replayable");
+  add(plan.comms.size() + plan.comm_skips.size(), " collectives and waits");
+  progress.end(note, static_cast<int64_t>(plan.instrs.size()));
+  return plan;
+}
 
-  std::unique_ptr<detail::CommRuntime> comm;
-  if (o.comm) {
-    r.world_size = o.comm->size();
-    if (o.comm->size() != plan.trace_world)
-      throw UserError(trace.source + ": the trace's process groups span " + std::to_string(plan.trace_world) +
-                      " rank(s) but the launch has " + std::to_string(o.comm->size()) + " (run it with mpirun -np " +
-                      std::to_string(plan.trace_world) + "; changing the world size is the generators' job)");
-    if (plan.device.is_meta() && !plan.comms.empty())
-      throw UserError("the meta device replays no collectives: launch it as a single process");
-    if (!plan.comms.empty()) {
-      comm = std::make_unique<detail::CommRuntime>(plan, *o.comm, plan.device);
-      r.comm_backend = comm->backend();
-      progress("collectives over " + r.comm_backend + ": " + std::to_string(plan.comms.size()) + " per iteration, " +
+// The collectives' runtime over the launch's world, when the plan has collectives and a world was given.
+std::unique_ptr<detail::CommRuntime> connect(const Trace& trace, const ReplayOptions& o, Plan& plan, ReplayResult& r,
+                                             detail::PhaseProgress& progress) {
+  if (!o.comm) return nullptr;
+  r.world_size = o.comm->size();
+  if (o.comm->size() != plan.trace_world)
+    throw UserError(trace.source + ": the trace's process groups span " + std::to_string(plan.trace_world) +
+                    " rank(s) but the launch has " + std::to_string(o.comm->size()) + ": launch " +
+                    std::to_string(plan.trace_world) + " ranks (mpirun -np " + std::to_string(plan.trace_world) +
+                    "), or run a single process, which replays one rank's compute and skips its collectives");
+  if (plan.device.is_meta() && !plan.comms.empty())
+    throw UserError("the meta device replays no collectives: launch it as a single process");
+  if (plan.comms.empty()) return nullptr;
+  progress.begin("collectives", 0, "");
+  auto comm = std::make_unique<detail::CommRuntime>(plan, *o.comm, plan.device);
+  r.comm_backend = comm->backend();
+  progress.end(std::to_string(plan.comms.size()) + " per iteration over " + r.comm_backend + ", " +
                std::to_string(plan.comm_groups.size()) + " process group(s)" +
                (comm->trace_streams()
                     ? ", on the " + std::to_string(comm->trace_streams()) + " stream(s) the linked Kineto trace shows"
                     : std::string()));
-    }
-  }
-  std::vector<at::Tensor> externals = detail::create_externals(plan, o.seed);
-  for (const detail::StorageGroup& g : plan.groups)
-    if (!g.device.is_meta()) r.input_bytes += g.numel * static_cast<int64_t>(c10::elementSize(g.dtype));
-  r.setup_seconds = now_seconds() - t0;
-  progress("created " + count_text(static_cast<int64_t>(plan.externals.size())) + " input tensors (" +
-           std::to_string(r.input_bytes >> 20) + " MiB) on " + r.device);
+  return comm;
+}
 
-  size_t nsteps = plan.step_names.size();
-  {
-    detail::Executor ex(trace, plan, std::move(externals));
-    ex.set_comm(comm.get());
-    // The first pass validates: ops that throw are marked, once, with their reason.
-    for (size_t s = 0; s < nsteps; ++s) ex.run_step(s);
+// One pass over the selected steps, reporting the ops done after each.
+void run_pass(detail::Executor& ex, const Plan& plan, detail::PhaseProgress& progress) {
+  for (size_t s = 0; s < plan.step_names.size(); ++s) {
+    ex.run_step(s);
+    progress.advance(plan.step_begin[s + 1]);
+  }
+  ex.end_iteration();
+}
+
+// The first pass validates: ops that throw are marked, once, with their reason. Then the untimed warm-up.
+// Returns the seconds of the last untimed iteration, which the measured ones should take too.
+double validate_and_warm_up(detail::Executor& ex, const Plan& plan, const ReplayOptions& o,
+                            detail::PhaseProgress& progress) {
+  progress.begin("validate", static_cast<int64_t>(plan.instrs.size()), "op");
+  double t0 = now_seconds();
+  run_pass(ex, plan, progress);
+  device::synchronize(plan.device);
+  double last = now_seconds() - t0;
+  ex.first_pass_done = true;
+  int64_t failed = 0;
+  for (const detail::Instr& in : plan.instrs) failed += in.failed ? 1 : 0;
+  progress.end(failed ? human_count(failed) + " failed" : std::string());
+  if (o.warmup == 0) return last;
+  progress.begin("warm-up", o.warmup, "iteration", o.warmup * last);
+  detail::PhaseProgress quiet(nullptr);
+  for (int w = 0; w < o.warmup; ++w) {
+    t0 = now_seconds();
+    run_pass(ex, plan, quiet);
+    device::synchronize(plan.device);
+    last = now_seconds() - t0;
+    progress.advance(w + 1);
+  }
+  progress.end();
+  return last;
+}
+
+void measure(detail::Executor& ex, const Plan& plan, const ReplayOptions& o, detail::CommRuntime* comm,
+             double expected_iteration_seconds, ReplayResult& r, detail::PhaseProgress& progress) {
+  progress.begin("measure", o.iterations, "iteration", o.iterations * expected_iteration_seconds);
+  device::reset_memory_peak(plan.device);
+  if (comm) comm->reset_stats();
+  device::RegionTimer timer(plan.device);
+  for (int it = 0; it < o.iterations; ++it) {
+    for (size_t s = 0; s < plan.step_names.size(); ++s) {
+      timer.start();
+      ex.run_step(s);
+      r.iteration_seconds.push_back(timer.stop_seconds());
+    }
     ex.end_iteration();
-    device::synchronize(plan.device);
-    ex.first_pass_done = true;
-    for (int w = 0; w < o.warmup; ++w) {
-      for (size_t s = 0; s < nsteps; ++s) ex.run_step(s);
-      ex.end_iteration();
-    }
-    device::synchronize(plan.device);
-    progress("validated and warmed up; measuring " + std::to_string(o.iterations) + " iteration(s)");
-
-    device::reset_memory_peak(plan.device);
-    if (comm) comm->reset_stats();
-    device::RegionTimer timer(plan.device);
-    for (int it = 0; it < o.iterations; ++it) {
-      for (size_t s = 0; s < nsteps; ++s) {
-        timer.start();
-        ex.run_step(s);
-        r.iteration_seconds.push_back(timer.stop_seconds());
-      }
-      ex.end_iteration();
-    }
-    r.peak_memory_bytes = device::memory_peak(plan.device);
-    if (comm) r.collective_timing = comm->timings(o.iterations);
-
-    if (o.per_op || o.timeline) {
-      progress("per-op pass");
-      std::vector<OpSpan> spans;
-      double origin = now_seconds();
-      for (size_t s = 0; s < nsteps; ++s) ex.run_step_per_op(s, spans, origin);
-      ex.end_iteration();
-      std::map<std::string, OpTiming> by_name;
-      std::map<std::string, bool> original_known;
-      for (const OpSpan& sp : spans) {
-        const Node& n = trace.nodes[sp.node];
-        std::string name = n.kind == NodeKind::Operator ? std::string(trace.name(n)) : collective_label(trace, sp.node);
-        OpTiming& ot = by_name[name];
-        ++ot.count;
-        ot.seconds += sp.dur_us * 1e-6;
-        auto known = original_known.emplace(name, true).first;
-        if (n.dur_us >= 0 && known->second)
-          ot.original_seconds = std::max(0.0, ot.original_seconds) + n.dur_us * 1e-6;
-        else
-          known->second = false;
-      }
-      for (auto& [name, ot] : by_name) {
-        ot.op = name;
-        if (!original_known[name]) ot.original_seconds = -1;
-        r.per_op.push_back(ot);
-      }
-      std::sort(r.per_op.begin(), r.per_op.end(),
-                [](const OpTiming& a, const OpTiming& b) { return a.seconds > b.seconds; });
-      if (o.timeline) r.timeline = std::move(spans);
-    }
-    if (ex.late_failures() > 0)
-      r.warnings.push_back(std::to_string(ex.late_failures()) +
-                           " op(s) failed after the first pass: their iterations ran without them");
+    progress.advance(it + 1);
   }
+  r.peak_memory_bytes = device::memory_peak(plan.device);
+  if (comm) r.collective_timing = comm->timings(o.iterations);
+  progress.end();
+}
 
+// Per-op timing, summed by op name; the original time only where every call of the name has one.
+std::vector<OpTiming> per_op_timings(const Trace& trace, const std::vector<OpSpan>& spans) {
+  std::map<std::string, OpTiming> by_name;
+  std::map<std::string, bool> original_known;
+  for (const OpSpan& sp : spans) {
+    const Node& n = trace.nodes[sp.node];
+    std::string name = n.kind == NodeKind::Operator ? std::string(trace.name(n)) : collective_label(trace, sp.node);
+    OpTiming& ot = by_name[name];
+    ++ot.count;
+    ot.seconds += sp.dur_us * 1e-6;
+    auto known = original_known.emplace(name, true).first;
+    if (n.dur_us >= 0 && known->second)
+      ot.original_seconds = std::max(0.0, ot.original_seconds) + n.dur_us * 1e-6;
+    else
+      known->second = false;
+  }
+  std::vector<OpTiming> v;
+  for (auto& [name, ot] : by_name) {
+    ot.op = name;
+    if (!original_known[name]) ot.original_seconds = -1;
+    v.push_back(ot);
+  }
+  std::sort(v.begin(), v.end(), [](const OpTiming& a, const OpTiming& b) { return a.seconds > b.seconds; });
+  return v;
+}
+
+void time_each_op(const Trace& trace, detail::Executor& ex, const Plan& plan, const ReplayOptions& o, ReplayResult& r,
+                  detail::PhaseProgress& progress) {
+  double iteration = 0;  // about what the per-op pass takes, less the synchronization after each op
+  for (double x : r.iteration_seconds) iteration += x / static_cast<double>(o.iterations);
+  progress.begin("per-op", static_cast<int64_t>(plan.instrs.size()), "op", iteration);
+  std::vector<OpSpan> spans;
+  double origin = now_seconds();
+  for (size_t s = 0; s < plan.step_names.size(); ++s) {
+    ex.run_step_per_op(s, spans, origin);
+    progress.advance(plan.step_begin[s + 1]);
+  }
+  ex.end_iteration();
+  r.per_op = per_op_timings(trace, spans);
+  if (o.timeline) r.timeline = std::move(spans);
+  progress.end();
+}
+
+void count_ops(const Trace& trace, const Plan& plan, const ReplayOptions& o, ReplayResult& r) {
   for (uint32_t node : plan.step_nodes)
     if (node != kNone32 && trace.nodes[node].dur_us > 0)
       r.original_iteration_seconds.push_back(trace.nodes[node].dur_us * 1e-6);
-  if (r.original_iteration_seconds.size() != nsteps) r.original_iteration_seconds.clear();
+  if (r.original_iteration_seconds.size() != plan.step_names.size()) r.original_iteration_seconds.clear();
   if (!o.original_iteration_seconds.empty()) r.original_iteration_seconds = o.original_iteration_seconds;
   r.original_peak_memory_bytes = o.original_peak_memory_bytes;
 
@@ -193,6 +212,49 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   r.ops_selected = r.compute_selected + r.collectives_selected;
   r.ops_replayed = r.compute_replayed + r.collectives_replayed;
   r.coverage = r.ops_selected > 0 ? static_cast<double>(r.ops_replayed) / static_cast<double>(r.ops_selected) : 0;
+  const std::map<std::string, std::string> labels = process_group_labels(trace);
+  for (CollectiveTiming& t : r.collective_timing) {
+    auto l = labels.find(t.group);
+    t.group_label = l != labels.end() ? l->second : t.group;
+  }
+}
+
+}  // namespace
+
+ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
+  if (o.iterations < 1) throw UserError("iterations must be at least 1");
+  if (o.warmup < 0) throw UserError("warm-up iterations must not be negative");
+  device::install_memory_tracking();
+  if (o.threads > 0) at::set_num_threads(o.threads);
+
+  ReplayResult r;
+  r.trace = trace.source;
+  r.rank = trace.rank;
+  r.torch_version = TORCH_VERSION;
+  r.threads = at::get_num_threads();
+  detail::PhaseProgress progress(o.progress);
+
+  double t0 = now_seconds();
+  Plan plan = compile(trace, o, r, progress);
+  std::unique_ptr<detail::CommRuntime> comm = connect(trace, o, plan, r, progress);
+  progress.begin("inputs", static_cast<int64_t>(plan.externals.size()), "tensor");
+  std::vector<at::Tensor> externals = detail::create_externals(plan, o.seed);
+  for (const detail::StorageGroup& g : plan.groups)
+    if (!g.device.is_meta()) r.input_bytes += g.numel * static_cast<int64_t>(c10::elementSize(g.dtype));
+  r.setup_seconds = now_seconds() - t0;
+  progress.end(human_bytes(static_cast<double>(r.input_bytes)) + " on " + r.device);
+
+  {
+    detail::Executor ex(trace, plan, std::move(externals));
+    ex.set_comm(comm.get());
+    double iteration = validate_and_warm_up(ex, plan, o, progress);
+    measure(ex, plan, o, comm.get(), iteration, r, progress);
+    if (o.per_op || o.timeline) time_each_op(trace, ex, plan, o, r, progress);
+    if (ex.late_failures() > 0)
+      r.warnings.push_back(std::to_string(ex.late_failures()) +
+                           " op(s) failed after the first pass: their iterations ran without them");
+  }
+  count_ops(trace, plan, o, r);
   return r;
 }
 

@@ -5,6 +5,7 @@
 
 #include "reprise/common/stats.h"
 #include "reprise/replay/replay.h"
+#include "reprise/trace/summary.h"
 #include "reprise/trace/write.h"
 
 namespace reprise::replay {
@@ -16,26 +17,6 @@ json skips_json(const std::vector<SkipCount>& v) {
   json a = json::array();
   for (const SkipCount& s : v) a.push_back({{"op", s.op}, {"count", s.count}, {"reason", s.reason}});
   return a;
-}
-
-std::string human_bytes(double b) {
-  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) b /= 1024, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
-  return buf;
-}
-
-std::string human_seconds(double s) {
-  char buf[32];
-  if (s >= 1)
-    std::snprintf(buf, sizeof buf, "%.3f s", s);
-  else if (s >= 1e-3)
-    std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
-  else
-    std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
-  return buf;
 }
 
 }  // namespace
@@ -86,6 +67,7 @@ std::string result_json(const ReplayResult& r) {
     for (const CollectiveTiming& t : r.collective_timing)
       a.push_back({{"name", t.name},
                    {"group", t.group},
+                   {"group_label", t.group_label},
                    {"group_size", t.group_size},
                    {"dtype", t.dtype},
                    {"bytes", t.bytes},
@@ -175,9 +157,9 @@ void write_timeline(const ReplayResult& r, const Trace& trace, const std::string
   write_text_file(path, timeline_json(r, trace));
 }
 
-void print_summary(const ReplayResult& r, std::FILE* out) {
-  std::fprintf(out, "replay of %s (rank %lld) on %s, LibTorch %s, %d thread(s)\n", r.trace.c_str(),
-               static_cast<long long>(r.rank), r.device.c_str(), r.torch_version.c_str(), r.threads);
+namespace {
+
+void print_coverage(std::FILE* out, const ReplayResult& r) {
   std::string steps;
   for (const std::string& s : r.steps) steps += (steps.empty() ? "" : ", ") + s;
   std::fprintf(out, "  steps        %s%s\n", steps.c_str(), r.truncated ? " (cut short by the op limit)" : "");
@@ -203,6 +185,9 @@ void print_summary(const ReplayResult& r, std::FILE* out) {
   if (r.device_noops > 0)
     std::fprintf(out, "  not needed   %lld aten::record_stream (no streams on %s)\n",
                  static_cast<long long>(r.device_noops), r.device.c_str());
+}
+
+void print_times(std::FILE* out, const ReplayResult& r) {
   if (!r.iteration_seconds.empty()) {
     auto mm = std::minmax_element(r.iteration_seconds.begin(), r.iteration_seconds.end());
     std::fprintf(out, "  iteration    %s median (min %s, max %s) over %zu\n",
@@ -221,26 +206,51 @@ void print_summary(const ReplayResult& r, std::FILE* out) {
                  human_bytes(static_cast<double>(r.original_peak_memory_bytes)).c_str(),
                  static_cast<double>(r.peak_memory_bytes) / static_cast<double>(r.original_peak_memory_bytes));
   std::fprintf(out, "; setup %s\n", human_seconds(r.setup_seconds).c_str());
-  if (!r.collective_timing.empty()) {
-    std::fprintf(out, "  collectives  over %s, %d rank(s); per iteration:\n", r.comm_backend.c_str(), r.world_size);
-    std::fprintf(out, "    %-16s %6s %5s %10s %6s %10s %9s %9s\n", "name", "group", "size", "bytes", "calls", "time",
-                 "algbw", "busbw");
-    for (const CollectiveTiming& t : r.collective_timing)
-      std::fprintf(out, "    %-16s %6s %5d %10lld %6lld %10s %7.2f GB/s %5.2f GB/s\n", t.name.c_str(), t.group.c_str(),
-                   t.group_size, static_cast<long long>(t.bytes), static_cast<long long>(t.calls),
-                   human_seconds(t.seconds).c_str(), t.algbw, t.busbw);
+}
+
+void print_collectives(std::FILE* out, const ReplayResult& r) {
+  if (r.collective_timing.empty()) return;
+  std::fprintf(out, "  collectives  over %s, %d rank(s); per iteration:\n", r.comm_backend.c_str(), r.world_size);
+  int w = 5;  // wide enough for every group's label, so the columns stay aligned
+  for (const CollectiveTiming& t : r.collective_timing) w = std::max(w, static_cast<int>(t.group_label.size()));
+  std::fprintf(out, "    %-16s %-*s %5s %10s %6s %10s %9s %9s\n", "name", w, "group", "size", "bytes", "calls", "time",
+               "algbw", "busbw");
+  for (const CollectiveTiming& t : r.collective_timing)
+    std::fprintf(out, "    %-16s %-*s %5d %10lld %6lld %10s %7.2f GB/s %5.2f GB/s\n", t.name.c_str(), w,
+                 t.group_label.c_str(), t.group_size, static_cast<long long>(t.bytes), static_cast<long long>(t.calls),
+                 human_seconds(t.seconds).c_str(), t.algbw, t.busbw);
+}
+
+void print_slowest_ops(std::FILE* out, const ReplayResult& r) {
+  if (r.per_op.empty()) return;
+  std::fprintf(out, "  slowest ops  (per iteration)\n");
+  for (size_t k = 0; k < r.per_op.size() && k < 8; ++k) {
+    const OpTiming& t = r.per_op[k];
+    std::fprintf(out, "    %10s  x%-5lld %s", human_seconds(t.seconds).c_str(), static_cast<long long>(t.count),
+                 t.op.c_str());
+    if (t.original_seconds >= 0) std::fprintf(out, "  (original %s)", human_seconds(t.original_seconds).c_str());
+    std::fprintf(out, "\n");
   }
-  if (!r.per_op.empty()) {
-    std::fprintf(out, "  slowest ops  (per iteration)\n");
-    for (size_t k = 0; k < r.per_op.size() && k < 8; ++k) {
-      const OpTiming& t = r.per_op[k];
-      std::fprintf(out, "    %10s  x%-5lld %s", human_seconds(t.seconds).c_str(), static_cast<long long>(t.count),
-                   t.op.c_str());
-      if (t.original_seconds >= 0) std::fprintf(out, "  (original %s)", human_seconds(t.original_seconds).c_str());
-      std::fprintf(out, "\n");
-    }
-  }
+}
+
+}  // namespace
+
+void print_summary(std::FILE* out, const ReplayResult& r) {
+  std::fprintf(out, "replay of %s (rank %lld) on %s, LibTorch %s, %d thread(s)\n", r.trace.c_str(),
+               static_cast<long long>(r.rank), r.device.c_str(), r.torch_version.c_str(), r.threads);
+  print_coverage(out, r);
+  print_times(out, r);
+  print_collectives(out, r);
+  print_slowest_ops(out, r);
   for (const std::string& w : r.warnings) std::fprintf(out, "  warning: %s\n", w.c_str());
+}
+
+void print_summary(std::FILE* out, const LaunchReport& report) {
+  print_summary(out, report.result);
+  if (report.world_size < 2) return;
+  std::fprintf(out, "  ranks        %d; iteration median per rank:", report.world_size);
+  for (double s : report.rank_median_seconds) std::fprintf(out, " %s", human_seconds(s).c_str());
+  std::fprintf(out, "\n  slowest rank %s median per iteration\n", human_seconds(report.slowest_rank_seconds).c_str());
 }
 
 }  // namespace reprise::replay

@@ -89,6 +89,74 @@ TEST(Cli, InspectSharedArchive) {
   for (auto& rank : j["ranks"]) EXPECT_EQ(rank["collectives"].get<int>() + rank["waits"].get<int>(), 13);
 }
 
+// A node of a hand-written ET (schema 1.1.0) under `parent`, without arguments unless `inputs` says.
+std::string et_node(int id, const std::string& name, int parent,
+                    const std::string& inputs = R"({"values": [], "shapes": [], "types": []})") {
+  return R"({"id": )" + std::to_string(id) + R"(, "name": ")" + name + R"(", "ctrl_deps": )" + std::to_string(parent) +
+         R"(, "inputs": )" + inputs + ", " + R"("outputs": {"values": [], "shapes": [], "types": []}, "attrs": []})";
+}
+
+std::string et_trace(const std::vector<std::string>& nodes) {
+  std::string j = R"({"schema": "1.1.0-chakra.0.0.4", "nodes": [)";
+  for (size_t k = 0; k < nodes.size(); ++k) j += (k ? ",\n" : "\n") + nodes[k];
+  return j + "]}";
+}
+
+TEST(Cli, InspectListsProfilerStepsAsIterationsAndAnnotationsApart) {
+  std::string dir = reprise::test::temp_dir();
+  std::string path = reprise::test::write_file(
+      dir + "/a.json",
+      et_trace({et_node(1, "[pytorch|profiler|execution_trace|process]", 1), et_node(2, "## forward ##", 1),
+                et_node(3, "aten::relu", 2), et_node(4, "## backward ##", 1), et_node(5, "## forward ##", 1)}));
+  Result r = run("inspect --json " + path);
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out)["ranks"][0];
+  EXPECT_TRUE(j["iterations"].empty()) << j["iterations"];
+  EXPECT_EQ(j["annotations"], (std::vector<std::string>{"## forward ##", "## backward ##", "## forward ##"}));
+  Result text = run("inspect " + path);
+  EXPECT_EQ(text.out.find("iterations"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("annotations ## forward ## x2 ## backward ##\n"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("read 1 rank(s) in 0.0"), std::string::npos) << text.out;  // a unit, not 0.000697239 s
+}
+
+TEST(Cli, InspectNamesProcessGroupsShortly) {
+  // Groups named by raw backend ids (as older PyTorch writes them) and without a description become pg0, pg1;
+  // a described group goes by its description. The JSON keeps the raw names.
+  std::string groups =
+      R"(["[{\"pg_name\": \"94594108284448\", \"backend_config\": \"cpu:gloo\", \"ranks\": [], \"group_size\": 2},)"
+      R"( {\"pg_name\": \"94594108290000\", \"backend_config\": \"cpu:gloo\", \"ranks\": [0], \"group_size\": 1},)"
+      R"( {\"pg_name\": \"7\", \"pg_desc\": \"tp\", \"backend_config\": \"cpu:gloo\", \"ranks\": [1], \"group_size\": 1}]"])";
+  std::string inputs = R"({"values": )" + groups + R"(, "shapes": [[]], "types": ["String"]})";
+  std::string dir = reprise::test::temp_dir();
+  std::string path =
+      reprise::test::write_file(dir + "/pg.json", et_trace({et_node(1, "[pytorch|profiler|execution_trace|process]", 1),
+                                                            et_node(2, "## process_group:init ##", 1, inputs)}));
+  Result r = run("inspect " + path);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("94594108284448"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n  pg0    cpu:gloo"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n  pg1    cpu:gloo"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n  tp     cpu:gloo"), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(run("inspect --json " + path).out)["ranks"][0]["process_groups"];
+  ASSERT_EQ(j.size(), 3u);
+  EXPECT_EQ(j[0]["name"], "94594108284448");
+  EXPECT_EQ(j[0]["label"], "pg0");
+  EXPECT_EQ(j[2]["label"], "tp");
+}
+
+TEST(Cli, InspectDlrmGroupsAndAnnotations) {
+  REPRISE_NEED_SHARED(path, "param/dlrm_pytorch_et.tar.gz");
+  Result r = run("inspect -q " + path);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("iterations"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  all_reduce       pg0    Float"), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(run("inspect --json -q " + path).out)["ranks"][0];
+  EXPECT_TRUE(j["iterations"].empty());
+  EXPECT_EQ(j["annotations"].size(), 26u);
+  EXPECT_EQ(j["collectives_by_type"][0]["pg"], "94594108284448");
+  EXPECT_EQ(j["collectives_by_type"][0]["pg_label"], "pg0");
+}
+
 TEST(Cli, ReplayWritesResultsAndTimeline) {
 #ifndef REPRISE_HAVE_REPLAY
   GTEST_SKIP() << "reprise-torch was not built (no LibTorch): skipped";
@@ -135,6 +203,45 @@ TEST(Cli, ReplayWritesResultsAndTimeline) {
     EXPECT_EQ(std::count(c.out.begin(), c.out.end(), '\n'), 1) << args << ": " << c.out;
     EXPECT_FALSE(std::filesystem::exists(dir + "/c1/manifest.json"));
   }
+#endif
+}
+
+TEST(Cli, ReplayProgressIsOneLinePerPhaseOffATerminal) {
+#ifndef REPRISE_HAVE_REPLAY
+  GTEST_SKIP() << "reprise-torch was not built (no LibTorch): skipped";
+#else
+  std::string dir = reprise::test::temp_dir();
+  ASSERT_EQ(run("synth --out " + dir + "/s.json.gz --iterations 2 --layers 2 --hidden 32 --batch 8").status, 0);
+  const std::string args = "replay " + dir + "/s.json.gz --device cpu --iterations 2 --per-op --out " + dir + "/r.json";
+  Result r = run(args);
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto count = [&r](const std::string& s) {
+    size_t n = 0;
+    for (size_t at = r.out.find(s); at != std::string::npos; at = r.out.find(s, at + 1)) ++n;
+    return n;
+  };
+  for (const char* phase : {"compile", "inputs", "validate", "warm-up", "measure", "per-op", "write"})
+    EXPECT_EQ(count(std::string("reprise: ") + phase + ": "), 1u) << phase << " in:\n" << r.out;
+  EXPECT_EQ(count("reprise: measure: 2 iterations in "), 1u) << r.out;
+  EXPECT_EQ(count("\r"), 0u) << "redrawn lines off a terminal:\n" << r.out;
+  Result quiet = run(args + " -q");
+  ASSERT_EQ(quiet.status, 0) << quiet.out;
+  EXPECT_EQ(quiet.out.find("reprise: "), std::string::npos) << quiet.out;
+#endif
+}
+
+TEST(Cli, CaptureHelpNamesEveryFileAndItsRequiredOptions) {
+#ifndef REPRISE_HAVE_REPLAY
+  GTEST_SKIP() << "reprise-torch was not built (no LibTorch): skipped";
+#else
+  Result r = run("capture --help");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* file : {"rank-N.json.gz", "rank-N.kineto.json.gz", "manifest.json"})
+    EXPECT_NE(r.out.find(file), std::string::npos) << file << " in:\n" << r.out;
+  EXPECT_EQ(r.out.find("(=mlp)"), std::string::npos) << "a default for a required option:\n" << r.out;
+  Result missing = run("capture --out " + reprise::test::temp_dir() + "/c -q");
+  EXPECT_EQ(missing.status, 2) << missing.out;
+  EXPECT_NE(missing.out.find("--workload NAME is required"), std::string::npos) << missing.out;
 #endif
 }
 

@@ -3,13 +3,13 @@
 
 #include <boost/program_options.hpp>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
 #include "cli.h"
+#include "reprise/common/clock.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/summary.h"
@@ -51,8 +51,9 @@ int cmd_inspect(int argc, char** argv) {
   po::options_description opts(
       "usage: reprise inspect TRACE... [options]\n\n"
       "Summarizes traces: nodes by kind, top ops by count (and by GPU time when a Kineto trace is linked),\n"
-      "collectives by type and bytes, process groups, iterations, tensor bytes, devices. ETs and Kineto\n"
-      "traces of the same rank are linked.\n\noptions");
+      "collectives by type and bytes, process groups (short names: the trace's description, else pg0, pg1, ... in\n"
+      "order of appearance), iterations (ProfilerStep#N), other annotations, tensor bytes, devices. ETs and\n"
+      "Kineto traces of the same rank are linked.\n\noptions");
   std::vector<std::string> traces;
   size_t top = 15;
   std::string json_out;
@@ -68,10 +69,10 @@ int cmd_inspect(int argc, char** argv) {
     return 0;
   }
   if (traces.empty()) throw UserError("inspect: no trace given (see reprise inspect --help)");
-  auto t0 = std::chrono::steady_clock::now();
+  double t0 = reprise::now_seconds();
   reprise::TraceSet set = reprise::load_traces(traces, read_options(vm.count("quiet") > 0));
   reprise::Summary s = reprise::summarize(set, top);
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double secs = reprise::now_seconds() - t0;
   if (!json_out.empty()) {
     reprise::write_text_file(json_out, reprise::summary_json(s) + "\n");
   }
@@ -79,7 +80,7 @@ int cmd_inspect(int argc, char** argv) {
     std::cout << reprise::summary_json(s) << "\n";
   } else {
     reprise::print_summary(std::cout, s);
-    std::cout << "read " << set.ranks.size() << " rank(s) in " << secs << " s\n";
+    std::cout << "read " << set.ranks.size() << " rank(s) in " << reprise::human_seconds(secs) << "\n";
   }
   return 0;
 }

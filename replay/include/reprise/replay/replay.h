@@ -6,6 +6,8 @@
 //   options.device = "cpu";
 //   ReplayResult result = replay_trace(trace, options);
 //   write_result_json(result, "replay.json");
+//
+// replay_launch() does the same as a command runs it: once per process, or once per rank under mpirun/srun.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,18 @@ class Communicator;
 }
 
 namespace reprise::replay {
+
+// What a replay is doing, for progress displays. Each phase reports when it begins (done = 0), as it advances
+// (between steps and iterations) and once when it ends (finished).
+struct Progress {
+  std::string phase;  // "compile", "collectives", "inputs", "validate", "warm-up", "measure", "per-op", "write"
+  int64_t done = 0;   // units done so far
+  int64_t total = 0;  // units the phase has; 0 = not counted
+  std::string unit;   // "op", "iteration", "tensor", "file"; "" = nothing counted
+  double expected_seconds = 0;  // how long the phase should take, from the phases before it; 0 = unknown
+  bool finished = false;
+  std::string note;  // on the last report: what the phase found ("3 not replayable")
+};
 
 struct ReplayOptions {
   std::string device;           // "" = the trace's own device; "cpu", "cuda", "cuda:N" or "meta" (shapes only)
@@ -40,8 +54,8 @@ struct ReplayOptions {
   // bootstrapped from it); without one they are counted and skipped.
   comms::Communicator* comm = nullptr;
   int trace_ranks = 1;  // rank files the trace came with (the trace's world when its groups do not say)
-  // Receives progress lines ("compiled 1,204 ops in 0.08 s"). Default: silent.
-  std::function<void(const std::string&)> progress;
+  // Receives the phases as they go. Default: silent.
+  std::function<void(const Progress&)> progress;
 };
 
 // Ops not replayed, grouped by name and reason.
@@ -61,9 +75,10 @@ struct OpTiming {
 
 // Per collective (grouped by name, group, dtype and size): what one replayed iteration issued and how fast.
 struct CollectiveTiming {
-  std::string name, group, dtype;
-  int64_t bytes = 0;  // nccl-tests size: the larger buffer of one rank
-  int64_t calls = 0;  // per iteration
+  std::string name, group, dtype;  // group: the trace's process group name
+  std::string group_label;         // its short name for tables ("pg0", or the group's description)
+  int64_t bytes = 0;               // nccl-tests size: the larger buffer of one rank
+  int64_t calls = 0;               // per iteration
   int group_size = 1;
   double seconds = 0;           // mean per call (start to completion)
   double algbw = 0, busbw = 0;  // GB/s
@@ -131,6 +146,44 @@ void write_result_json(const ReplayResult& result, const std::string& path);
 // A Chrome/Perfetto trace of the per-op pass.
 void write_timeline(const ReplayResult& result, const Trace& trace, const std::string& path);
 // A short summary for people: coverage, skips by reason, iteration time, replay/original.
-void print_summary(const ReplayResult& result, std::FILE* out);
+void print_summary(std::FILE* out, const ReplayResult& result);
+
+// A replay as a launcher starts it: a single process, or one process per rank under mpirun/srun/torchrun. Each
+// process reads the trace set, picks its rank's trace, replays it with its collectives over the launch's world,
+// and rank 0 gathers every rank's results into one results file and one timeline.
+//
+//   LaunchOptions job;
+//   job.trace = "capture/";  // a capture folder's manifest.json gives the original iteration times
+//   job.out = "replay.json";
+//   LaunchReport report = replay_launch(job);
+//   if (report.reporter) print_summary(stdout, report);
+struct LaunchOptions {
+  std::string trace;                  // a trace file, a folder of per-rank files or an archive
+  int64_t rank = -1;                  // the rank a single process replays; -1 = 0 (under a launcher: the launch's rank)
+  ReplayOptions replay;               // comm and trace_ranks are set here; progress is reported by rank 0 only
+  bool threads_from_manifest = true;  // take a capture manifest's thread count (else replay.threads)
+  std::string out;                    // results JSON to write ("" = none); every rank's under a launcher
+  std::string timeline;               // Chrome trace of the per-op pass ("" = none); a process per rank
+  std::function<void(const std::string&)> warn;  // what reading the traces let pass
+};
+
+struct LaunchReport {
+  ReplayResult result;   // this process's
+  int world_size = 1;    // processes in the launch
+  int rank = 0;          // this process's rank in it
+  bool reporter = true;  // this process speaks for the launch (rank 0)
+  // On the reporter of a launch of several ranks: each rank's median iteration, and the median over iterations of
+  // the slowest rank in each.
+  std::vector<double> rank_median_seconds;
+  double slowest_rank_seconds = 0;
+};
+
+// Throws UserError for traces that do not fit the launch (rank files against launch size, a rank without a trace,
+// an unreadable capture manifest) and whatever replay_trace throws. Under a launcher of several ranks a rank whose
+// replay fails prints why on stderr and ends every rank (status 2); the launch's MPI is finalized before it
+// returns, so a process calls it once.
+LaunchReport replay_launch(const LaunchOptions& options);
+// print_summary of this rank, then each rank's median and the slowest rank's when the launch has several.
+void print_summary(std::FILE* out, const LaunchReport& report);
 
 }  // namespace reprise::replay

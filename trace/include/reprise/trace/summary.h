@@ -1,6 +1,8 @@
 // What `reprise inspect` reports about a set of traces.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -17,7 +19,8 @@ struct OpStat {
 
 struct CollectiveStat {
   std::string name;
-  std::string pg;
+  std::string pg;        // the trace's group name (and description), as recorded
+  std::string pg_label;  // its short name (process_group_labels)
   std::string dtype;
   int64_t count = 0;
   int64_t bytes = 0;  // sum of max(in, out) message bytes
@@ -39,7 +42,9 @@ struct RankSummary {
   size_t collectives = 0, waits = 0;
   std::vector<CollectiveStat> collective_stats;
   std::vector<ProcessGroup> process_groups;
-  std::vector<std::string> iterations;
+  std::vector<std::string> process_group_labels;  // one per process_groups entry
+  std::vector<std::string> iterations;            // ProfilerStep#N, in trace order
+  std::vector<std::string> annotations;           // the other "## name ##" ranges, in trace order
   size_t tensors = 0;
   int64_t storage_bytes = 0;  // sum over distinct (storage id, device) of the largest extent used
   std::vector<std::string> devices;
@@ -54,5 +59,15 @@ struct Summary {
 Summary summarize(const TraceSet& set, size_t top = 15);
 void print_summary(std::ostream& out, const Summary& s);
 std::string summary_json(const Summary& s);
+
+// Short, stable names of a trace's process groups for tables, keyed by pg_name: the group's description when the
+// trace gives one (and no other group shares it), else "pg0", "pg1", ... in order of first appearance. Older
+// traces name groups by a backend id that is a pointer ("94594108284448") and differs between ranks.
+std::map<std::string, std::string> process_group_labels(const Trace& trace);
+
+// Numbers for people, as every summary prints them: "1.5 MiB", "12.345 ms", "1,204".
+std::string human_bytes(double bytes);
+std::string human_seconds(double seconds);
+std::string human_count(int64_t n);
 
 }  // namespace reprise

@@ -1,0 +1,146 @@
+// A replay as a launcher starts it: which trace this process replays, what a capture manifest adds, the world its
+// collectives run over, and the results of every rank gathered on rank 0.
+#include <ATen/Context.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "progress.h"
+#include "reprise/common/error.h"
+#include "reprise/comms/communicator.h"
+#include "reprise/replay/replay.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/write.h"
+
+namespace reprise::replay {
+namespace {
+
+// Under a launcher each process replays its own rank's trace (rank-N, else the N-th file); a single process the
+// rank asked for, else the only or first one.
+const Trace& pick_trace(const TraceSet& set, const LaunchOptions& job, const comms::Communicator* world) {
+  const int files = static_cast<int>(set.ranks.size());
+  if (world && files > 1 && files != world->size())
+    throw UserError(job.trace + ": " + std::to_string(files) + " rank traces, but the launch has " +
+                    std::to_string(world->size()) + " ranks: launch " + std::to_string(files) + " (mpirun -np " +
+                    std::to_string(files) + "), or replay one rank in a single process");
+  const int64_t rank = world ? world->rank() : std::max<int64_t>(job.rank, 0);
+  const bool by_position = world || job.rank < 0;
+  for (const Trace& t : set.ranks)
+    if (t.rank == rank) return t;
+  if (by_position && rank < files) return set.ranks[static_cast<size_t>(rank)];
+  if (by_position && files == 1) return set.ranks.front();
+  throw UserError(job.trace + ": no trace for rank " + std::to_string(rank) + " (it has " + std::to_string(files) +
+                  " rank(s))");
+}
+
+// A capture folder's manifest holds the original (uninstrumented) iteration times, peak memory and thread count.
+void read_manifest(const LaunchOptions& job, int64_t rank, ReplayOptions& o) {
+  const std::string manifest = (std::filesystem::path(job.trace) / "manifest.json").string();
+  if (!std::filesystem::is_directory(job.trace) || !std::filesystem::exists(manifest)) return;
+  try {
+    auto m = nlohmann::json::parse(std::ifstream(manifest));
+    for (auto& r : m.at("ranks")) {
+      if (r.at("rank").get<int64_t>() != std::max<int64_t>(rank, 0)) continue;
+      std::vector<double> t = r.at("iteration_seconds").get<std::vector<double>>();
+      if (!t.empty()) {
+        std::sort(t.begin(), t.end());
+        o.original_iteration_seconds = {t[t.size() / 2]};
+      }
+      o.original_peak_memory_bytes = r.value("peak_memory_bytes", int64_t{-1});
+    }
+    if (job.threads_from_manifest) o.threads = m.value("threads", 0);
+  } catch (const std::exception& e) {
+    throw UserError(manifest + ": not a capture manifest (" + std::string(e.what()) + ")");
+  }
+}
+
+int64_t files_to_write(const LaunchOptions& job) { return (job.out.empty() ? 0 : 1) + (job.timeline.empty() ? 0 : 1); }
+
+LaunchReport replay_alone(const Trace& trace, const LaunchOptions& job, const ReplayOptions& o) {
+  LaunchReport report;
+  report.result = replay_trace(trace, o);
+  if (files_to_write(job) == 0) return report;
+  detail::PhaseProgress progress(o.progress);
+  progress.begin("write", files_to_write(job), "file");
+  if (!job.out.empty()) write_result_json(report.result, job.out);
+  if (!job.timeline.empty()) write_timeline(report.result, trace, job.timeline);
+  progress.end();
+  return report;
+}
+
+// Everything to rank 0: one results file, one timeline with a process per rank, the per-rank medians.
+void gather(const Trace& trace, const LaunchOptions& job, const ReplayOptions& o, comms::Communicator& world,
+            LaunchReport& report) {
+  std::vector<std::string> all = world.exchange(result_json(report.result));
+  std::vector<std::string> timelines;
+  if (!job.timeline.empty()) timelines = world.exchange(timeline_json(report.result, trace));
+  if (!report.reporter) return;
+  const std::string merged = merged_result_json(all);
+  if (files_to_write(job) > 0) {
+    detail::PhaseProgress progress(o.progress);
+    progress.begin("write", files_to_write(job), "file");
+    if (!job.out.empty()) write_text_file(job.out, merged);
+    if (!job.timeline.empty()) write_merged_timeline(timelines, job.timeline);
+    progress.end();
+  }
+  auto j = nlohmann::json::parse(merged);
+  for (auto& e : j["ranks"]) report.rank_median_seconds.push_back(e["median_iteration_seconds"].get<double>());
+  report.slowest_rank_seconds = j["median_iteration_seconds_max_over_ranks"].get<double>();
+}
+
+LaunchReport replay_ranks(const Trace& trace, const LaunchOptions& job, const ReplayOptions& o,
+                          std::unique_ptr<comms::Communicator> world) {
+  LaunchReport report;
+  report.world_size = world->size();
+  report.rank = world->rank();
+  report.reporter = world->rank() == 0;
+  try {
+    report.result = replay_trace(trace, o);
+  } catch (const std::exception& e) {
+    // The other ranks would wait for this one forever: end them all.
+    std::cerr << "reprise: rank " << world->rank() << ": " << e.what() << "\n";
+    world->abort(2);
+  }
+  gather(trace, job, o, *world, report);
+  world->exchange("");  // nobody finalizes while rank 0 is still writing
+  world.reset();
+  comms::finalize();
+  return report;
+}
+
+}  // namespace
+
+LaunchReport replay_launch(const LaunchOptions& job) {
+  ReadOptions ro;
+  ro.warn = job.warn;
+  TraceSet set = load_traces({job.trace}, ro);
+  comms::Launch launch = comms::detect_launch();
+  std::unique_ptr<comms::Communicator> world;
+  if (launch.size > 1) world = comms::make_world();
+  const Trace& trace = pick_trace(set, job, world.get());
+
+  ReplayOptions o = job.replay;
+  read_manifest(job, trace.rank, o);
+  o.trace_ranks = static_cast<int>(set.ranks.size());
+  if (world) {
+    if (world->rank() != 0) o.progress = nullptr;  // one voice
+    o.comm = world.get();
+    if (o.device.empty() || o.device == "cuda")  // each local rank takes its own GPU
+      if (at::hasCUDA()) o.device = "cuda:" + std::to_string(launch.local_rank);
+    return replay_ranks(trace, job, o, std::move(world));
+  }
+  // A single process replays collectives when the trace's world is one rank; a rank of a larger run replays its
+  // compute only (the summary says why its collectives were skipped).
+  std::unique_ptr<comms::Communicator> self;
+  if (trace_world_size(trace, o.trace_ranks) == 1 && o.device != "meta") {
+    self = comms::make_self();
+    o.comm = self.get();
+  }
+  return replay_alone(trace, job, o);
+}
+
+}  // namespace reprise::replay
