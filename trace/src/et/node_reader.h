@@ -1,4 +1,5 @@
-// Reads one ET node object, in any schema layout (schema_layout.h), into a Node of the trace.
+// Reads one ET node object, in any schema layout (schema_layout.h): its keys, and its values into a JsonTree,
+// which ValueBinder then turns into the node's arguments and attributes.
 #pragma once
 
 #include <simdjson.h>
@@ -14,39 +15,26 @@
 
 namespace reprise::detail {
 
+// An attribute without a Node field, bound after the arguments.
+struct PendingAttr {
+  std::string_view name, type;
+  int32_t tree;
+};
+
 class NodeReader {
  public:
-  NodeReader(Trace& trace, ErrorContext& errors)
-      : t_(trace), errors_(errors), tree_(trace.strings, errors), binder_(trace, tree_, errors) {}
+  NodeReader(Trace& trace, ErrorContext& errors) : t_(trace), errors_(errors), binder_(trace, tree_, errors) {}
 
   void read(simdjson::ondemand::object node);
 
  private:
-  struct Seen {
-    bool id = false, name = false, parent = false;
-  };
-  struct PendingAttr {
-    std::string_view name, type;
-    int32_t tree;
-  };
-
-  void read_key(std::string_view key, simdjson::ondemand::value v, Node& n, Seen& seen);
-  void read_args(simdjson::ondemand::value v, ArgTrees& a);
-  void read_attr_list(simdjson::ondemand::value v, Node& n);
-  void set_attr(Node& n, std::string_view name, std::string_view type, int32_t tree);
-  void finish(Node& n, const Seen& seen);
-
-  int64_t get_int(simdjson::ondemand::value v, const char* what);
-  std::string_view get_str(simdjson::ondemand::value v, const char* what);
-  // Keeps a string valid for the rest of this node (simdjson's string buffer is reused per string).
-  std::string_view keep(std::string_view s) { return t_.strings.str(t_.strings.intern(s)); }
-
   Trace& t_;
   ErrorContext& errors_;
   JsonTree tree_;
+  std::vector<std::vector<JsonValue>> levels_;  // per depth: elements of the arrays being read
   ValueBinder binder_;
   ArgTrees in_, out_;
-  std::vector<PendingAttr> attrs_;  // attributes without a Node field, bound after the arguments
+  std::vector<PendingAttr> attrs_;
 };
 
 }  // namespace reprise::detail

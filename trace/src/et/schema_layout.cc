@@ -1,5 +1,7 @@
 #include "schema_layout.h"
 
+#include <iterator>
+
 namespace reprise::detail {
 
 namespace {
@@ -7,7 +9,7 @@ namespace {
 // 1.0.1, and the untagged execution graphs before it: "parent" names the parent; each side's values, shapes and
 // types (strides, from exporters that add them) are parallel lists under keys of their own; every attribute is
 // a key of its own ("rf_id", "op_schema", ...). Tensors are 5-tuples without a device; None is "<None>".
-const char* const kFlatVersions[] = {"1.0.1"};
+const std::string_view kFlatVersions[] = {"1.0.1"};
 const KeyRule kFlatKeys[] = {
     {"id", KeyRole::Id},
     {"name", KeyRole::Name},
@@ -25,7 +27,7 @@ const KeyRule kFlatKeys[] = {
 // 1.0.2 to 1.1.1, with or without a "-chakra.x" suffix: "ctrl_deps" names the parent; "inputs"/"outputs" are
 // objects {"values", "shapes", "types", and from 1.1.1 "strides"}; attributes are a list of {name, type, value}.
 // Tensors are 6-tuples ending in the device. Collectives' attrs (1.1.0+) are decoded by finalize.
-const char* const kNestedVersions[] = {"1.0.2", "1.0.3", "1.0.4", "1.1.0", "1.1.1"};
+const std::string_view kNestedVersions[] = {"1.0.2", "1.0.3", "1.0.4", "1.1.0", "1.1.1"};
 const KeyRule kNestedKeys[] = {
     {"id", KeyRole::Id},       {"name", KeyRole::Name},          {"ctrl_deps", KeyRole::Parent},
     {"inputs", KeyRole::Args}, {"outputs", KeyRole::Args, true}, {"attrs", KeyRole::AttrList},
@@ -49,6 +51,11 @@ const NodeFieldRule kNodeFields[] = {
     {"tensor_range", kHasTensorRange, nullptr, [](Node& n, StrId s) { n.tensor_range = s; }},
 };
 
+// Called for every key of every node: the size and first byte rule out nearly all rules without a memcmp call.
+bool same_key(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && !a.empty() && a[0] == b[0] && a == b;
+}
+
 }  // namespace
 
 Span<EtLayout> et_layouts() { return {kLayouts, std::size(kLayouts)}; }
@@ -56,7 +63,7 @@ Span<EtLayout> et_layouts() { return {kLayouts, std::size(kLayouts)}; }
 const KeyRule* find_key_rule(std::string_view key) {
   for (const EtLayout& layout : kLayouts)
     for (const KeyRule& r : layout.keys)
-      if (key == r.key) return &r;
+      if (same_key(key, r.key)) return &r;
   return nullptr;
 }
 
@@ -70,7 +77,7 @@ int32_t ArgTrees::*arg_list_of(std::string_view key) {
 
 const NodeFieldRule* find_node_field(std::string_view name) {
   for (const NodeFieldRule& f : kNodeFields)
-    if (name == f.name) return &f;
+    if (same_key(name, f.name)) return &f;
   return nullptr;
 }
 
@@ -78,7 +85,7 @@ void check_schema_version(const std::string& schema, const std::string& file, co
   if (schema.empty()) return;  // execution graphs before schemas were tagged
   std::string base = schema.substr(0, schema.find('-'));
   for (const EtLayout& layout : kLayouts)
-    for (const char* v : layout.versions)
+    for (std::string_view v : layout.versions)
       if (base == v) return;
   if (options.warn) options.warn(file + ": unknown ET schema \"" + schema + "\"; its layout was recognised and read");
 }

@@ -28,7 +28,7 @@ enum class KeyRole : uint8_t {
 };
 
 struct KeyRule {
-  const char* key;
+  std::string_view key;
   KeyRole role;
   bool outputs = false;               // Args, ArgList: the outputs' side
   int32_t ArgTrees::*list = nullptr;  // ArgList: which list
@@ -38,7 +38,7 @@ struct KeyRule {
 // attribute under its own name (1.0.1 writes every attribute that way), kept for round trips.
 struct EtLayout {
   const char* name;
-  Span<const char*> versions;
+  Span<std::string_view> versions;
   Span<KeyRule> keys;
 };
 
@@ -50,7 +50,7 @@ int32_t ArgTrees::*arg_list_of(std::string_view key);
 
 // Attributes every layout writes for every node (flat keys in 1.0.1, attrs entries later) that Node holds in fields.
 struct NodeFieldRule {
-  const char* name;
+  std::string_view name;
   uint16_t bit;                     // NodeField
   void (*set_int)(Node&, int64_t);  // integer attributes
   void (*set_str)(Node&, StrId);    // string attributes
