@@ -89,10 +89,10 @@ class KinetoReader {
     return -1;
   }
 
-  void read_event(od::value v, KinetoInfo& k) {
+  void read_event(od::value event, KinetoInfo& k) {
     const char* loc = nullptr;
-    if (v.current_location().get(loc) == simdjson::SUCCESS) event_start_ = loc;
-    od::object obj = v.get_object();
+    if (event.current_location().get(loc) == simdjson::SUCCESS) event_start_ = loc;
+    od::object obj = event.get_object();
     KinetoEvent e;
     std::string_view ph, cat;
     int64_t flow_id = 0;
@@ -118,24 +118,7 @@ class KinetoReader {
         flow_id = int_of(v);
         has_flow_id = true;
       } else if (key == "args" && v.type() == od::json_type::object) {
-        for (auto a : v.get_object()) {
-          std::string_view ak = a.unescaped_key();
-          od::value av = a.value();
-          if (ak == "External id")
-            e.external_id = int_of(av);
-          else if (ak == "correlation")
-            e.correlation = int_of(av);
-          else if (ak == "Record function id")
-            e.rf_id = int_of(av);
-          else if (ak == "Sequence number")
-            e.seq = int_of(av);
-          else if (ak == "stream")
-            e.stream = int_of(av);
-          else if (ak == "device")
-            e.device = static_cast<int32_t>(int_of(av));
-          else if (ak == "bytes")
-            e.bytes = int_of(av);
-        }
+        read_args(v.get_object(), e);
       }
     }
     if (ph == "s" || ph == "f" || ph == "t") {
@@ -153,6 +136,27 @@ class KinetoReader {
     e.cat = category(cat);
     if (e.cat == KinetoCat::Other) return;
     k.events.push_back(e);
+  }
+
+  static void read_args(od::object args, KinetoEvent& e) {
+    for (auto a : args) {
+      std::string_view ak = a.unescaped_key();
+      od::value av = a.value();
+      if (ak == "External id")
+        e.external_id = int_of(av);
+      else if (ak == "correlation")
+        e.correlation = int_of(av);
+      else if (ak == "Record function id")
+        e.rf_id = int_of(av);
+      else if (ak == "Sequence number")
+        e.seq = int_of(av);
+      else if (ak == "stream")
+        e.stream = int_of(av);
+      else if (ak == "device")
+        e.device = static_cast<int32_t>(int_of(av));
+      else if (ak == "bytes")
+        e.bytes = int_of(av);
+    }
   }
 
   void read_device(od::object obj, KinetoInfo& k) {
