@@ -38,17 +38,24 @@ const EtLayout kLayouts[] = {
     {"1.0.1 (flat)", {kFlatVersions, std::size(kFlatVersions)}, {kFlatKeys, std::size(kFlatKeys)}},
 };
 
+// One row per field: setter and getter, as Node's fields differ in type.
 const NodeFieldRule kNodeFields[] = {
-    {"rf_id", kHasRfId, [](Node& n, int64_t v) { n.rf_id = v; }, nullptr},
-    {"fw_parent", kHasFwParent, [](Node& n, int64_t v) { n.fw_parent = v; }, nullptr},
-    {"seq_id", kHasSeqId, [](Node& n, int64_t v) { n.seq_id = v; }, nullptr},
-    {"tid", kHasTid, [](Node& n, int64_t v) { n.tid = v; }, nullptr},
-    {"fw_tid", kHasFwTid, [](Node& n, int64_t v) { n.fw_tid = v; }, nullptr},
-    {"scope", kHasScope, [](Node& n, int64_t v) { n.scope = static_cast<int32_t>(v); }, nullptr},
-    {"op_schema", kHasOpSchema, nullptr, [](Node& n, StrId s) { n.op_schema = s; }},
-    {"kernel_backend", kHasKernelBackend, nullptr, [](Node& n, StrId s) { n.kernel_backend = s; }},
-    {"kernel_file", kHasKernelFile, nullptr, [](Node& n, StrId s) { n.kernel_file = s; }},
-    {"tensor_range", kHasTensorRange, nullptr, [](Node& n, StrId s) { n.tensor_range = s; }},
+    {"rf_id", "uint64", kHasRfId, [](Node& n, int64_t v) { n.rf_id = v; }, [](const Node& n) { return n.rf_id; }},
+    {"fw_parent", "uint64", kHasFwParent, [](Node& n, int64_t v) { n.fw_parent = v; },
+     [](const Node& n) { return n.fw_parent; }},
+    {"seq_id", "int64", kHasSeqId, [](Node& n, int64_t v) { n.seq_id = v; }, [](const Node& n) { return n.seq_id; }},
+    {"scope", "uint64", kHasScope, [](Node& n, int64_t v) { n.scope = static_cast<int32_t>(v); },
+     [](const Node& n) { return int64_t{n.scope}; }},
+    {"tid", "uint64", kHasTid, [](Node& n, int64_t v) { n.tid = v; }, [](const Node& n) { return n.tid; }},
+    {"fw_tid", "uint64", kHasFwTid, [](Node& n, int64_t v) { n.fw_tid = v; }, [](const Node& n) { return n.fw_tid; }},
+    {"op_schema", "string", kHasOpSchema, nullptr, nullptr, [](Node& n, StrId v) { n.op_schema = v; },
+     [](const Node& n) { return n.op_schema; }},
+    {"kernel_backend", "string", kHasKernelBackend, nullptr, nullptr, [](Node& n, StrId v) { n.kernel_backend = v; },
+     [](const Node& n) { return n.kernel_backend; }},
+    {"kernel_file", "string", kHasKernelFile, nullptr, nullptr, [](Node& n, StrId v) { n.kernel_file = v; },
+     [](const Node& n) { return n.kernel_file; }},
+    {"tensor_range", "string", kHasTensorRange, nullptr, nullptr, [](Node& n, StrId v) { n.tensor_range = v; },
+     [](const Node& n) { return n.tensor_range; }},
 };
 
 // Called for every key of every node: the size and first byte rule out nearly all rules without a memcmp call.
@@ -74,6 +81,8 @@ int32_t ArgTrees::*arg_list_of(std::string_view key) {
   if (key == "strides") return &ArgTrees::strides;
   return nullptr;
 }
+
+Span<NodeFieldRule> node_fields() { return {kNodeFields, std::size(kNodeFields)}; }
 
 const NodeFieldRule* find_node_field(std::string_view name) {
   for (const NodeFieldRule& f : kNodeFields)

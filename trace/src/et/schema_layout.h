@@ -48,13 +48,19 @@ const KeyRule* find_key_rule(std::string_view key);
 // Which list of a side an "inputs"/"outputs" object's key holds, or nullptr for a key to ignore.
 int32_t ArgTrees::*arg_list_of(std::string_view key);
 
-// Attributes every layout writes for every node (flat keys in 1.0.1, attrs entries later) that Node holds in fields.
+// Attributes every layout writes for every node (flat keys in 1.0.1, attrs entries later) that Node holds in
+// fields; the writer writes them in this order.
 struct NodeFieldRule {
   std::string_view name;
-  uint16_t bit;                     // NodeField
-  void (*set_int)(Node&, int64_t);  // integer attributes
-  void (*set_str)(Node&, StrId);    // string attributes
+  std::string_view et_type;  // the attr type the writer gives it: "uint64", "int64", "string"
+  uint16_t bit = 0;          // NodeField
+  // Integer attributes have set_int/get_int, string ones set_str/get_str.
+  void (*set_int)(Node&, int64_t) = nullptr;
+  int64_t (*get_int)(const Node&) = nullptr;
+  void (*set_str)(Node&, StrId) = nullptr;
+  StrId (*get_str)(const Node&) = nullptr;
 };
+Span<NodeFieldRule> node_fields();
 const NodeFieldRule* find_node_field(std::string_view name);
 
 // Warns (through options.warn) when the schema tag names no version of a known layout.
