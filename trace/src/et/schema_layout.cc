@@ -65,8 +65,6 @@ bool same_key(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-Span<EtLayout> et_layouts() { return {kLayouts, std::size(kLayouts)}; }
-
 const KeyRule* find_key_rule(std::string_view key) {
   for (const EtLayout& layout : kLayouts)
     for (const KeyRule& r : layout.keys)

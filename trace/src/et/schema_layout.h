@@ -42,7 +42,6 @@ struct EtLayout {
   Span<KeyRule> keys;
 };
 
-Span<EtLayout> et_layouts();
 // The rule for a node key in any layout, or nullptr (an attribute).
 const KeyRule* find_key_rule(std::string_view key);
 // Which list of a side an "inputs"/"outputs" object's key holds, or nullptr for a key to ignore.
