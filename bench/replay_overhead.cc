@@ -25,7 +25,6 @@ namespace {
 using reprise::median;
 using reprise::now_seconds;
 
-using reprise::Arg;
 using reprise::Value;
 
 // The op pattern, repeated: y = add(x, w); y = mul(y, s); y.add_(b); y = relu(y); y = sub(y, w); x = neg(y).
@@ -33,49 +32,30 @@ const int kPattern = reprise::bench::kPatternOps;
 
 reprise::Trace build_trace(int64_t n_ops, const std::string& device) {
   reprise::TraceBuilder b("overhead");
-  int64_t id = 1, storage = 1;
-  const std::string T = "Tensor(float)";
-  auto tensor = [&](int64_t st = 0) {
+  int64_t storage = 1;
+  auto tensor = [&]() {
     reprise::TensorSpec s;
-    s.id = id++;
-    s.storage_id = st ? st : storage++;
+    s.id = b.next_id();
+    s.storage_id = storage++;
     s.device = device;
     s.shape = {16};
     return b.tensor(s);
   };
-  auto node = [&](const std::string& name, int64_t parent, const std::string& schema, std::vector<Arg> in,
-                  std::vector<Arg> out) {
-    reprise::NodeSpec n;
-    n.id = id++;
-    n.name = name;
-    n.parent = parent;
-    n.op_schema = schema;
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    b.add_node(n);
-    return n.id;
-  };
-  node("[pytorch|profiler|execution_trace|process]", 1, "", {}, {});
-  int64_t thread = node("[pytorch|profiler|execution_trace|thread]", 1, "", {}, {});
-  int64_t step = node("ProfilerStep#1", thread, "", {}, {});
+  b.set_parent(b.annotation("ProfilerStep#1", b.roots()));
   Value x = tensor(), w = tensor(), bias = tensor();
   Value one = b.integer(1), two = b.real(0.5);
   for (int64_t k = 0; k < n_ops; k += kPattern) {
     Value y1 = tensor();
-    node("aten::add", step, "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
-         {{x, T}, {w, T}, {one, "Int"}}, {{y1, T}});
+    b.op("aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", {x, w, one}, {y1});
     Value y2 = tensor();
-    node("aten::mul", step, "aten::mul.Scalar(Tensor self, Scalar other) -> Tensor", {{y1, T}, {two, "Double"}},
-         {{y2, T}});
-    node("aten::add_", step, "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
-         {{y2, T}, {bias, T}, {one, "Int"}}, {{y2, T}});
+    b.op("aten::mul.Scalar(Tensor self, Scalar other) -> Tensor", {y1, two}, {y2});
+    b.op("aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", {y2, bias, one}, {y2});
     Value y4 = tensor();
-    node("aten::relu", step, "aten::relu(Tensor self) -> Tensor", {{y2, T}}, {{y4, T}});
+    b.op("aten::relu(Tensor self) -> Tensor", {y2}, {y4});
     Value y5 = tensor();
-    node("aten::sub", step, "aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
-         {{y4, T}, {w, T}, {one, "Int"}}, {{y5, T}});
+    b.op("aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", {y4, w, one}, {y5});
     Value y6 = tensor();
-    node("aten::neg", step, "aten::neg(Tensor self) -> Tensor", {{y5, T}}, {{y6, T}});
+    b.op("aten::neg(Tensor self) -> Tensor", {y5}, {y6});
     x = y6;
   }
   return b.finish();

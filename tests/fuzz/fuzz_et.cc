@@ -1,8 +1,7 @@
 // Fuzz target: the ET reader (and, through it, finalize and the writer) on arbitrary bytes.
-#include <cstddef>
-#include <cstdint>
 #include <string>
 
+#include "fuzz_target.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/write.h"
 

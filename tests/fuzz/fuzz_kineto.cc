@@ -1,8 +1,7 @@
 // Fuzz target: the Kineto reader, nesting and node building on arbitrary bytes.
-#include <cstddef>
-#include <cstdint>
 #include <string>
 
+#include "fuzz_target.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/summary.h"
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "reprise/common/dtype.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/write.h"
 #include "test_util.h"
@@ -254,6 +255,136 @@ TEST(EtReader, RankFromName) {
   EXPECT_EQ(rank_from_name("a.tgz:dlrm_eg_5.json"), 5);
   EXPECT_EQ(rank_from_name("worker7_step_12.1694128201553.pt.trace.json"), 7);
   EXPECT_EQ(rank_from_name("resnet_et.json.gz"), -1);
+}
+
+// The four dtype tables (trace, comms, replay, capture) became reprise/common/dtype.h: every spelling each one
+// accepted keeps its size.
+TEST(Dtype, TraceSpellingsKeepTheirSizes) {
+  const std::pair<const char*, int> trace_table[] = {
+      {"float", 4},
+      {"Float", 4},
+      {"double", 8},
+      {"Double", 8},
+      {"c10::Half", 2},
+      {"Half", 2},
+      {"c10::BFloat16", 2},
+      {"BFloat16", 2},
+      {"long int", 8},
+      {"long", 8},
+      {"Long", 8},
+      {"int", 4},
+      {"Int", 4},
+      {"short int", 2},
+      {"short", 2},
+      {"Short", 2},
+      {"signed char", 1},
+      {"Char", 1},
+      {"unsigned char", 1},
+      {"Byte", 1},
+      {"bool", 1},
+      {"Bool", 1},
+      {"c10::complex<float>", 8},
+      {"ComplexFloat", 8},
+      {"c10::complex<double>", 16},
+      {"ComplexDouble", 16},
+      {"c10::Float8_e4m3fn", 1},
+      {"Float8_e4m3fn", 1},
+      {"c10::Float8_e5m2", 1},
+      {"Float8_e5m2", 1},
+      {"unsigned int", 4},
+      {"UInt32", 4},
+      {"unsigned long", 8},
+      {"UInt64", 8},
+  };
+  for (auto [name, size] : trace_table) EXPECT_EQ(dtype_itemsize(name), size) << name;
+  EXPECT_EQ(dtype_itemsize("nullptr (uninitialized)"), 0);
+  EXPECT_EQ(dtype_itemsize(""), 0);
+}
+
+TEST(Dtype, CommsSpellingsKeepTheirSizes) {
+  // comms matched these lower-cased (nccl-tests names and trace spellings)
+  const std::pair<const char*, int> comms_table[] = {
+      {"float", 4},         {"float32", 4}, {"f32", 4},       {"double", 8},      {"float64", 8},  {"f64", 8},
+      {"half", 2},          {"float16", 2}, {"c10::half", 2}, {"f16", 2},         {"bfloat16", 2}, {"c10::bfloat16", 2},
+      {"bf16", 2},          {"char", 1},    {"int8", 1},      {"signed char", 1}, {"byte", 1},     {"uint8", 1},
+      {"unsigned char", 1}, {"int", 4},     {"int32", 4},     {"long", 8},        {"int64", 8},    {"long int", 8},
+      {"long long int", 8}, {"bool", 1},    {"FLOAT", 4},     {"Half", 2},
+  };
+  for (auto [name, size] : comms_table) {
+    const Dtype* d = find_dtype_ignoring_case(name);
+    ASSERT_NE(d, nullptr) << name;
+    EXPECT_EQ(d->itemsize, size) << name;
+  }
+}
+
+TEST(Dtype, ReplaySpellingsKeepTheirScalarTypes) {
+  // replay's names, with the c10::ScalarType each gave
+  const std::pair<const char*, int> replay_table[] = {
+      {"float", 6},
+      {"Float", 6},
+      {"double", 7},
+      {"Double", 7},
+      {"c10::Half", 5},
+      {"Half", 5},
+      {"c10::BFloat16", 15},
+      {"BFloat16", 15},
+      {"long int", 4},
+      {"long", 4},
+      {"long long int", 4},
+      {"int64_t", 4},
+      {"Long", 4},
+      {"int", 3},
+      {"Int", 3},
+      {"short int", 2},
+      {"short", 2},
+      {"Short", 2},
+      {"signed char", 1},
+      {"Char", 1},
+      {"unsigned char", 0},
+      {"Byte", 0},
+      {"bool", 11},
+      {"Bool", 11},
+      {"c10::complex<float>", 9},
+      {"c10::complex<double>", 10},
+      {"c10::complex<c10::Half>", 8},
+  };
+  for (auto [name, st] : replay_table) {
+    const Dtype* d = find_dtype(name);
+    ASSERT_NE(d, nullptr) << name;
+    EXPECT_EQ(d->scalar_type, st) << name;
+  }
+}
+
+TEST(Dtype, CaptureNamesAndEveryEntryRoundTrip) {
+  // capture wrote c10's type names (LibTorch 1.13, GCC) for each ScalarType
+  const std::pair<int, const char*> capture_names[] = {
+      {0, "unsigned char"},
+      {1, "signed char"},
+      {2, "short int"},
+      {3, "int"},
+      {4, "long int"},
+      {5, "c10::Half"},
+      {6, "float"},
+      {7, "double"},
+      {8, "c10::complex<c10::Half>"},
+      {9, "c10::complex<float>"},
+      {10, "c10::complex<double>"},
+      {11, "bool"},
+      {15, "c10::BFloat16"},
+  };
+  for (auto [st, name] : capture_names) {
+    const Dtype* d = dtype_of_scalar_type(st);
+    ASSERT_NE(d, nullptr) << st;
+    EXPECT_EQ(d->et_name, name);
+    EXPECT_EQ(find_dtype(name), d);
+  }
+  for (const Dtype& d : dtypes()) {
+    EXPECT_EQ(find_dtype(d.name), &d);
+    EXPECT_EQ(find_dtype(d.et_name), &d);
+    if (!d.comm_name.empty()) {
+      EXPECT_EQ(find_dtype(d.comm_name), &d);
+    }
+  }
 }
 
 }  // namespace

@@ -22,16 +22,12 @@ using detail::Plan;
 // Builds small traces op by op: a root and a thread node, then ops under one ProfilerStep.
 class MiniTrace {
  public:
-  MiniTrace() {
-    node("[pytorch|profiler|execution_trace|process]", 1, "", {}, {});
-    node("[pytorch|profiler|execution_trace|thread]", 1, "", {}, {});
-    step_ = node("ProfilerStep#1", 2, "", {}, {});
-  }
+  MiniTrace() { b_.set_parent(b_.annotation("ProfilerStep#1", b_.roots())); }
   // A tensor; storage 0 = a storage of its own.
   Value tensor(std::vector<int64_t> shape, int64_t storage = 0, int64_t offset = 0, std::string dtype = "float",
                std::vector<int64_t> strides = {}) {
     TensorSpec s;
-    s.id = next_id_++;
+    s.id = b_.next_id();
     s.storage_id = storage ? storage : next_storage_++;
     s.offset = offset;
     s.dtype = dtype;
@@ -40,30 +36,29 @@ class MiniTrace {
     s.strides = std::move(strides);
     return b_.tensor(s);
   }
+  // An op under the ProfilerStep, or under `parent`. The types written with each value must be those the
+  // builder derives from it (TraceBuilder::type_of).
   int64_t op(const std::string& schema, std::vector<Arg> in, std::vector<Arg> out, const std::string& range = "",
              int64_t parent = -1) {
-    std::string name = schema.substr(0, schema.find_first_of(".("));
-    return node(name, parent < 0 ? step_ : parent, schema, std::move(in), std::move(out), range);
-  }
-  int64_t node(const std::string& name, int64_t parent, const std::string& schema, std::vector<Arg> in,
-               std::vector<Arg> out, const std::string& range = "") {
-    NodeSpec n;
-    n.id = next_id_++;
-    n.name = name;
-    n.parent = parent;
-    n.op_schema = schema;
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    n.tensor_range = range;
-    b_.add_node(n);
-    return n.id;
+    int64_t id = b_.op(schema, values(in), values(out), parent < 0 ? std::nullopt : std::optional<int64_t>(parent));
+    if (!range.empty()) b_.set_tensor_range(range);
+    return id;
   }
   TraceBuilder& b() { return b_; }
   Trace finish() { return b_.finish(); }
 
  private:
+  std::vector<Value> values(const std::vector<Arg>& args) const {
+    std::vector<Value> v;
+    for (const Arg& a : args) {
+      EXPECT_EQ(b_.type_of(a.value), a.type);
+      v.push_back(a.value);
+    }
+    return v;
+  }
+
   TraceBuilder b_{"mini"};
-  int64_t next_id_ = 1, next_storage_ = 100, step_ = 0;
+  int64_t next_storage_ = 100;
 };
 
 const std::string F = "Tensor(float)", L = "Tensor(long int)";

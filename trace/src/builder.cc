@@ -1,5 +1,7 @@
 #include "reprise/trace/builder.h"
 
+#include <algorithm>
+
 #include "reader_internal.h"
 
 namespace reprise {
@@ -89,6 +91,7 @@ Value TraceBuilder::list(const std::vector<Value>& items) { return seq(ValueKind
 Value TraceBuilder::tuple(const std::vector<Value>& items) { return seq(ValueKind::Tuple, items); }
 
 uint32_t TraceBuilder::add_node(const NodeSpec& s) {
+  next_id_ = std::max(next_id_, s.id + 1);
   Node n;
   n.id = s.id;
   n.parent_id = s.parent;
@@ -118,6 +121,70 @@ uint32_t TraceBuilder::add_node(const NodeSpec& s) {
   return static_cast<uint32_t>(t_.nodes.size() - 1);
 }
 
+int64_t TraceBuilder::next_id() { return next_id_++; }
+
+void TraceBuilder::set_parent(int64_t id) { parent_ = id; }
+
+// Fills what op() and annotation() derive: the id, the parent, and the rf_id (record-function ids count up).
+int64_t TraceBuilder::add_scoped(NodeSpec n, std::optional<int64_t> parent) {
+  n.id = next_id();
+  n.parent = parent.value_or(parent_);
+  n.rf_id = static_cast<int64_t>(t_.nodes.size());
+  add_node(n);
+  return n.id;
+}
+
+int64_t TraceBuilder::roots() {
+  int64_t root = next_id_;
+  annotation("[pytorch|profiler|execution_trace|process]", root);
+  parent_ = annotation("[pytorch|profiler|execution_trace|thread]", root);
+  return parent_;
+}
+
+int64_t TraceBuilder::annotation(std::string_view name, std::optional<int64_t> parent,
+                                 const std::vector<Value>& inputs) {
+  constexpr int kUserScope = 7;  // at::RecordScope::USER_SCOPE
+  NodeSpec n;
+  n.name = std::string(name);
+  n.scope = kUserScope;
+  n.inputs = typed(inputs);
+  return add_scoped(std::move(n), parent);
+}
+
+int64_t TraceBuilder::op(std::string_view schema, const std::vector<Value>& inputs, const std::vector<Value>& outputs,
+                         std::optional<int64_t> parent) {
+  NodeSpec n;
+  n.name = std::string(schema.substr(0, schema.find_first_of(".(")));
+  if (schema.find('(') != std::string_view::npos) n.op_schema = std::string(schema);
+  n.inputs = typed(inputs);
+  n.outputs = typed(outputs);
+  return add_scoped(std::move(n), parent);
+}
+
+void TraceBuilder::set_tensor_range(std::string_view json) { t_.nodes.back().tensor_range = t_.strings.intern(json); }
+
+std::vector<Arg> TraceBuilder::typed(const std::vector<Value>& values) const {
+  std::vector<Arg> args;
+  args.reserve(values.size());
+  for (const Value& v : values) args.push_back({v, type_of(v)});
+  return args;
+}
+
+std::string TraceBuilder::type_of(const Value& v) const {
+  switch (v.kind) {
+    case ValueKind::Tensor:
+      return "Tensor(" + std::string(t_.str(t_.tensors[v.ref].dtype)) + ")";
+    case ValueKind::List:
+    case ValueKind::Tuple: {
+      std::string s = v.kind == ValueKind::List ? "GenericList[" : "Tuple[";
+      for (uint32_t k = 0; k < v.count; ++k) s += (k ? "," : "") + type_of(t_.values[v.ref + k]);
+      return s + "]";
+    }
+    default:
+      return value_kind_name(v.kind);  // "None", "Int", "Double", "Bool", "String", "Device"
+  }
+}
+
 void TraceBuilder::add_attr(std::string_view name, std::string_view type, Value v) {
   Attr a;
   a.name = t_.strings.intern(name);
@@ -145,140 +212,144 @@ Trace TraceBuilder::finish(const ReadOptions& options) {
   return std::move(t_);
 }
 
-Trace synthetic_trace(const SyntheticSpec& sp) {
-  TraceBuilder b("synthetic-mlp");
-  b.set_metadata("pid", "1");
-  b.set_metadata("time", "\"2026-01-01 00:00:00\"");
-  b.set_metadata("start_ts", "0");
-  int64_t next_id = 3;
-  int64_t rf = 0;
-  int64_t next_storage = 1000000;
-  const std::string dev = sp.device;
-  auto tensor = [&](int64_t storage, std::vector<int64_t> shape, std::vector<int64_t> strides = {}) {
+namespace {
+
+// The process-group init record, as PyTorch writes it when the default group is created.
+std::string process_group_json(int world_size) {
+  return "[{\"pg_name\": \"0\", \"pg_desc\": \"default_pg\", \"backend_config\": \"cpu:gloo,cuda:nccl\", "
+         "\"ranks\": [], \"group_size\": " +
+         std::to_string(world_size) + ", \"group_count\": 1}]";
+}
+
+// Builds the synthetic trace. Tensors and nodes take ids from one counter; where an op makes tensors, its outputs
+// take theirs first, then its inputs, then the op.
+class SyntheticMlp {
+ public:
+  explicit SyntheticMlp(const SyntheticSpec& spec) : sp_(spec), b_("synthetic-mlp") {}
+
+  Trace build() {
+    b_.set_metadata("pid", "1");
+    b_.set_metadata("time", "\"2026-01-01 00:00:00\"");
+    b_.set_metadata("start_ts", "0");
+    int64_t thread = b_.roots();
+    b_.annotation("## process_group:init ##", thread, {b_.string(process_group_json(sp_.world_size))});
+    // parameters: weight [hidden, hidden] and bias [hidden] per layer, and their gradients
+    for (int l = 0; l < sp_.layers; ++l) {
+      w_store_.push_back(next_storage_++);
+      b_store_.push_back(next_storage_++);
+      gw_store_.push_back(next_storage_++);
+      gb_store_.push_back(next_storage_++);
+    }
+    for (int it = 0; it < sp_.iterations; ++it) {
+      int64_t step = b_.annotation("ProfilerStep#" + std::to_string(it), thread);
+      forward(step);
+      backward(step);
+      optimizer(step);
+    }
+    b_.set_metadata("finish_ts", "1");
+    return b_.finish();
+  }
+
+ private:
+  Value tensor(int64_t storage, std::vector<int64_t> shape, std::vector<int64_t> strides = {}) {
     TensorSpec s;
-    s.id = next_id++;
+    s.id = b_.next_id();
     s.storage_id = storage;
-    s.device = dev;
+    s.device = sp_.device;
     s.shape = std::move(shape);
     s.strides = std::move(strides);
-    return b.tensor(s);
-  };
-  auto node = [&](int64_t id, const std::string& name, int64_t parent, const std::string& schema, std::vector<Arg> in,
-                  std::vector<Arg> out, int scope = 0) {
-    NodeSpec n;
-    n.id = id;
-    n.name = name;
-    n.parent = parent;
-    n.op_schema = schema;
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    n.rf_id = rf++;
-    n.scope = scope;
-    b.add_node(n);
-  };
-  const std::string T = "Tensor(float)";
-  node(1, "[pytorch|profiler|execution_trace|process]", 1, "", {}, {}, 7);
-  node(2, "[pytorch|profiler|execution_trace|thread]", 1, "", {}, {}, 7);
-  std::string pgs =
-      "[{\"pg_name\": \"0\", \"pg_desc\": \"default_pg\", \"backend_config\": \"cpu:gloo,cuda:nccl\", "
-      "\"ranks\": [], \"group_size\": " +
-      std::to_string(sp.world_size) + ", \"group_count\": 1}]";
-  node(next_id++, "## process_group:init ##", 2, "", {{b.string(pgs), "String"}}, {}, 7);
-  // parameters: weight [hidden, hidden] and bias [hidden] per layer, and their gradients
-  std::vector<int64_t> w_store, b_store, gw_store, gb_store;
-  for (int l = 0; l < sp.layers; ++l) {
-    w_store.push_back(next_storage++);
-    b_store.push_back(next_storage++);
-    gw_store.push_back(next_storage++);
-    gb_store.push_back(next_storage++);
+    return b_.tensor(s);
   }
-  const int64_t H = sp.hidden, B = sp.batch;
-  int64_t seq = 0;
-  for (int it = 0; it < sp.iterations; ++it) {
-    int64_t step = next_id++;
-    node(step, "ProfilerStep#" + std::to_string(it), 2, "", {}, {}, 7);
-    int64_t fwd = next_id++;
-    node(fwd, "## forward ##", step, "", {}, {}, 7);
-    Value x = tensor(next_storage++, {B, H});
-    std::vector<Value> acts{x};
-    for (int l = 0; l < sp.layers; ++l) {
-      int64_t lin = next_id++;
-      Value w = tensor(w_store[l], {H, H});
-      Value bias = tensor(b_store[l], {H});
-      Value y = tensor(next_storage++, {B, H});
-      node(lin, "aten::linear", fwd, "aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
-           {{acts.back(), T}, {w, T}, {bias, T}}, {{y, T}});
-      Value wt = tensor(w_store[l], {H, H}, {1, H});
-      node(next_id++, "aten::t", lin, "aten::t(Tensor(a) self) -> Tensor(a)", {{w, T}}, {{wt, T}});
-      node(next_id++, "aten::addmm", lin,
-           "aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
-           {{bias, T}, {acts.back(), T}, {wt, T}, {b.integer(1), "Int"}, {b.integer(1), "Int"}}, {{y, T}});
-      Value r = tensor(next_storage++, {B, H});
-      node(next_id++, "aten::relu", fwd, "aten::relu(Tensor self) -> Tensor", {{y, T}}, {{r, T}});
-      acts.push_back(r);
+  Value fresh(std::vector<int64_t> shape) { return tensor(next_storage_++, std::move(shape)); }
+
+  void forward(int64_t step) {
+    const int64_t H = sp_.hidden, B = sp_.batch;
+    b_.set_parent(b_.annotation("## forward ##", step));
+    acts_ = {fresh({B, H})};
+    for (int l = 0; l < sp_.layers; ++l) {
+      Value w = tensor(w_store_[l], {H, H});
+      Value bias = tensor(b_store_[l], {H});
+      Value y = fresh({B, H});
+      int64_t lin =
+          b_.op("aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", {acts_.back(), w, bias}, {y});
+      Value wt = tensor(w_store_[l], {H, H}, {1, H});
+      b_.op("aten::t(Tensor(a) self) -> Tensor(a)", {w}, {wt}, lin);
+      b_.op("aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+            {bias, acts_.back(), wt, b_.integer(1), b_.integer(1)}, {y}, lin);
+      Value r = fresh({B, H});
+      b_.op("aten::relu(Tensor self) -> Tensor", {y}, {r});
+      acts_.push_back(r);
     }
-    Value loss = tensor(next_storage++, {});
-    node(next_id++, "aten::sum", fwd, "aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor",
-         {{acts.back(), T}, {b.none(), "None"}}, {{loss, T}});
-    int64_t bwd = next_id++;
-    node(bwd, "## backward ##", step, "", {}, {}, 7);
-    Value grad = tensor(next_storage++, {B, H});
-    for (int l = sp.layers - 1; l >= 0; --l) {
-      Value gin = tensor(next_storage++, {B, H});
-      node(next_id++, "aten::threshold_backward", bwd,
-           "aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor",
-           {{grad, T}, {acts[l + 1], T}, {b.integer(0), "Int"}}, {{gin, T}});
-      Value gw = tensor(gw_store[l], {H, H});
-      node(next_id++, "aten::mm", bwd, "aten::mm(Tensor self, Tensor mat2) -> Tensor",
-           {{tensor(next_storage++, {H, B}, {1, H}), T}, {acts[l], T}}, {{gw, T}});
-      Value gb = tensor(gb_store[l], {H});
-      node(next_id++, "aten::sum", bwd,
-           "aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-           {{gin, T}, {b.list({b.integer(0)}), "GenericList[Int]"}, {b.boolean(false), "Bool"}, {b.none(), "None"}},
-           {{gb, T}});
-      Value gx = tensor(next_storage++, {B, H});
-      node(next_id++, "aten::mm", bwd, "aten::mm(Tensor self, Tensor mat2) -> Tensor",
-           {{gin, T}, {tensor(w_store[l], {H, H}), T}}, {{gx, T}});
+    Value loss = fresh({});
+    b_.op("aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", {acts_.back(), b_.none()}, {loss});
+  }
+
+  void backward(int64_t step) {
+    const int64_t H = sp_.hidden, B = sp_.batch;
+    b_.set_parent(b_.annotation("## backward ##", step));
+    Value grad = fresh({B, H});
+    for (int l = sp_.layers - 1; l >= 0; --l) {
+      Value gin = fresh({B, H});
+      b_.op("aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor",
+            {grad, acts_[l + 1], b_.integer(0)}, {gin});
+      Value gw = tensor(gw_store_[l], {H, H});
+      Value act_t = tensor(next_storage_++, {H, B}, {1, H});
+      b_.op("aten::mm(Tensor self, Tensor mat2) -> Tensor", {act_t, acts_[l]}, {gw});
+      Value gb = tensor(gb_store_[l], {H});
+      b_.op("aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+            {gin, b_.list({b_.integer(0)}), b_.boolean(false), b_.none()}, {gb});
+      Value gx = fresh({B, H});
+      Value w = tensor(w_store_[l], {H, H});
+      b_.op("aten::mm(Tensor self, Tensor mat2) -> Tensor", {gin, w}, {gx});
       grad = gx;
-      // data-parallel gradient all_reduce, as DDP issues it
-      int64_t c10d = next_id++;
-      node(c10d, "c10d::allreduce_", bwd, "", {{b.list({gw}), "GenericList[Tensor(float)]"}}, {});
-      node(next_id++, "record_param_comms", c10d, "",
-           {{b.list({gw}), "GenericList[Tensor(float)]"},
-            {b.integer(seq), "Int"},
-            {b.tuple({b.string("0"), b.string("default_pg")}), "Tuple[String,String]"},
-            {b.integer(sp.rank), "Int"},
-            {b.string("allreduce"), "String"},
-            {b.list({}), "GenericList[]"},
-            {b.list({}), "GenericList[]"},
-            {b.integer(0), "Int"},
-            {b.integer(1), "Int"},
-            {b.integer(sp.world_size), "Int"}},
-           {{b.list({gw}), "GenericList[Tensor(float)]"}});
-      b.add_attr("collective_name", "string", b.string("allreduce"));
-      b.add_attr("dtype", "string", b.string("Float"));
-      b.add_attr("in_msg_nelems", "uint64", b.integer(H * H));
-      b.add_attr("out_msg_nelems", "uint64", b.integer(H * H));
-      b.add_attr("in_split_size", "string", b.string("[]"));
-      b.add_attr("out_split_size", "string", b.string("[]"));
-      b.add_attr("global_rank_start", "uint64", b.integer(0));
-      b.add_attr("global_rank_stride", "uint64", b.integer(1));
-      b.add_attr("pg_name", "string", b.string("0"));
-      b.add_attr("pg_desc", "string", b.string("default_pg"));
-      b.add_attr("pg_size", "uint64", b.integer(sp.world_size));
-      ++seq;
-    }
-    int64_t opt = next_id++;
-    node(opt, "## optimizer ##", step, "", {}, {}, 7);
-    for (int l = 0; l < sp.layers; ++l) {
-      node(next_id++, "aten::add_", opt,
-           "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
-           {{tensor(w_store[l], {H, H}), T}, {tensor(gw_store[l], {H, H}), T}, {b.real(-0.01), "Double"}},
-           {{tensor(w_store[l], {H, H}), T}});
+      all_reduce(gw);
     }
   }
-  b.set_metadata("finish_ts", "1");
-  return b.finish();
-}
+
+  // A data-parallel gradient all_reduce, as DDP issues it: c10d's op around record_param_comms.
+  void all_reduce(Value grad) {
+    const int64_t H = sp_.hidden;
+    int64_t c10d = b_.op("c10d::allreduce_", {b_.list({grad})}, {});
+    b_.op("record_param_comms",
+          {b_.list({grad}), b_.integer(seq_), b_.tuple({b_.string("0"), b_.string("default_pg")}), b_.integer(sp_.rank),
+           b_.string("allreduce"), b_.list({}), b_.list({}), b_.integer(0), b_.integer(1), b_.integer(sp_.world_size)},
+          {b_.list({grad})}, c10d);
+    b_.add_attr("collective_name", "string", b_.string("allreduce"));
+    b_.add_attr("dtype", "string", b_.string("Float"));
+    b_.add_attr("in_msg_nelems", "uint64", b_.integer(H * H));
+    b_.add_attr("out_msg_nelems", "uint64", b_.integer(H * H));
+    b_.add_attr("in_split_size", "string", b_.string("[]"));
+    b_.add_attr("out_split_size", "string", b_.string("[]"));
+    b_.add_attr("global_rank_start", "uint64", b_.integer(0));
+    b_.add_attr("global_rank_stride", "uint64", b_.integer(1));
+    b_.add_attr("pg_name", "string", b_.string("0"));
+    b_.add_attr("pg_desc", "string", b_.string("default_pg"));
+    b_.add_attr("pg_size", "uint64", b_.integer(sp_.world_size));
+    ++seq_;
+  }
+
+  void optimizer(int64_t step) {
+    const int64_t H = sp_.hidden;
+    b_.set_parent(b_.annotation("## optimizer ##", step));
+    for (int l = 0; l < sp_.layers; ++l) {
+      Value w_out = tensor(w_store_[l], {H, H});
+      Value w = tensor(w_store_[l], {H, H});
+      Value gw = tensor(gw_store_[l], {H, H});
+      b_.op("aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
+            {w, gw, b_.real(-0.01)}, {w_out});
+    }
+  }
+
+  const SyntheticSpec& sp_;
+  TraceBuilder b_;
+  int64_t next_storage_ = 1000000;
+  int64_t seq_ = 0;
+  std::vector<int64_t> w_store_, b_store_, gw_store_, gb_store_;
+  std::vector<Value> acts_;  // the forward activations, read by the backward
+};
+
+}  // namespace
+
+Trace synthetic_trace(const SyntheticSpec& spec) { return SyntheticMlp(spec).build(); }
 
 }  // namespace reprise

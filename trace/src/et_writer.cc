@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "et/schema_layout.h"
 #include "reprise/trace/write.h"
 
 namespace reprise {
@@ -144,7 +145,7 @@ class Writer {
     write_args(o, t_.outputs(n), t_.output_types(n));
     o += ",\n      \"attrs\": [";
     bool first = true;
-    auto attr_head = [&](const char* name, const char* type) {
+    auto attr_head = [&](std::string_view name, std::string_view type) {
       if (!first) o += ", ";
       first = false;
       o += "{\"name\": \"";
@@ -153,28 +154,15 @@ class Writer {
       o += type;
       o += "\", \"value\": ";
     };
-    auto int_attr = [&](uint16_t bit, const char* name, const char* type, int64_t v) {
-      if (!(n.fields & bit)) return;
-      attr_head(name, type);
-      put_int(o, v);
+    for (const detail::NodeFieldRule& f : detail::node_fields()) {
+      if (!(n.fields & f.bit)) continue;
+      attr_head(f.name, f.et_type);
+      if (f.get_int)
+        put_int(o, f.get_int(n));
+      else
+        put_escaped(o, t_.str(f.get_str(n)));
       o += "}";
-    };
-    auto str_attr = [&](uint16_t bit, const char* name, StrId v) {
-      if (!(n.fields & bit)) return;
-      attr_head(name, "string");
-      put_escaped(o, t_.str(v));
-      o += "}";
-    };
-    int_attr(kHasRfId, "rf_id", "uint64", n.rf_id);
-    int_attr(kHasFwParent, "fw_parent", "uint64", n.fw_parent);
-    int_attr(kHasSeqId, "seq_id", "int64", n.seq_id);
-    int_attr(kHasScope, "scope", "uint64", n.scope);
-    int_attr(kHasTid, "tid", "uint64", n.tid);
-    int_attr(kHasFwTid, "fw_tid", "uint64", n.fw_tid);
-    str_attr(kHasOpSchema, "op_schema", n.op_schema);
-    str_attr(kHasKernelBackend, "kernel_backend", n.kernel_backend);
-    str_attr(kHasKernelFile, "kernel_file", n.kernel_file);
-    str_attr(kHasTensorRange, "tensor_range", n.tensor_range);
+    }
     for (const Attr& a : t_.node_attrs(n)) {
       if (!first) o += ", ";
       first = false;

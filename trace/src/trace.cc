@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "reprise/common/dtype.h"
+
 namespace reprise {
 
 const char* node_kind_name(NodeKind k) {
@@ -127,50 +129,8 @@ std::string_view tensor_dtype_of(std::string_view type) {
 }
 
 int dtype_itemsize(std::string_view d) {
-  struct Entry {
-    const char* name;
-    int size;
-  };
-  // ET type strings use C++ names ("float", "long int", "c10::Half"); comm attrs use ScalarType names.
-  static const Entry table[] = {
-      {"float", 4},
-      {"Float", 4},
-      {"double", 8},
-      {"Double", 8},
-      {"c10::Half", 2},
-      {"Half", 2},
-      {"c10::BFloat16", 2},
-      {"BFloat16", 2},
-      {"long int", 8},
-      {"long", 8},
-      {"Long", 8},
-      {"int", 4},
-      {"Int", 4},
-      {"short int", 2},
-      {"short", 2},
-      {"Short", 2},
-      {"signed char", 1},
-      {"Char", 1},
-      {"unsigned char", 1},
-      {"Byte", 1},
-      {"bool", 1},
-      {"Bool", 1},
-      {"c10::complex<float>", 8},
-      {"ComplexFloat", 8},
-      {"c10::complex<double>", 16},
-      {"ComplexDouble", 16},
-      {"c10::Float8_e4m3fn", 1},
-      {"Float8_e4m3fn", 1},
-      {"c10::Float8_e5m2", 1},
-      {"Float8_e5m2", 1},
-      {"unsigned int", 4},
-      {"UInt32", 4},
-      {"unsigned long", 8},
-      {"UInt64", 8},
-  };
-  for (const Entry& e : table)
-    if (d == e.name) return e.size;
-  return 0;
+  const Dtype* x = find_dtype(d);
+  return x ? x->itemsize : 0;
 }
 
 }  // namespace reprise

@@ -89,10 +89,10 @@ class KinetoReader {
     return -1;
   }
 
-  void read_event(od::value v, KinetoInfo& k) {
+  void read_event(od::value event, KinetoInfo& k) {
     const char* loc = nullptr;
-    if (v.current_location().get(loc) == simdjson::SUCCESS) event_start_ = loc;
-    od::object obj = v.get_object();
+    if (event.current_location().get(loc) == simdjson::SUCCESS) event_start_ = loc;
+    od::object obj = event.get_object();
     KinetoEvent e;
     std::string_view ph, cat;
     int64_t flow_id = 0;
@@ -118,24 +118,7 @@ class KinetoReader {
         flow_id = int_of(v);
         has_flow_id = true;
       } else if (key == "args" && v.type() == od::json_type::object) {
-        for (auto a : v.get_object()) {
-          std::string_view ak = a.unescaped_key();
-          od::value av = a.value();
-          if (ak == "External id")
-            e.external_id = int_of(av);
-          else if (ak == "correlation")
-            e.correlation = int_of(av);
-          else if (ak == "Record function id")
-            e.rf_id = int_of(av);
-          else if (ak == "Sequence number")
-            e.seq = int_of(av);
-          else if (ak == "stream")
-            e.stream = int_of(av);
-          else if (ak == "device")
-            e.device = static_cast<int32_t>(int_of(av));
-          else if (ak == "bytes")
-            e.bytes = int_of(av);
-        }
+        read_args(v.get_object(), e);
       }
     }
     if (ph == "s" || ph == "f" || ph == "t") {
@@ -153,6 +136,27 @@ class KinetoReader {
     e.cat = category(cat);
     if (e.cat == KinetoCat::Other) return;
     k.events.push_back(e);
+  }
+
+  static void read_args(od::object args, KinetoEvent& e) {
+    for (auto a : args) {
+      std::string_view ak = a.unescaped_key();
+      od::value av = a.value();
+      if (ak == "External id")
+        e.external_id = int_of(av);
+      else if (ak == "correlation")
+        e.correlation = int_of(av);
+      else if (ak == "Record function id")
+        e.rf_id = int_of(av);
+      else if (ak == "Sequence number")
+        e.seq = int_of(av);
+      else if (ak == "stream")
+        e.stream = int_of(av);
+      else if (ak == "device")
+        e.device = static_cast<int32_t>(int_of(av));
+      else if (ak == "bytes")
+        e.bytes = int_of(av);
+    }
   }
 
   void read_device(od::object obj, KinetoInfo& k) {
@@ -342,6 +346,105 @@ void read_kineto(const std::string& path, Trace& trace, const ReadOptions& optio
   read_kineto_text(text, path, trace, options);
 }
 
+namespace {
+
+// Links the Kineto CPU ops `ops` to ET nodes; each returns how many it linked.
+class KinetoLinker {
+ public:
+  KinetoLinker(Trace& t, std::vector<int32_t> ops) : t_(t), k_(*t.kineto), ops_(std::move(ops)) {
+    for (uint32_t i = 0; i < t.nodes.size(); ++i)
+      if (t.nodes[i].fields & kHasRfId) node_by_rf_.emplace(t.nodes[i].rf_id, i);
+  }
+
+  size_t link() {
+    size_t with_rf = 0;
+    for (int32_t i : ops_) with_rf += k_.events[i].rf_id >= 0;
+    if (with_rf > 0) {
+      // PyTorch 2.x: Kineto's "Record function id" is the ET's rf_id.
+      k_.link_method = "rf_id";
+      return by_rf_id();
+    }
+    // Older traces: External id often equals rf_id; accept it when the names agree.
+    if (external_ids_agree()) {
+      k_.link_method = "external_id";
+      return by_external_id();
+    }
+    // Fall back to matching the sequence of op names (ET id order vs Kineto start order).
+    k_.link_method = "order";
+    return by_order();
+  }
+
+ private:
+  void bind(int32_t ev, uint32_t node) {
+    k_.events[ev].node = node;
+    t_.nodes[node].ts_us = k_.events[ev].ts;
+    t_.nodes[node].dur_us = k_.events[ev].dur;
+  }
+
+  size_t by_rf_id() {
+    size_t linked = 0;
+    for (int32_t i : ops_) {
+      auto it = node_by_rf_.find(k_.events[i].rf_id);
+      if (k_.events[i].rf_id >= 0 && it != node_by_rf_.end() && t_.nodes[it->second].name == k_.events[i].name) {
+        bind(i, it->second);
+        ++linked;
+      }
+    }
+    return linked;
+  }
+
+  // Nine in ten of the ops whose External id names an ET node agree with it on the name.
+  bool external_ids_agree() const {
+    size_t tried = 0, agree = 0;
+    for (int32_t i : ops_) {
+      auto it = node_by_rf_.find(k_.events[i].external_id);
+      if (it == node_by_rf_.end()) continue;
+      ++tried;
+      agree += t_.nodes[it->second].name == k_.events[i].name;
+    }
+    return tried > 0 && agree * 10 >= tried * 9;
+  }
+
+  size_t by_external_id() {
+    size_t linked = 0;
+    for (int32_t i : ops_) {
+      auto it = node_by_rf_.find(k_.events[i].external_id);
+      if (it != node_by_rf_.end() && t_.nodes[it->second].name == k_.events[i].name && t_.nodes[it->second].ts_us < 0) {
+        bind(i, it->second);
+        ++linked;
+      }
+    }
+    return linked;
+  }
+
+  size_t by_order() {
+    size_t linked = 0;
+    std::vector<int32_t> sorted = ops_;
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [&](int32_t a, int32_t b) { return k_.events[a].ts < k_.events[b].ts; });
+    size_t j = 0;
+    for (uint32_t n = 0; n < t_.nodes.size() && j < sorted.size(); ++n) {
+      NodeKind kind = t_.nodes[n].kind;
+      if (kind == NodeKind::Root || kind == NodeKind::Thread) continue;
+      size_t look = j;
+      while (look < sorted.size() && look < j + 64 && k_.events[sorted[look]].name != t_.nodes[n].name) ++look;
+      if (look < sorted.size() && k_.events[sorted[look]].name == t_.nodes[n].name) {
+        bind(sorted[look], n);
+        ++linked;
+        j = look + 1;
+      }
+    }
+    return linked;
+  }
+
+  Trace& t_;
+  KinetoInfo& k_;
+  std::vector<int32_t> ops_;
+  std::unordered_map<int64_t, uint32_t> node_by_rf_;
+};
+
+}  // namespace
+
 void link_kineto(Trace& t, const ReadOptions& opt) {
   if (!t.kineto) return;
   KinetoInfo& k = *t.kineto;
@@ -355,66 +458,7 @@ void link_kineto(Trace& t, const ReadOptions& opt) {
   for (int32_t i = 0; i < static_cast<int32_t>(k.events.size()); ++i)
     if (is_cpu(k.events[i].cat)) ops.push_back(i);
   k.cpu_ops = ops.size();
-  auto bind = [&](int32_t ev, uint32_t node) {
-    k.events[ev].node = node;
-    t.nodes[node].ts_us = k.events[ev].ts;
-    t.nodes[node].dur_us = k.events[ev].dur;
-  };
-  std::unordered_map<int64_t, uint32_t> node_by_rf;
-  for (uint32_t i = 0; i < t.nodes.size(); ++i)
-    if (t.nodes[i].fields & kHasRfId) node_by_rf.emplace(t.nodes[i].rf_id, i);
-
-  size_t with_rf = 0;
-  for (int32_t i : ops) with_rf += k.events[i].rf_id >= 0;
-  size_t linked = 0;
-  if (with_rf > 0) {
-    // PyTorch 2.x: Kineto's "Record function id" is the ET's rf_id.
-    k.link_method = "rf_id";
-    for (int32_t i : ops) {
-      auto it = node_by_rf.find(k.events[i].rf_id);
-      if (k.events[i].rf_id >= 0 && it != node_by_rf.end() && t.nodes[it->second].name == k.events[i].name) {
-        bind(i, it->second);
-        ++linked;
-      }
-    }
-  } else {
-    // Older traces: External id often equals rf_id; accept it when the names agree.
-    size_t tried = 0, agree = 0;
-    for (int32_t i : ops) {
-      auto it = node_by_rf.find(k.events[i].external_id);
-      if (it == node_by_rf.end()) continue;
-      ++tried;
-      agree += t.nodes[it->second].name == k.events[i].name;
-    }
-    if (tried > 0 && agree * 10 >= tried * 9) {
-      k.link_method = "external_id";
-      for (int32_t i : ops) {
-        auto it = node_by_rf.find(k.events[i].external_id);
-        if (it != node_by_rf.end() && t.nodes[it->second].name == k.events[i].name && t.nodes[it->second].ts_us < 0) {
-          bind(i, it->second);
-          ++linked;
-        }
-      }
-    } else {
-      // Fall back to matching the sequence of op names (ET id order vs Kineto start order).
-      k.link_method = "order";
-      std::vector<int32_t> sorted = ops;
-      std::stable_sort(sorted.begin(), sorted.end(),
-                       [&](int32_t a, int32_t b) { return k.events[a].ts < k.events[b].ts; });
-      size_t j = 0;
-      for (uint32_t n = 0; n < t.nodes.size() && j < sorted.size(); ++n) {
-        NodeKind kind = t.nodes[n].kind;
-        if (kind == NodeKind::Root || kind == NodeKind::Thread) continue;
-        size_t look = j;
-        while (look < sorted.size() && look < j + 64 && k.events[sorted[look]].name != t.nodes[n].name) ++look;
-        if (look < sorted.size() && k.events[sorted[look]].name == t.nodes[n].name) {
-          bind(sorted[look], n);
-          ++linked;
-          j = look + 1;
-        }
-      }
-    }
-  }
+  size_t linked = KinetoLinker(t, ops).link();
   k.linked_ops = linked;
   attach_gpu_work(t);
   size_t et_ops = 0;

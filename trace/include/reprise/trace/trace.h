@@ -275,7 +275,8 @@ struct TraceSet {
 
 // Parses the dtype of a type string such as "Tensor(float)"; empty when not a tensor type.
 std::string_view tensor_dtype_of(std::string_view type);
-// Bytes per element for a dtype name as written in ET type strings or comm attrs; 0 when unknown.
+// Bytes per element for a dtype name as written in ET type strings or comm attrs (any spelling find_dtype in
+// reprise/common/dtype.h knows); 0 when unknown.
 int dtype_itemsize(std::string_view dtype);
 
 }  // namespace reprise

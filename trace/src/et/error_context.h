@@ -1,0 +1,31 @@
+// Where the ET reader is, for its error messages: "FILE: byte N: node ID: what is wrong".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "reprise/common/error.h"
+
+namespace reprise::detail {
+
+struct ErrorContext {
+  std::string file;
+  // The text being parsed: the file offset of its first byte, and the buffer node_start points into.
+  uint64_t piece_base = 0;
+  const char* piece_data = nullptr;
+  const char* node_start = nullptr;  // the node being read, when known
+  int64_t id = 0, last_id = 0;       // the node being read, and the last one read whole
+  bool id_set = false, last_id_set = false;
+
+  [[noreturn]] void fail_at(uint64_t offset, const std::string& msg) const {
+    throw UserError(file + ": byte " + std::to_string(offset) + ": " + msg);
+  }
+
+  // Names the node being read and where it starts.
+  [[noreturn]] void node_fail(const std::string& msg) const {
+    uint64_t off = piece_base + (node_start ? static_cast<uint64_t>(node_start - piece_data) : 0);
+    fail_at(off, (id_set ? "node " + std::to_string(id) : std::string("node")) + ": " + msg);
+  }
+};
+
+}  // namespace reprise::detail
