@@ -46,7 +46,7 @@ CommRuntime::CommRuntime(Plan& plan, comms::Communicator& world, at::Device devi
   // is split on every rank (a split is collective), and members must agree on the counts or they would hang.
   std::vector<int64_t> per_group(plan.comm_groups.size(), 0);
   for (const CommSpec& s : plan.comms)
-    if (!s.is_wait) ++per_group[s.group];
+    if (!s.is_wait) ++per_group[s.comm_group];
   std::string mine;
   for (size_t g = 0; g < plan.comm_groups.size(); ++g)
     mine += ranks_text(plan.comm_groups[g].ranks) + ":" + std::to_string(per_group[g]) + ";";
@@ -78,7 +78,7 @@ CommRuntime::CommRuntime(Plan& plan, comms::Communicator& world, at::Device devi
     comm_stream_ = new c10::cuda::CUDAStream(c10::cuda::getStreamFromPool(false, device_.index()));
 #endif
   }
-  groups_.assign(plan.comm_groups.size(), nullptr);
+  group_comms_.assign(plan.comm_groups.size(), nullptr);
   for (auto& [ranks, by_rank] : counts) {
     comms::Communicator* c = nullptr;
     if (static_cast<int>(ranks.size()) == W) {
@@ -89,7 +89,7 @@ CommRuntime::CommRuntime(Plan& plan, comms::Communicator& world, at::Device devi
       if (sub) owned_.push_back(std::move(sub));
     }
     for (size_t g = 0; g < plan.comm_groups.size(); ++g)
-      if (plan.comm_groups[g].ranks == ranks) groups_[g] = c;
+      if (plan.comm_groups[g].ranks == ranks) group_comms_[g] = c;
   }
   flights_.resize(plan.comms.size());
   seconds_.assign(plan.comms.size(), 0);
@@ -150,7 +150,7 @@ void CommRuntime::run(uint32_t spec) {
       complete(static_cast<uint32_t>(s.waits_for));
     return;
   }
-  comms::Communicator* c = groups_[s.group];
+  comms::Communicator* c = group_comms_[s.comm_group];
   size_t es = comms::dtype_size(s.args.dtype);
   Flight& f = flights_[spec];
   bool in_place = s.args.kind == comms::Kind::AllReduce || s.args.kind == comms::Kind::Broadcast;
@@ -219,7 +219,7 @@ std::vector<CollectiveTiming> CommRuntime::timings(int iterations) const {
   for (size_t k = 0; k < plan_.comms.size(); ++k) {
     const CommSpec& s = plan_.comms[k];
     if (s.is_wait || calls_[k] == 0) continue;
-    const CommGroup& g = plan_.comm_groups[s.group];
+    const CommGroup& g = plan_.comm_groups[s.comm_group];
     CollectiveTiming& t = by[{s.label, g.name, comms::dtype_name(s.args.dtype), s.bytes}];
     t.name = s.label;
     t.group = g.name;

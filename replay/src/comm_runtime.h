@@ -40,7 +40,7 @@ class CommRuntime {
   at::Device device_;
   std::unique_ptr<comms::Communicator> device_world_;  // NCCL over the world, on GPUs
   std::vector<std::unique_ptr<comms::Communicator>> owned_;
-  std::vector<comms::Communicator*> groups_;                                // per Plan::comm_groups
+  std::vector<comms::Communicator*> group_comms_;                           // per Plan::comm_groups
   std::vector<Flight> flights_;                                             // per spec
   std::vector<std::pair<uint32_t, std::unique_ptr<comms::Request>>> done_;  // GPU: timed after the step
   std::multimap<int64_t, at::Tensor> pool_;

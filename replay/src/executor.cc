@@ -5,13 +5,13 @@
 
 namespace reprise::replay::detail {
 
-Executor::Executor(const Trace& trace, Plan& plan, std::vector<at::Tensor> externals)
-    : trace_(trace), plan_(plan), externals_(std::move(externals)), slots_(plan.num_slots) {
+Executor::Executor(const Trace& trace, Plan& plan, std::vector<at::Tensor> inputs)
+    : trace_(trace), plan_(plan), inputs_(std::move(inputs)), slots_(plan.num_slots) {
   stack_.reserve(plan.max_stack + 4);
 }
 
 inline at::Tensor Executor::fetch(const TensorRef& r) {
-  if (r.kind == TensorRef::External) return externals_[r.index];
+  if (r.kind == TensorRef::Input) return inputs_[r.index];
   if (r.kind == TensorRef::Alias) {
     const AliasSpec& a = plan_.aliases[r.index];
     const at::Tensor& base = slots_[a.slot];
@@ -92,6 +92,9 @@ inline void Executor::exec(Instr& in) {
   stack_.clear();
 }
 
+namespace {
+
+// One line per failure cause, so equal causes group in the results.
 std::string short_reason(std::string msg, at::Device device) {
   if (msg.rfind("Could not run '", 0) == 0 ||
       msg.find("with Meta tensors, but there was no fake impl") != std::string::npos)
@@ -104,6 +107,8 @@ std::string short_reason(std::string msg, at::Device device) {
   if (msg.size() > 160) msg = msg.substr(0, 157) + "...";
   return "call failed: " + msg;
 }
+
+}  // namespace
 
 void Executor::fail(Instr& in, const char* what) {
   stack_.clear();

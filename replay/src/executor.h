@@ -11,7 +11,8 @@ namespace reprise::replay::detail {
 
 class Executor {
  public:
-  Executor(const Trace& trace, Plan& plan, std::vector<at::Tensor> externals);
+  // `inputs`: the plan's input tensors (create_input_tensors).
+  Executor(const Trace& trace, Plan& plan, std::vector<at::Tensor> inputs);
 
   // Runs the instructions of step `s`. An op that throws is marked failed (with the reason) and its recorded
   // outputs are bound to tensors made from the trace's metadata, so its consumers still run.
@@ -34,7 +35,7 @@ class Executor {
 
   const Trace& trace_;
   Plan& plan_;
-  std::vector<at::Tensor> externals_;
+  std::vector<at::Tensor> inputs_;
   std::vector<at::Tensor> slots_;
   std::vector<c10::IValue> stack_;
   size_t late_failures_ = 0;

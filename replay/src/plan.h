@@ -19,11 +19,12 @@ namespace reprise::replay::detail {
 constexpr uint32_t kNoSlot = UINT32_MAX;
 
 // Where a tensor argument comes from: a slot filled by an earlier instruction, or an input tensor created
-// before the loop ("external"). `move` marks the last use of a slot, so its tensor is released by the call.
+// before the loop (index in Plan::inputs). `move` marks the last use of a slot, so its tensor is released by
+// the call.
 // Alias: a tensor the trace saw on the storage of a tensor an earlier replayed op produced (autograd's saved
 // outputs are new tensors on the same storage): a fresh tensor on that slot's storage, index in Plan::aliases.
 struct TensorRef {
-  enum Kind : uint8_t { None, Slot, External, Alias } kind = None;
+  enum Kind : uint8_t { None, Slot, Input, Alias } kind = None;
   bool move = false;
   uint32_t index = 0;
 };
@@ -56,7 +57,7 @@ struct CommSpec {
   // buffers and the stream.
   comms::Args args;
   size_t in_elems = 0, out_elems = 0;  // buffer sizes (elements)
-  uint32_t group = 0;                  // index in Plan::comm_groups
+  uint32_t comm_group = 0;             // index in Plan::comm_groups
   bool is_wait = false;
   int32_t waits_for = -1;  // wait: the CommSpec it completes (-1: a collective issued before the trace began)
   bool async = false;      // a later wait completes it
@@ -65,6 +66,7 @@ struct CommSpec {
   int64_t stream = -1;     // the GPU stream its kernel ran on in the original (linked Kineto), -1 = unknown
 };
 
+// A process group the plan's collectives run on.
 struct CommGroup {
   std::string name;        // the trace's pg name ("0"), for results
   std::vector<int> ranks;  // global ranks, ascending
@@ -82,11 +84,11 @@ struct Instr {
   uint32_t reason = 0;  // failed: index in Plan::reasons
 };
 
-// An input tensor created before the loop: a view into its storage group, so tensors that shared a storage
-// in the trace share one here, with the recorded offset and strides.
-struct ExternalSpec {
-  uint32_t tensor = 0;  // index in Trace::tensors
-  uint32_t group = 0;   // index in Plan::groups
+// An input tensor (one the steps read but do not produce), created before the loop: a view into its storage
+// group, so tensors that shared a storage in the trace share one here, with the recorded offset and strides.
+struct InputTensorSpec {
+  uint32_t tensor = 0;         // index in Trace::tensors
+  uint32_t storage_group = 0;  // index in Plan::storage_groups
   int64_t offset = 0;
   std::vector<int64_t> sizes, strides;
   // Integer data range [lo, hi] (inclusive); sorted = non-decreasing offsets for embedding bags.
@@ -96,6 +98,7 @@ struct ExternalSpec {
   std::string range_source;  // "tensor_range", "aten::embedding weight rows", ...
 };
 
+// The input tensors on one storage: one base tensor, created before the loop.
 struct StorageGroup {
   int64_t storage_id = 0;
   at::ScalarType dtype = at::kFloat;
@@ -123,9 +126,9 @@ struct Plan {
   uint32_t num_slots = 0;
   size_t max_stack = 0;
 
-  std::vector<ExternalSpec> externals;
+  std::vector<InputTensorSpec> inputs;
   std::vector<AliasSpec> aliases;
-  std::vector<StorageGroup> groups;
+  std::vector<StorageGroup> storage_groups;
   std::vector<at::Tensor> fallbacks;  // outputs of failed instructions, created from the recorded metadata
   std::vector<std::string> reasons;
 
@@ -134,11 +137,10 @@ struct Plan {
   std::vector<Skip> comm_skips;  // selected collectives and waits not replayed, with why
   std::vector<CommSpec> comms;   // with a communicator: the collectives, run as instructions
   std::vector<CommGroup> comm_groups;
-  int trace_world = 1;  // ranks the trace's groups span
+  int trace_world = 1;  // ranks the trace's process groups span
   int64_t excluded_dataloader = 0;
-  int64_t device_noops = 0;
-  bool truncated =
-      false;  // max_ops cut the steps short  // ops with no effect on the replay device (record_stream off the GPU)
+  int64_t device_noops = 0;  // ops with no effect on the replay device (record_stream off the GPU)
+  bool truncated = false;    // max_ops cut the steps short
   int64_t compute_selected = 0;
 
   at::Device device = at::kCPU;  // target device for the trace's accelerator tensors
@@ -149,8 +151,8 @@ struct Plan {
 // Compiles the selected iterations of `trace` into a plan (no tensors created yet).
 Plan compile_plan(const Trace& trace, const ReplayOptions& options);
 
-// Creates the external tensors of the plan on its device, with their data ranges.
-std::vector<at::Tensor> create_externals(const Plan& plan, uint64_t seed);
+// Creates the input tensors of the plan (parallel to Plan::inputs) on its device, with their data ranges.
+std::vector<at::Tensor> create_input_tensors(const Plan& plan, uint64_t seed);
 
 // Creates a tensor with the recorded metadata of `t` on `device` (fresh storage), for a failed op's outputs.
 at::Tensor make_tensor_like(const Trace& trace, const reprise::Tensor& t, at::Device device);

@@ -20,7 +20,7 @@ void fill(at::Tensor& t) {
     t.uniform_(0, 1);  // positive: sqrt/log/rsqrt of the data stay finite, as on real activations
 }
 
-void fill_range(at::Tensor view, const ExternalSpec& e) {
+void fill_range(at::Tensor view, const InputTensorSpec& e) {
   if (view.device().is_meta() || view.numel() == 0) return;
   if (e.sorted) {
     // Non-decreasing offsets from 0 over e.sorted_total indices, as evenly sized bags.
@@ -35,21 +35,21 @@ void fill_range(at::Tensor view, const ExternalSpec& e) {
 
 }  // namespace
 
-std::vector<at::Tensor> create_externals(const Plan& plan, uint64_t seed) {
+std::vector<at::Tensor> create_input_tensors(const Plan& plan, uint64_t seed) {
   at::manual_seed(seed);
   std::vector<at::Tensor> bases;
-  bases.reserve(plan.groups.size());
-  for (const StorageGroup& g : plan.groups) {
+  bases.reserve(plan.storage_groups.size());
+  for (const StorageGroup& g : plan.storage_groups) {
     at::Tensor b = at::empty({std::max<int64_t>(g.numel, 0)}, at::TensorOptions().dtype(g.dtype).device(g.device));
     fill(b);
     bases.push_back(std::move(b));
   }
   std::vector<at::Tensor> out;
-  out.reserve(plan.externals.size());
-  for (const ExternalSpec& e : plan.externals) {
+  out.reserve(plan.inputs.size());
+  for (const InputTensorSpec& e : plan.inputs) {
     // set_ shares the storage without making a view: the inputs behave as the leaf tensors they were (a view
     // would carry autograd view metadata into every op that touches it).
-    const at::Tensor& base = bases[e.group];
+    const at::Tensor& base = bases[e.storage_group];
     at::Tensor v;
     if (base.device().is_meta()) {
       v = base.as_strided(e.sizes, e.strides, e.offset);

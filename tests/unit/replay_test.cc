@@ -147,10 +147,10 @@ TEST(Replay, ViewsAndInPlaceOpsKeepAliasing) {
   Trace t = m.finish();
   Plan plan = detail::compile_plan(t, quick());
   ASSERT_EQ(plan.instrs.size(), 4u);
-  ASSERT_EQ(plan.groups.size(), 2u);  // storage 7, and the `one` tensor's own
+  ASSERT_EQ(plan.storage_groups.size(), 2u);  // storage 7, and the `one` tensor's own
   ASSERT_EQ(plan.aliases.size(), 1u);
   EXPECT_EQ(plan.aliases[0].offset, 1);
-  std::vector<at::Tensor> ext = detail::create_externals(plan, 0);
+  std::vector<at::Tensor> ext = detail::create_input_tensors(plan, 0);
   ASSERT_EQ(ext.size(), 3u);  // base, row, one
   at::Tensor x_base = ext[0], x_row = ext[1], x_one = ext[2];
   EXPECT_TRUE(x_row.is_alias_of(x_base));
@@ -171,7 +171,7 @@ TEST(Replay, ProducedTensorsFlowToConsumers) {
   m.op("aten::relu(Tensor self) -> Tensor", {{c, F}}, {{d, F}});
   Trace t = m.finish();
   Plan plan = detail::compile_plan(t, quick());
-  EXPECT_EQ(plan.externals.size(), 2u);  // a and b; c comes from mm
+  EXPECT_EQ(plan.inputs.size(), 2u);  // a and b; c comes from mm
   ASSERT_EQ(plan.instrs.size(), 2u);
   const detail::ArgSpec& relu_arg = plan.args[plan.instrs[1].args];
   EXPECT_EQ(plan.refs[relu_arg.index].kind, detail::TensorRef::Slot);
@@ -236,10 +236,10 @@ TEST(Replay, IndexTensorsStayInRange) {
   Trace t = m.finish();
   Plan plan = detail::compile_plan(t, quick());
   ASSERT_EQ(plan.instrs.size(), 4u);
-  std::vector<at::Tensor> ext = detail::create_externals(plan, 1);
+  std::vector<at::Tensor> ext = detail::create_input_tensors(plan, 1);
   auto find = [&](const Value& v) {
-    for (size_t k = 0; k < plan.externals.size(); ++k)
-      if (plan.externals[k].tensor == v.ref) return ext[k];
+    for (size_t k = 0; k < plan.inputs.size(); ++k)
+      if (plan.inputs[k].tensor == v.ref) return ext[k];
     ADD_FAILURE() << "no external for tensor";
     return at::Tensor();
   };

@@ -1,0 +1,274 @@
+// Compiles one recorded operator into an instruction: the dispatcher op it names (or its device-generic
+// stand-in), its argument list in this LibTorch's schema order, and the slots its outputs go to.
+#include <torch/csrc/jit/frontend/function_schema_parser.h>
+#include <torch/csrc/jit/runtime/operator.h>
+#include <torch/version.h>
+
+#include <algorithm>
+
+#include "compiler.h"
+
+namespace reprise::replay::detail {
+namespace {
+
+std::string first_line(std::string s, size_t max = 200) {
+  size_t nl = s.find('\n');
+  if (nl != std::string::npos) s.resize(nl);
+  if (s.size() > max) s = s.substr(0, max - 3) + "...";
+  return s;
+}
+
+bool has_schema(const Trace& t, const Node& n) { return n.op_schema != 0 && !t.str(n.op_schema).empty(); }
+
+// Is the recorded value usable for an argument of this type? Used to pick an overload when the trace has no
+// schema, and to reject mismatches before the call.
+bool fits(const Trace& t, const Value& v, const c10::TypePtr& type) {
+  switch (type->kind()) {
+    case c10::TypeKind::OptionalType:
+      return v.kind == ValueKind::None || fits(t, v, type->containedType(0));
+    case c10::TypeKind::TensorType:
+      return v.kind == ValueKind::Tensor;
+    case c10::TypeKind::ListType: {
+      if (v.kind != ValueKind::List && v.kind != ValueKind::Tuple) {
+        auto ek = type->containedType(0)->kind();
+        return v.kind == ValueKind::Int && ek == c10::TypeKind::IntType;
+      }
+      for (const Value& e : t.items(v))
+        if (!fits(t, e, type->containedType(0))) return false;
+      return true;
+    }
+    case c10::TypeKind::IntType:
+      return v.kind == ValueKind::Int || v.kind == ValueKind::Bool;
+    case c10::TypeKind::FloatType:
+      return v.kind == ValueKind::Double || v.kind == ValueKind::Int;
+    case c10::TypeKind::BoolType:
+      return v.kind == ValueKind::Bool || v.kind == ValueKind::Int;
+    case c10::TypeKind::NumberType:
+      return v.kind == ValueKind::Int || v.kind == ValueKind::Double || v.kind == ValueKind::Bool;
+    case c10::TypeKind::StringType:
+      return v.kind == ValueKind::String;
+    case c10::TypeKind::DeviceObjType:
+      return v.kind == ValueKind::Device || v.kind == ValueKind::String;
+    default:
+      return true;
+  }
+}
+
+bool fits_all(const Trace& t, Span<Value> inputs, const c10::FunctionSchema& s) {
+  const auto& a = s.arguments();
+  if (inputs.size() > a.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k)
+    if (!(k < inputs.size() ? fits(t, inputs[k], a[k].type()) : a[k].default_value().has_value())) return false;
+  return true;
+}
+
+}  // namespace
+
+bool Compiler::compile_op(uint32_t node, uint16_t step, std::string& why) {
+  const Node& n = t_.nodes[node];
+  Span<Value> inputs = t_.inputs(n);
+  std::string name, overload;
+  if (!resolve_name(node, name, overload, why)) return false;
+
+  // Backend-only ops map to their generic equivalent when the replay device is not that backend.
+  Remap remap;
+  bool remapped = !p_.device.is_cuda() && remap_backend_op(name, t_, inputs, remap);
+  Resolved r;
+  if (remapped)
+    r = handle(remap.name, remap.overload);
+  else if (has_schema(t_, n))
+    r = handle(name, overload);
+  else
+    r = first_fitting_overload(name, inputs);  // no schema recorded (schema 1.0.1 and older)
+  if (!r.ok) {
+    why = r.reason;
+    if (!p_.device.is_cuda() && is_backend_specific(name))
+      why = "no " + p_.device.str() + " equivalent of a GPU-backend op";
+    return false;
+  }
+  const c10::FunctionSchema& schema = p_.ops[r.op].schema();
+
+  // The argument list: recorded values (or remapped ones) in the order of this LibTorch's schema.
+  std::vector<ArgSpec> args;
+  size_t refs_mark = p_.refs.size(), consts_mark = p_.constants.size(), aliases_mark = p_.aliases.size();
+  bool built =
+      remapped ? build_remapped_args(remap, inputs, schema, args, why) : build_recorded_args(inputs, schema, args, why);
+  if (!built) {
+    p_.refs.resize(refs_mark);
+    p_.constants.resize(consts_mark);
+    p_.aliases.resize(aliases_mark);
+    return false;
+  }
+  if (!remapped) note_ranges(n, schema, inputs);
+  emit_op(node, r.op, step, schema, args, refs_mark);
+  return true;
+}
+
+bool Compiler::resolve_name(uint32_t node, std::string& name, std::string& overload, std::string& why) {
+  const Node& n = t_.nodes[node];
+  if (!has_schema(t_, n)) {
+    name = std::string(t_.name(n));
+    overload.clear();
+    return true;
+  }
+  auto it = parsed_.find(n.op_schema);
+  if (it == parsed_.end()) {
+    ParsedSchema ps;
+    try {
+      c10::FunctionSchema s = torch::jit::parseSchema(std::string(t_.str(n.op_schema)));
+      ps.ok = true;
+      ps.name = s.name();
+      ps.overload = s.overload_name();
+    } catch (const std::exception& e) {
+      ps.reason = "bad op_schema string: " + first_line(e.what(), 120);
+    }
+    it = parsed_.emplace(n.op_schema, ps).first;
+  }
+  if (!it->second.ok) {
+    why = it->second.reason;
+    return false;
+  }
+  name = it->second.name;
+  overload = it->second.overload;
+  return true;
+}
+
+Resolved Compiler::handle(const std::string& name, const std::string& overload) {
+  std::string key = overload.empty() ? name : name + "." + overload;
+  auto it = handles_.find(key);
+  if (it != handles_.end()) return it->second;
+  Resolved r;
+  auto h = c10::Dispatcher::singleton().findSchema({name, overload});
+  if (h) {
+    r.ok = true;
+    r.op = static_cast<uint32_t>(p_.ops.size());
+    p_.ops.push_back(*h);
+    p_.op_names.push_back(key);
+  } else {
+    r.reason = "not a dispatcher op in LibTorch " + std::string(TORCH_VERSION);
+  }
+  handles_.emplace(key, r);
+  return r;
+}
+
+// The first overload of `name` the recorded arguments fit.
+Resolved Compiler::first_fitting_overload(const std::string& name, Span<Value> inputs) {
+  std::vector<std::shared_ptr<torch::jit::Operator>> cands;
+  if (name.find("::") != std::string::npos) cands = torch::jit::getAllOperatorsFor(c10::Symbol::fromQualString(name));
+  Resolved r;
+  r.reason = "not a dispatcher op in LibTorch " + std::string(TORCH_VERSION);
+  for (const auto& c : cands) {
+    const c10::FunctionSchema& s = c->schema();
+    if (!fits_all(t_, inputs, s)) continue;
+    r = handle(s.name(), s.overload_name());
+    if (r.ok) break;
+  }
+  if (!r.ok && !cands.empty()) r.reason = "no overload of " + name + " takes the recorded arguments";
+  return r;
+}
+
+bool Compiler::build_remapped_args(const Remap& remap, Span<Value> inputs, const c10::FunctionSchema& schema,
+                                   std::vector<ArgSpec>& args, std::string& why) {
+  const auto& formal = schema.arguments();
+  if (remap.args.size() != formal.size()) {
+    why = "remap to " + remap.name + " does not match its schema in this LibTorch";
+    return false;
+  }
+  for (size_t k = 0; k < formal.size(); ++k) {
+    const RemapArg& ra = remap.args[k];
+    if (ra.source < 0) {
+      args.push_back({ArgSpec::Const, static_cast<uint32_t>(p_.constants.size()), 0});
+      p_.constants.push_back(ra.constant);
+    } else if (static_cast<size_t>(ra.source) >= inputs.size()) {
+      why = "recorded " + std::to_string(inputs.size()) + " arguments, the remap needs more";
+      return false;
+    } else if (!build_arg(inputs[ra.source], formal[k].type(), args, why)) {
+      why = "argument " + formal[k].name() + ": " + why;
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Compiler::build_recorded_args(Span<Value> inputs, const c10::FunctionSchema& schema, std::vector<ArgSpec>& args,
+                                   std::string& why) {
+  const auto& formal = schema.arguments();
+  if (inputs.size() > formal.size()) {
+    why = "the trace has " + std::to_string(inputs.size()) + " arguments, " + schema.name() +
+          " in this LibTorch takes " + std::to_string(formal.size());
+    return false;
+  }
+  for (size_t k = 0; k < formal.size(); ++k) {
+    if (k < inputs.size()) {
+      if (!build_arg(inputs[k], formal[k].type(), args, why)) {
+        why = "argument " + formal[k].name() + ": " + why;
+        return false;
+      }
+    } else if (formal[k].default_value()) {
+      args.push_back({ArgSpec::Const, static_cast<uint32_t>(p_.constants.size()), 0});
+      p_.constants.push_back(*formal[k].default_value());
+    } else {
+      why = "argument " + formal[k].name() + " was not recorded and has no default";
+      return false;
+    }
+  }
+  return true;
+}
+
+// Appends the instruction; `first_ref` is where its tensor references begin in p_.refs.
+void Compiler::emit_op(uint32_t node, uint32_t op, uint16_t step, const c10::FunctionSchema& schema,
+                       const std::vector<ArgSpec>& args, size_t first_ref) {
+  Instr in;
+  in.node = node;
+  in.op = op;
+  in.step = step;
+  in.args = static_cast<uint32_t>(p_.args.size());
+  in.num_args = static_cast<uint32_t>(args.size());
+  p_.args.insert(p_.args.end(), args.begin(), args.end());
+  // Record the last reader of each slot; the arguments are pushed in order, so the last ref is the last use.
+  for (size_t k = first_ref; k < p_.refs.size(); ++k) {
+    const TensorRef& ref = p_.refs[k];
+    if (ref.kind == TensorRef::Slot) last_ref_[ref.index] = static_cast<uint32_t>(k);
+    if (ref.kind == TensorRef::Alias) last_ref_[p_.aliases[ref.index].slot] = static_cast<uint32_t>(k);
+  }
+  bind_outputs(schema, t_.nodes[node], in);
+  p_.max_stack = std::max({p_.max_stack, schema.arguments().size(), schema.returns().size()});
+  p_.instrs.push_back(in);
+}
+
+void Compiler::bind_outputs(const c10::FunctionSchema& schema, const Node& n, Instr& in) {
+  Span<Value> outs = t_.outputs(n);
+  in.outs = static_cast<uint32_t>(p_.outs.size());
+  size_t nret = std::min(schema.returns().size(), outs.size());
+  for (size_t k = 0; k < nret; ++k) {
+    const Value& v = outs[k];
+    auto bind = [&](const Value& tv) {
+      uint32_t slot = p_.num_slots++;
+      last_ref_.push_back(kNoSlot);
+      if (tv.kind == ValueKind::Tensor) {
+        cur_slot_[tv.ref] = slot;
+        int64_t storage = t_.tensors[tv.ref].storage_id;
+        if (storage > 0) produced_storage_[storage] = slot;
+      }
+      p_.out_slots.push_back(tv.kind == ValueKind::Tensor ? slot : kNoSlot);
+    };
+    OutSpec o;
+    o.position = static_cast<uint16_t>(k);
+    o.first = static_cast<uint32_t>(p_.out_slots.size());
+    if (v.kind == ValueKind::Tensor) {
+      o.kind = OutSpec::Tensor;
+      bind(v);
+    } else if ((v.kind == ValueKind::List || v.kind == ValueKind::Tuple) &&
+               schema.returns()[k].type()->kind() == c10::TypeKind::ListType) {
+      o.kind = OutSpec::TensorList;
+      for (const Value& e : t_.items(v)) bind(e);
+    } else {
+      continue;
+    }
+    o.count = static_cast<uint32_t>(p_.out_slots.size()) - o.first;
+    p_.outs.push_back(o);
+  }
+  in.num_outs = static_cast<uint32_t>(p_.outs.size()) - in.outs;
+}
+
+}  // namespace reprise::replay::detail

@@ -1,0 +1,155 @@
+// Which nodes a plan replays: the selected ProfilerSteps, minus DataLoader work and the children of nodes
+// replayed whole, each node sent to the op or the collective compiler.
+#include <algorithm>
+#include <map>
+
+#include "compiler.h"
+
+namespace reprise::replay::detail {
+namespace {
+
+// A node's place in the walk; its children inherit it.
+enum WalkState : uint8_t {
+  kFree = 0,          // not covered: compile the node
+  kCovered = 1,       // inside a node replayed (or skipped) whole: its children are not replayed again
+  kDataLoader = 2,    // under a DataLoader annotation
+  kDataLoaderOp = 3,  // inside an op under a DataLoader
+};
+
+}  // namespace
+
+std::vector<StepRange> select_steps(const Trace& t, const ReplayOptions& o) {
+  std::vector<const Iteration*> steps;
+  for (const Iteration& it : t.iterations)
+    if (it.profiler_step) steps.push_back(&it);
+  std::sort(steps.begin(), steps.end(),
+            [&](const Iteration* a, const Iteration* b) { return t.nodes[a->node].id < t.nodes[b->node].id; });
+  std::vector<StepRange> all;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    StepRange r;
+    r.name = steps[k]->name;
+    r.node = steps[k]->node;
+    r.first_id = t.nodes[r.node].id;
+    r.end_id = k + 1 < steps.size() ? t.nodes[steps[k + 1]->node].id : INT64_MAX;
+    all.push_back(r);
+  }
+  if (all.empty()) {
+    if (o.iteration >= 0)
+      throw UserError(t.source + ": iteration " + std::to_string(o.iteration) +
+                      ": the trace has no ProfilerStep#N markers (it is replayed whole)");
+    StepRange whole;
+    whole.name = "trace";
+    return {whole};
+  }
+  if (o.all_iterations) return all;
+  if (o.iteration >= 0) {
+    for (size_t k = 0; k < steps.size(); ++k)
+      if (steps[k]->step == o.iteration) return {all[k]};
+    std::string have;
+    for (const Iteration* it : steps) have += (have.empty() ? "" : ", ") + ("ProfilerStep#" + std::to_string(it->step));
+    throw UserError(t.source + ": iteration " + std::to_string(o.iteration) + ": no ProfilerStep#" +
+                    std::to_string(o.iteration) + " in the trace (it has " + have +
+                    (steps.size() == 1 ? " only)" : ")"));
+  }
+  // The first complete step: one whose marker holds operators (an observer started mid-step records the
+  // step's ops without their marker).
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const Node& n = t.nodes[steps[k]->node];
+    for (uint32_t c : t.children(n))
+      if (t.nodes[c].kind == NodeKind::Operator || t.nodes[c].num_children > 0) return {all[k]};
+  }
+  return {all.front()};
+}
+
+std::string trace_main_device(const Trace& t) {
+  std::map<std::string, size_t> count;
+  for (const reprise::Tensor& x : t.tensors)
+    if (x.has_device) ++count[std::string(t.str(x.device))];
+  std::string best = "cpu";
+  size_t n = 0;
+  for (auto& [dev, c] : count)
+    if (dev != "cpu" && !dev.empty() && c > n) best = dev, n = c;
+  return best;
+}
+
+void Compiler::compile_steps(const std::vector<StepRange>& steps) {
+  std::vector<uint8_t> state(t_.nodes.size(), kFree);
+  std::vector<int64_t> step_ops;  // outermost ops seen per step, for max_ops
+  size_t k = 0;
+  for (uint32_t i = 0; i < t_.nodes.size(); ++i) {
+    const Node& n = t_.nodes[i];
+    if (n.parent != kNone32 && n.parent < i && state[n.parent] != kFree) {
+      state[i] = state[n.parent];
+      if (state[i] == kDataLoader && n.kind == NodeKind::Operator) {
+        ++p_.excluded_dataloader;  // an outermost op under the DataLoader; its children are not counted
+        state[i] = kDataLoaderOp;
+      }
+      continue;
+    }
+    if (n.kind == NodeKind::Annotation && t_.name(n).find("DataLoader") != std::string_view::npos) {
+      state[i] = kDataLoader;
+      continue;
+    }
+    while (k < steps.size() && n.id >= steps[k].end_id) ++k;
+    bool in_step = k < steps.size() && n.id >= steps[k].first_id;
+    if (!in_step) continue;
+    if (over_max_ops(n, k, step_ops)) {
+      state[i] = kCovered;
+      p_.truncated = true;
+      continue;
+    }
+    if (compile_node(i, static_cast<uint16_t>(k))) state[i] = kCovered;
+  }
+}
+
+// Counts the node against max_ops; true when its step has already had max_ops ops.
+bool Compiler::over_max_ops(const Node& n, size_t step, std::vector<int64_t>& step_ops) const {
+  if (o_.max_ops <= 0 || n.kind == NodeKind::Root || n.kind == NodeKind::Thread || n.kind == NodeKind::Annotation ||
+      n.kind == NodeKind::Autograd)
+    return false;
+  if (step_ops.size() <= step) step_ops.resize(step + 1, 0);
+  if (step_ops[step] >= o_.max_ops) return true;
+  ++step_ops[step];
+  return false;
+}
+
+// Compiles (or skips, with why) one uncovered node of a step; true when its children are not replayed.
+bool Compiler::compile_node(uint32_t node, uint16_t step) {
+  const Node& n = t_.nodes[node];
+  switch (n.kind) {
+    case NodeKind::Collective:
+    case NodeKind::Wait:
+    case NodeKind::CommOp:
+      if (o_.comm)
+        compile_comm(node, step);
+      else
+        p_.comm_skips.push_back({node, "collective: needs a distributed replay (mpirun -np N reprise replay)"});
+      return true;
+    case NodeKind::TritonKernel:
+      ++p_.compute_selected;
+      p_.skips.push_back({node, "Triton kernel: compiled code, not a dispatcher op"});
+      return true;
+    case NodeKind::Operator: {
+      if (!p_.device.is_cuda() && t_.name(n) == "aten::record_stream") {
+        ++p_.device_noops;  // stream bookkeeping for the caching allocator: nothing to do off the GPU
+        return true;
+      }
+      std::string why;
+      if (compile_op(node, step, why)) {
+        ++p_.compute_selected;
+        return true;
+      }
+      if (n.num_children > 0) {
+        p_.decomposed.push_back({node, why});  // a wrapper this LibTorch cannot call: replay what it ran
+        return false;
+      }
+      ++p_.compute_selected;
+      p_.skips.push_back({node, why});
+      return true;
+    }
+    default:
+      return false;  // roots, threads, annotations, autograd wrappers: their children are what ran
+  }
+}
+
+}  // namespace reprise::replay::detail
