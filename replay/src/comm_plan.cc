@@ -5,67 +5,6 @@
 #include "compiler.h"
 
 namespace reprise::replay::detail {
-namespace {
-
-// Sizes the collective from the trace's element counts (and all_to_allv splits) over a group of `group_size`
-// ranks; false for a kind the replay does not issue.
-bool size_from_trace(const Collective& c, size_t group_size, CommSpec& s) {
-  const size_t g = group_size;
-  const size_t in = static_cast<size_t>(std::max<int64_t>(c.in_elems, 0));
-  const size_t out = static_cast<size_t>(std::max<int64_t>(c.out_elems, 0));
-  switch (s.args.kind) {
-    case comms::Kind::AllReduce:
-    case comms::Kind::Broadcast:
-    case comms::Kind::Reduce:
-      s.args.count = std::max(in, out);
-      s.in_elems = s.out_elems = s.args.count;
-      break;
-    case comms::Kind::AllGather:
-    case comms::Kind::Gather:
-      s.args.count = in ? in : out / g;
-      s.in_elems = s.args.count;
-      s.out_elems = s.args.count * g;
-      break;
-    case comms::Kind::ReduceScatter:
-    case comms::Kind::Scatter:
-      s.args.count = out ? out : in / g;
-      s.in_elems = s.args.count * g;
-      s.out_elems = s.args.count;
-      break;
-    case comms::Kind::AllToAll:
-      s.args.count = std::max(in, out) / g;
-      s.in_elems = s.out_elems = s.args.count * g;
-      break;
-    case comms::Kind::AllToAllV: {
-      // Splits are rows of dim 0; a row is (elements / rows) elements.
-      auto counts = [&](const std::vector<int64_t>& splits, size_t elems, std::vector<size_t>& c_out,
-                        std::vector<size_t>& d_out) {
-        int64_t rows = 0;
-        for (int64_t x : splits) rows += x;
-        size_t per_row = rows > 0 ? elems / static_cast<size_t>(rows) : 0;
-        size_t acc = 0;
-        for (size_t p = 0; p < g; ++p) {
-          size_t k = splits.size() == g ? static_cast<size_t>(splits[p]) * per_row : elems / g;
-          c_out.push_back(k);
-          d_out.push_back(acc);
-          acc += k;
-        }
-      };
-      counts(c.in_splits, in, s.args.in_counts, s.args.in_displs);
-      counts(c.out_splits, out, s.args.out_counts, s.args.out_displs);
-      s.in_elems = in;
-      s.out_elems = out;
-      break;
-    }
-    case comms::Kind::Barrier:
-      break;
-    default:
-      return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 void Compiler::compile_comm(uint32_t node, uint16_t step) {
   const Node& n = t_.nodes[node];
@@ -127,7 +66,9 @@ bool Compiler::plan_collective(const Collective& c, CommSpec& s, std::string& wh
   }
   s.label = c.name;
   s.comm_group = comm_group_of(c);
-  if (!size_from_trace(c, p_.comm_groups[s.comm_group].ranks.size(), s)) {
+  const comms::TraceSizes recorded{c.in_elems, c.out_elems, c.in_splits, c.out_splits};
+  const int group_size = static_cast<int>(p_.comm_groups[s.comm_group].ranks.size());
+  if (!comms::size_from_trace(s.args.kind, recorded, group_size, s.args, s.in_elems, s.out_elems)) {
     why = "collective " + c.name + ": not replayed yet";
     return false;
   }

@@ -237,15 +237,15 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   double t0 = now_seconds();
   Plan plan = compile(trace, o, r, progress);
   std::unique_ptr<detail::CommRuntime> comm = connect(trace, o, plan, r, progress);
-  progress.begin("inputs", static_cast<int64_t>(plan.externals.size()), "tensor");
-  std::vector<at::Tensor> externals = detail::create_externals(plan, o.seed);
-  for (const detail::StorageGroup& g : plan.groups)
+  progress.begin("inputs", static_cast<int64_t>(plan.inputs.size()), "tensor");
+  std::vector<at::Tensor> inputs = detail::create_input_tensors(plan, o.seed);
+  for (const detail::StorageGroup& g : plan.storage_groups)
     if (!g.device.is_meta()) r.input_bytes += g.numel * static_cast<int64_t>(c10::elementSize(g.dtype));
   r.setup_seconds = now_seconds() - t0;
   progress.end(human_bytes(static_cast<double>(r.input_bytes)) + " on " + r.device);
 
   {
-    detail::Executor ex(trace, plan, std::move(externals));
+    detail::Executor ex(trace, plan, std::move(inputs));
     ex.set_comm(comm.get());
     double iteration = validate_and_warm_up(ex, plan, o, progress);
     measure(ex, plan, o, comm.get(), iteration, r, progress);
