@@ -141,7 +141,7 @@ namespace {
 #define REPRISE_ASAN 1
 #endif
 
-const bool kStackOnCrash = [] {
+[[maybe_unused]] const bool kStackOnCrash = [] {
 #ifndef REPRISE_ASAN  // the sanitizers report crashes better themselves
   std::signal(SIGSEGV, print_stack_and_die);
   std::signal(SIGABRT, print_stack_and_die);

@@ -113,7 +113,7 @@ std::string names_line(const std::vector<std::string>& names) {
   std::string line;
   for (size_t k = 0; k < distinct.size(); ++k) {
     if (k == 12) return line + " ... (" + std::to_string(distinct.size()) + " distinct)";
-    line += " " + distinct[k].first;
+    line += (k ? ", " : " ") + distinct[k].first;
     if (distinct[k].second > 1) line += " x" + std::to_string(distinct[k].second);
   }
   return line;
@@ -147,7 +147,8 @@ void print_header(std::ostream& o, const RankSummary& r) {
     << "\n";
   if (!r.devices.empty()) {
     o << "devices    ";
-    for (auto& d : r.devices) o << " " << d;
+    for (auto& d : r.devices)
+      if (!d.empty()) o << " " << d;
     o << "\n";
   }
   if (!r.gpus.empty()) {
