@@ -12,9 +12,23 @@
 
 #include "log_format.h"
 #include "recording.h"
+#include "reprise/common/dtype.h"
 
 namespace reprise::capture::detail {
 namespace {
+
+// The name PyTorch's ET writes for a tensor's dtype ("float", "c10::Half", "long int"): the dtype table's, or c10's
+// own type name for the few types the table lacks (quantized ones), as PyTorch would write them.
+std::string et_name_of(c10::ScalarType st) {
+  if (const reprise::Dtype* d = reprise::dtype_of_scalar_type(static_cast<int>(st))) return std::string(d->et_name);
+  auto name = c10::scalarTypeToTypeMeta(st).name();
+  return std::string(name.data(), name.size());
+}
+
+int32_t itemsize_of(c10::ScalarType st) {
+  if (const reprise::Dtype* d = reprise::dtype_of_scalar_type(static_cast<int>(st))) return d->itemsize;
+  return static_cast<int32_t>(c10::elementSize(st));
+}
 
 // Reads one thread's events (log_format.h) into a Decoded.
 class Decoder {
@@ -276,11 +290,10 @@ class Decoder {
     if (key >= dtypes_.size()) dtypes_.resize(key + 1);
     DtypeEntry& e = dtypes_[key];
     if (!e.dtype) {
-      auto name = c10::scalarTypeToTypeMeta(st).name();
-      std::string n(name.data(), name.size());
+      std::string n = et_name_of(st);
       e.dtype = s_.intern(n);
       e.type = s_.intern("Tensor(" + n + ")");
-      e.itemsize = static_cast<int32_t>(c10::elementSize(st));
+      e.itemsize = itemsize_of(st);
     }
     return e;
   }

@@ -233,67 +233,6 @@ bool size_from_trace(Kind kind, const TraceSizes& t, int group_size, Args& a, si
   return true;
 }
 
-size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::F32:
-    case DType::I32:
-      return 4;
-    case DType::F64:
-    case DType::I64:
-      return 8;
-    case DType::F16:
-    case DType::BF16:
-      return 2;
-    case DType::I8:
-    case DType::U8:
-    case DType::Bool:
-      return 1;
-  }
-  return 0;
-}
-
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F32:
-      return "float";
-    case DType::F64:
-      return "double";
-    case DType::F16:
-      return "half";
-    case DType::BF16:
-      return "bfloat16";
-    case DType::I8:
-      return "int8";
-    case DType::U8:
-      return "uint8";
-    case DType::I32:
-      return "int32";
-    case DType::I64:
-      return "int64";
-    case DType::Bool:
-      return "bool";
-  }
-  return "?";
-}
-
-bool parse_dtype(std::string_view name, DType& out) {
-  static const std::unordered_map<std::string, DType> names = {
-      {"float", DType::F32},         {"float32", DType::F32},   {"f32", DType::F32},
-      {"double", DType::F64},        {"float64", DType::F64},   {"f64", DType::F64},
-      {"half", DType::F16},          {"float16", DType::F16},   {"c10::half", DType::F16},
-      {"f16", DType::F16},           {"bfloat16", DType::BF16}, {"c10::bfloat16", DType::BF16},
-      {"bf16", DType::BF16},         {"char", DType::I8},       {"int8", DType::I8},
-      {"signed char", DType::I8},    {"byte", DType::U8},       {"uint8", DType::U8},
-      {"unsigned char", DType::U8},  {"int", DType::I32},       {"int32", DType::I32},
-      {"long", DType::I64},          {"int64", DType::I64},     {"long int", DType::I64},
-      {"long long int", DType::I64}, {"bool", DType::Bool},
-  };
-  auto it = names.find(lower(name));
-  if (it == names.end()) return false;
-  out = it->second;
-  return true;
-}
-
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum:

@@ -1,8 +1,7 @@
 // Argument templates: each recorded argument becomes a constant built once (an IValue in Plan::constants) or
 // a reference to a tensor (a slot, an input tensor or an alias), so the replay loop only pushes them.
-#include <unordered_map>
-
 #include "compiler.h"
+#include "reprise/common/dtype.h"
 
 namespace reprise::replay::detail {
 namespace {
@@ -234,39 +233,11 @@ bool Compiler::tensor_ref(const Value& v, TensorRef& ref, std::string& why) {
   return true;
 }
 
+// The dtype table also holds types newer than the LibTorch at hand (Float8, UInt64 after 1.13): those are unknown here.
 bool scalar_type_of(std::string_view d, at::ScalarType& out) {
-  static const std::unordered_map<std::string_view, at::ScalarType> names = {
-      {"float", at::kFloat},
-      {"Float", at::kFloat},
-      {"double", at::kDouble},
-      {"Double", at::kDouble},
-      {"c10::Half", at::kHalf},
-      {"Half", at::kHalf},
-      {"c10::BFloat16", at::kBFloat16},
-      {"BFloat16", at::kBFloat16},
-      {"long int", at::kLong},
-      {"long", at::kLong},
-      {"long long int", at::kLong},
-      {"int64_t", at::kLong},
-      {"Long", at::kLong},
-      {"int", at::kInt},
-      {"Int", at::kInt},
-      {"short int", at::kShort},
-      {"short", at::kShort},
-      {"Short", at::kShort},
-      {"signed char", at::kChar},
-      {"Char", at::kChar},
-      {"unsigned char", at::kByte},
-      {"Byte", at::kByte},
-      {"bool", at::kBool},
-      {"Bool", at::kBool},
-      {"c10::complex<float>", at::kComplexFloat},
-      {"c10::complex<double>", at::kComplexDouble},
-      {"c10::complex<c10::Half>", at::kComplexHalf},
-  };
-  auto it = names.find(d);
-  if (it == names.end()) return false;
-  out = it->second;
+  const reprise::Dtype* dt = reprise::find_dtype(d);
+  if (!dt || dt->scalar_type < 0 || dt->scalar_type >= static_cast<int>(c10::ScalarType::NumOptions)) return false;
+  out = static_cast<at::ScalarType>(dt->scalar_type);
   return true;
 }
 

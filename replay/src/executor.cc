@@ -156,6 +156,20 @@ void Executor::run_step(size_t s) {
   if (comm_) comm_->end_step();
 }
 
+void Executor::run_step_reporting(size_t s, const std::function<void(uint32_t)>& report) {
+  constexpr double kInterval = 0.1;  // seconds: a terminal redraws four times a second
+  Instr* in = plan_.instrs.data();
+  double next = now_seconds() + kInterval;
+  for (uint32_t i = plan_.step_begin[s], end = plan_.step_begin[s + 1]; i < end; ++i) {
+    exec(in[i]);
+    double now = now_seconds();
+    if (now < next) continue;
+    report(i + 1);
+    next = now + kInterval;
+  }
+  if (comm_) comm_->end_step();
+}
+
 void Executor::run_step_per_op(size_t s, std::vector<OpSpan>& spans, double origin) {
   Instr* in = plan_.instrs.data();
   for (uint32_t i = plan_.step_begin[s], end = plan_.step_begin[s + 1]; i < end; ++i) {

@@ -1,6 +1,8 @@
 // Runs a compiled plan: fills tensor slots, pushes the pre-built arguments and calls the dispatcher.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,10 @@ class Executor {
   // Runs the instructions of step `s`. An op that throws is marked failed (with the reason) and its recorded
   // outputs are bound to tensors made from the trace's metadata, so its consumers still run.
   void run_step(size_t s);
+  // The same, calling `report` with the ops done in the pass (the instruction index reached) about every 0.1 s:
+  // for the untimed first pass, which on a trace of one long step would otherwise show nothing until it ends.
+  // Timed runs call run_step, whose loop stays bare.
+  void run_step_reporting(size_t s, const std::function<void(uint32_t)>& report);
   // The same, timing each op (device synchronized after each) into `spans`, relative to `origin`.
   void run_step_per_op(size_t s, std::vector<OpSpan>& spans, double origin);
   // Releases every tensor produced in the iteration (inputs stay).

@@ -96,11 +96,17 @@ std::unique_ptr<detail::CommRuntime> connect(const Trace& trace, const ReplayOpt
   return comm;
 }
 
-// One pass over the selected steps, reporting the ops done after each.
-void run_pass(detail::Executor& ex, const Plan& plan, detail::PhaseProgress& progress) {
+// One pass over the selected steps. With `progress` (the first pass), reports the ops done as they run and after
+// each step; without (warm-up), runs the steps bare.
+void run_pass(detail::Executor& ex, const Plan& plan, detail::PhaseProgress* progress) {
+  auto report = [progress](uint32_t done) { progress->advance(done); };
   for (size_t s = 0; s < plan.step_names.size(); ++s) {
-    ex.run_step(s);
-    progress.advance(plan.step_begin[s + 1]);
+    if (!progress) {
+      ex.run_step(s);
+      continue;
+    }
+    ex.run_step_reporting(s, report);
+    progress->advance(plan.step_begin[s + 1]);
   }
   ex.end_iteration();
 }
@@ -111,7 +117,7 @@ double validate_and_warm_up(detail::Executor& ex, const Plan& plan, const Replay
                             detail::PhaseProgress& progress) {
   progress.begin("validate", static_cast<int64_t>(plan.instrs.size()), "op");
   double t0 = now_seconds();
-  run_pass(ex, plan, progress);
+  run_pass(ex, plan, &progress);
   device::synchronize(plan.device);
   double last = now_seconds() - t0;
   ex.first_pass_done = true;
@@ -120,10 +126,9 @@ double validate_and_warm_up(detail::Executor& ex, const Plan& plan, const Replay
   progress.end(failed ? human_count(failed) + " failed" : std::string());
   if (o.warmup == 0) return last;
   progress.begin("warm-up", o.warmup, "iteration", o.warmup * last);
-  detail::PhaseProgress quiet(nullptr);
   for (int w = 0; w < o.warmup; ++w) {
     t0 = now_seconds();
-    run_pass(ex, plan, quiet);
+    run_pass(ex, plan, nullptr);
     device::synchronize(plan.device);
     last = now_seconds() - t0;
     progress.advance(w + 1);

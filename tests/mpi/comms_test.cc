@@ -3,8 +3,12 @@
 // and bad arguments.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstring>
 #include <numeric>
+#include <string>
+#include <tuple>
+#include <utility>
 
 #include "reprise/comms/communicator.h"
 #include "reprise/comms/sweep.h"
@@ -42,6 +46,46 @@ TEST(Descriptors, BusBandwidthFactorsAreNcclTests) {
   EXPECT_TRUE(parse_dtype("Long", t) && t == DType::I64);
   EXPECT_FALSE(parse_dtype("complex", t));
   EXPECT_EQ(dtype_size(DType::F16), 2u);
+}
+
+// Every spelling parse_dtype accepted when it had its own table, still accepted (in any case) as the same type, and
+// the names and sizes printed for each type unchanged, now that they come from reprise/common/dtype.h.
+TEST(Descriptors, DtypeSpellingsNamesAndSizesAreKept) {
+  const std::pair<const char*, DType> accepted[] = {
+      {"float", DType::F32},         {"float32", DType::F32},   {"f32", DType::F32},
+      {"double", DType::F64},        {"float64", DType::F64},   {"f64", DType::F64},
+      {"half", DType::F16},          {"float16", DType::F16},   {"c10::half", DType::F16},
+      {"f16", DType::F16},           {"bfloat16", DType::BF16}, {"c10::bfloat16", DType::BF16},
+      {"bf16", DType::BF16},         {"char", DType::I8},       {"int8", DType::I8},
+      {"signed char", DType::I8},    {"byte", DType::U8},       {"uint8", DType::U8},
+      {"unsigned char", DType::U8},  {"int", DType::I32},       {"int32", DType::I32},
+      {"long", DType::I64},          {"int64", DType::I64},     {"long int", DType::I64},
+      {"long long int", DType::I64}, {"bool", DType::Bool},
+  };
+  for (const auto& [name, want] : accepted) {
+    std::string upper(name);
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    for (const std::string& spelling : {std::string(name), upper}) {
+      DType t = DType::Bool == want ? DType::F32 : DType::Bool;
+      EXPECT_TRUE(parse_dtype(spelling, t)) << spelling;
+      EXPECT_EQ(t, want) << spelling;
+    }
+  }
+  for (const char* unknown : {"short", "int16", "uint32", "complex", "c10::complex<float>", "Float8_e5m2", ""}) {
+    DType t;
+    EXPECT_FALSE(parse_dtype(unknown, t)) << unknown;
+  }
+  const std::tuple<DType, const char*, size_t> names[] = {
+      {DType::F32, "float", 4},     {DType::F64, "double", 8}, {DType::F16, "half", 2},
+      {DType::BF16, "bfloat16", 2}, {DType::I8, "int8", 1},    {DType::U8, "uint8", 1},
+      {DType::I32, "int32", 4},     {DType::I64, "int64", 8},  {DType::Bool, "bool", 1},
+  };
+  for (const auto& [t, name, size] : names) {
+    EXPECT_STREQ(dtype_name(t), name);
+    EXPECT_EQ(dtype_size(t), size) << name;
+    DType back;
+    EXPECT_TRUE(parse_dtype(name, back) && back == t) << name;
+  }
 }
 
 TEST(Descriptors, TraceSpellingsAreCaseSensitiveAndExact) {

@@ -9,6 +9,7 @@
 
 #include "event_log.h"
 #include "reprise/capture/session.h"
+#include "reprise/common/dtype.h"
 #include "reprise/replay/replay.h"
 #include "reprise/trace/read.h"
 #include "reprise/workloads/workloads.h"
@@ -447,6 +448,22 @@ TEST_P(WorkloadCapture, CapturedTraceReplaysWithFullCoverage) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Builtin, WorkloadCapture, ::testing::Values("mlp", "dlrm", "gpt"));
+
+// Capture names and sizes tensors' dtypes from reprise/common/dtype.h: for every type this LibTorch has, the
+// table must say what c10 itself would (the ET type string is c10's type name).
+TEST(Capture, DtypeTableAgreesWithC10) {
+  int checked = 0;
+  for (const Dtype& d : dtypes()) {
+    if (d.scalar_type >= static_cast<int>(c10::ScalarType::NumOptions)) continue;
+    auto st = static_cast<c10::ScalarType>(d.scalar_type);
+    auto name = c10::scalarTypeToTypeMeta(st).name();
+    EXPECT_EQ(std::string(name.data(), name.size()), d.et_name) << d.name;
+    EXPECT_EQ(static_cast<int>(c10::elementSize(st)), d.itemsize) << d.name;
+    EXPECT_EQ(std::string_view(c10::toString(st)), d.name);
+    ++checked;
+  }
+  EXPECT_GE(checked, 13);
+}
 
 }  // namespace
 }  // namespace reprise

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "executor.h"
 #include "plan.h"
@@ -195,6 +196,48 @@ TEST(Replay, LivenessFreesIntermediates) {
   const int64_t mib = 1 << 20;
   EXPECT_EQ(r.input_bytes, mib);
   EXPECT_LE(r.peak_memory_bytes, r.input_bytes + 3 * mib) << "intermediates were not freed";
+}
+
+// Every ET dtype string the replay knew when it had its own table maps to the same ScalarType through the common one.
+TEST(Replay, EtDtypeStringsMapToTheirScalarTypes) {
+  const std::pair<const char*, at::ScalarType> known[] = {
+      {"float", at::kFloat},
+      {"Float", at::kFloat},
+      {"double", at::kDouble},
+      {"Double", at::kDouble},
+      {"c10::Half", at::kHalf},
+      {"Half", at::kHalf},
+      {"c10::BFloat16", at::kBFloat16},
+      {"BFloat16", at::kBFloat16},
+      {"long int", at::kLong},
+      {"long", at::kLong},
+      {"long long int", at::kLong},
+      {"int64_t", at::kLong},
+      {"Long", at::kLong},
+      {"int", at::kInt},
+      {"Int", at::kInt},
+      {"short int", at::kShort},
+      {"short", at::kShort},
+      {"Short", at::kShort},
+      {"signed char", at::kChar},
+      {"Char", at::kChar},
+      {"unsigned char", at::kByte},
+      {"Byte", at::kByte},
+      {"bool", at::kBool},
+      {"Bool", at::kBool},
+      {"c10::complex<float>", at::kComplexFloat},
+      {"c10::complex<double>", at::kComplexDouble},
+      {"c10::complex<c10::Half>", at::kComplexHalf},
+  };
+  for (const auto& [name, want] : known) {
+    at::ScalarType st = at::kFloat == want ? at::kInt : at::kFloat;
+    EXPECT_TRUE(detail::scalar_type_of(name, st)) << name;
+    EXPECT_EQ(st, want) << name;
+  }
+  at::ScalarType st;
+  EXPECT_FALSE(detail::scalar_type_of("FLOAT", st));  // exact spelling, as ET writes it
+  EXPECT_FALSE(detail::scalar_type_of("nullptr (uninitialized)", st));
+  EXPECT_FALSE(detail::scalar_type_of("", st));
 }
 
 TEST(Replay, IndexTensorsStayInRange) {

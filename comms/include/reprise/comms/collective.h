@@ -14,8 +14,11 @@ namespace reprise::comms {
 enum class DType : uint8_t { F32, F64, F16, BF16, I8, U8, I32, I64, Bool };
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);  // "float", "half", ... (nccl-tests names)
-// Accepts trace spellings ("Float", "c10::Half", "long int") and nccl-tests ones ("float", "half", "int64").
+// Accepts trace spellings ("Float", "c10::Half", "long int") and nccl-tests ones ("float", "half", "int64"), in any
+// case: those of reprise/common/dtype.h whose type the communicator has.
 bool parse_dtype(std::string_view name, DType& out);
+// The DType of a c10::ScalarType value (static_cast<int>(at::kHalf)); false when the communicator has none.
+bool dtype_of_scalar_type(int scalar_type, DType& out);
 
 enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, Avg };
 const char* reduce_op_name(ReduceOp op);
