@@ -13,6 +13,7 @@
 #include <cstring>
 #include <thread>
 
+#include "reprise/common/clock.h"
 #include "reprise/comms/communicator.h"
 
 namespace reprise::comms {
@@ -83,13 +84,13 @@ class TcpWorld : public Communicator {
       hints.ai_socktype = SOCK_STREAM;
       if (getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res)
         throw CommError("tcp bootstrap: cannot resolve MASTER_ADDR " + addr);
-      auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+      const double deadline = now_seconds() + timeout_s;
       int fd = -1;
       while (true) {
         fd = ::socket(AF_INET, SOCK_STREAM, 0);
         if (::connect(fd, res->ai_addr, res->ai_addrlen) == 0) break;
         ::close(fd);
-        if (std::chrono::steady_clock::now() > deadline) {
+        if (now_seconds() > deadline) {
           freeaddrinfo(res);
           throw CommError("tcp bootstrap: rank 0 at " + addr + ":" + std::to_string(port) + " did not answer within " +
                           std::to_string(static_cast<int>(timeout_s)) + " s");

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reader_internal.h"
+#include "reprise/common/dtype.h"
 #include "reprise/comms/collective.h"
 
 namespace reprise::detail {
@@ -78,15 +79,10 @@ void sum_tensors(const Trace& t, const Value& v, int64_t& elems, const Tensor*& 
 }
 
 // torch dtype (as in ET type strings) -> the ScalarType name comm attrs use.
+// A tensor's ET dtype as collectives name it: the ScalarType name ("c10::Half" -> "Half", "long int" -> "Long").
 std::string comm_dtype(std::string_view d) {
-  static const std::pair<const char*, const char*> table[] = {
-      {"float", "Float"},        {"double", "Double"}, {"c10::Half", "Half"},  {"c10::BFloat16", "BFloat16"},
-      {"long int", "Long"},      {"int", "Int"},       {"short int", "Short"}, {"signed char", "Char"},
-      {"unsigned char", "Byte"}, {"bool", "Bool"},
-  };
-  for (auto& [a, b] : table)
-    if (d == a) return b;
-  std::string s(d);  // "long" -> "Long", as ScalarType names are written
+  if (const Dtype* row = find_dtype(d)) return std::string(row->name);
+  std::string s(d);  // unknown: capitalized, as ScalarType names are written
   if (!s.empty() && s[0] >= 'a' && s[0] <= 'z') s[0] = static_cast<char>(s[0] - 'a' + 'A');
   return s;
 }

@@ -14,28 +14,10 @@ namespace reprise::workloads {
 namespace {
 
 comms::DType comm_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat:
-      return comms::DType::F32;
-    case at::kDouble:
-      return comms::DType::F64;
-    case at::kHalf:
-      return comms::DType::F16;
-    case at::kBFloat16:
-      return comms::DType::BF16;
-    case at::kLong:
-      return comms::DType::I64;
-    case at::kInt:
-      return comms::DType::I32;
-    case at::kChar:
-      return comms::DType::I8;
-    case at::kByte:
-      return comms::DType::U8;
-    case at::kBool:
-      return comms::DType::Bool;
-    default:
-      throw std::invalid_argument("collectives: dtype " + std::string(c10::toString(t)) + " not supported");
-  }
+  comms::DType out;
+  if (!comms::dtype_of_scalar_type(static_cast<int>(t), out))
+    throw std::invalid_argument("collectives: dtype " + std::string(c10::toString(t)) + " not supported");
+  return out;
 }
 
 class CommCollectives : public Collectives {
