@@ -11,7 +11,9 @@
 
 #include "progress.h"
 #include "reprise/common/error.h"
+#include "reprise/common/stats.h"
 #include "reprise/comms/communicator.h"
+#include "reprise/generators/bundle.h"
 #include "reprise/replay/replay.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/write.h"
@@ -112,20 +114,50 @@ LaunchReport replay_ranks(const Trace& trace, const LaunchOptions& job, const Re
   return report;
 }
 
+// A bundle: only this rank's role is read, and its manifest gives the world, the defaults and the original times.
+Trace bundle_trace(const LaunchOptions& job, const comms::Launch& launch, ReplayOptions& o) {
+  const gen::Bundle b = gen::read_bundle(job.trace);
+  if (launch.size > 1 && launch.size != b.world_size)
+    throw UserError(job.trace + ": a bundle of " + std::to_string(b.world_size) + " rank(s), but the launch has " +
+                    std::to_string(launch.size) + ": launch " + std::to_string(b.world_size) + " (mpirun -np " +
+                    std::to_string(b.world_size) + ")" + (b.world_size == 1 ? ", or run it in a single process" : ""));
+  const int64_t rank = launch.size > 1 ? launch.rank : std::max<int64_t>(job.rank, 0);
+  if (!job.chosen.device) o.device = b.replay.device;
+  if (!job.chosen.iterations) o.iterations = b.replay.iterations;
+  if (!job.chosen.warmup) o.warmup = b.replay.warmup;
+  o.trace_ranks = b.world_size;
+  for (const gen::RankExpectation& x : b.expected)
+    if (x.rank == rank && !x.iteration_seconds.empty()) o.original_iteration_seconds = {median(x.iteration_seconds)};
+  if (job.threads_from_manifest && !b.capture_manifest.empty()) {
+    auto m = nlohmann::json::parse(b.capture_manifest, nullptr, false);
+    if (m.is_object()) o.threads = m.value("threads", 0);
+  }
+  ReadOptions ro;
+  ro.warn = job.warn;
+  return gen::load_bundle_rank(b, rank, ro);
+}
+
 }  // namespace
 
 LaunchReport replay_launch(const LaunchOptions& job) {
-  ReadOptions ro;
-  ro.warn = job.warn;
-  TraceSet set = load_traces({job.trace}, ro);
   comms::Launch launch = comms::detect_launch();
-  std::unique_ptr<comms::Communicator> world;
-  if (launch.size > 1) world = comms::make_world();
-  const Trace& trace = pick_trace(set, job, world.get());
-
   ReplayOptions o = job.replay;
-  read_manifest(job, trace.rank, o);
-  o.trace_ranks = static_cast<int>(set.ranks.size());
+  TraceSet set;
+  std::unique_ptr<comms::Communicator> world;
+  if (gen::is_bundle(job.trace)) {
+    set.ranks.push_back(bundle_trace(job, launch, o));  // checked against the launch before MPI starts
+    if (launch.size > 1) world = comms::make_world();
+  } else {
+    ReadOptions ro;
+    ro.warn = job.warn;
+    set = load_traces({job.trace}, ro);
+    if (launch.size > 1) world = comms::make_world();
+    const Trace& picked = pick_trace(set, job, world.get());
+    read_manifest(job, picked.rank, o);
+    o.trace_ranks = static_cast<int>(set.ranks.size());
+    if (&picked != &set.ranks.front()) std::swap(set.ranks.front(), set.ranks[&picked - set.ranks.data()]);
+  }
+  const Trace& trace = set.ranks.front();
   if (world) {
     if (world->rank() != 0) o.progress = nullptr;  // one voice
     o.comm = world.get();

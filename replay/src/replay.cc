@@ -37,7 +37,11 @@ void gather_skips(const Trace& t, const Plan& plan, ReplayResult& r) {
   std::map<std::pair<std::string, std::string>, int64_t> skipped, decomposed;
   for (const detail::Skip& s : plan.skips) ++skipped[{std::string(t.name(t.nodes[s.node])), s.reason}];
   for (const detail::Instr& in : plan.instrs)
-    if (in.failed) ++skipped[{std::string(t.name(t.nodes[in.node])), plan.reasons[in.reason]}];
+    if (in.failed) {
+      ++skipped[{std::string(t.name(t.nodes[in.node])), plan.reasons[in.reason]}];
+      if (r.failed.size() < 20)
+        r.failed.push_back({t.nodes[in.node].id, std::string(t.name(t.nodes[in.node])), plan.reasons[in.reason]});
+    }
   for (const detail::Skip& s : plan.comm_skips) ++skipped[{collective_label(t, s.node), s.reason}];
   for (const detail::Skip& s : plan.decomposed) ++decomposed[{std::string(t.name(t.nodes[s.node])), s.reason}];
   auto flatten = [](const auto& m) {
@@ -260,6 +264,20 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
                            " op(s) failed after the first pass: their iterations ran without them");
   }
   count_ops(trace, plan, o, r);
+  return r;
+}
+
+ReplayResult dry_run(const Trace& trace, const std::string& label) {
+  ReplayOptions o;
+  o.device = "meta";
+  o.all_iterations = true;
+  o.warmup = 0;
+  o.iterations = 1;
+  ReplayResult r = replay_trace(trace, o);
+  for (const FailedOp& f : r.failed)
+    if (f.reason.rfind("call failed", 0) == 0)  // not "no meta kernel in this LibTorch"
+      throw UserError(label + ": node " + std::to_string(f.node) + " (" + f.op +
+                      ") refuses its inputs: " + f.reason.substr(std::string("call failed: ").size()));
   return r;
 }
 

@@ -37,6 +37,8 @@ std::string result_json(const ReplayResult& r) {
   j["collectives"] = {{"selected", r.collectives_selected}, {"replayed", r.collectives_replayed}};
   j["skipped"] = skips_json(r.skipped);
   j["decomposed"] = skips_json(r.decomposed);
+  j["failed_ops"] = json::array();
+  for (const FailedOp& f : r.failed) j["failed_ops"].push_back({{"node", f.node}, {"op", f.op}, {"reason", f.reason}});
   j["excluded_dataloader_ops"] = r.excluded_dataloader;
   j["device_noops"] = r.device_noops;
   j["truncated"] = r.truncated;

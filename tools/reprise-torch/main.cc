@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "bundle_commands.h"
 #include "cli.h"
 #include "progress.h"
 #include "reprise/comms/communicator.h"
@@ -59,8 +60,9 @@ po::options_description replay_options(reprise::replay::LaunchOptions& job, doub
   po::options_description opts(
       "usage: reprise replay TRACE [options]\n\n"
       "Replays one iteration of a trace op for op through the LibTorch dispatcher, with the recorded shapes,\n"
-      "dtypes, strides and views, and measures it. TRACE is an ET file, a folder of per-rank files or an\n"
-      "archive; the rank replayed is --rank, else the launcher's rank (mpirun/srun/torchrun), else 0.\n"
+      "dtypes, strides and views, and measures it. TRACE is an ET file, a folder of per-rank files, an archive\n"
+      "or a bundle (reprise generate: its manifest gives the world size, device, iterations and warm-up); the rank "
+      "replayed is --rank, else the launcher's rank (mpirun/srun/torchrun), else 0.\n"
       "Under mpirun/srun each rank replays its own trace and the collectives run over MPI (CPU) or NCCL (GPU, one\n"
       "GPU per local rank); rank 0 writes the results of every rank. A single process replays the collectives of\n"
       "one-rank traces and skips those of larger ones. Progress goes to stderr: one line per phase (compile,\n"
@@ -101,6 +103,7 @@ int cmd_replay(int argc, char** argv) {
   if (timeout > 0) start_watchdog(timeout);
   job.replay.timeline = !job.timeline.empty();
   job.threads_from_manifest = vm["threads"].defaulted();
+  job.chosen = {vm.count("device") > 0, !vm["iterations"].defaulted(), !vm["warmup"].defaulted()};
   reprise::cli::ProgressLine line;
   if (!vm.count("quiet")) {
     job.warn = [&line](const std::string& w) { line.message("warning: " + w); };
@@ -236,13 +239,15 @@ int cmd_capture(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: reprise-torch replay|capture ... (run through `reprise replay` / `reprise capture`)\n";
+    std::cerr << "usage: reprise-torch replay|capture|generate|verify ... (run through `reprise COMMAND`)\n";
     return kBadInput;
   }
   std::string cmd = argv[1];
   return reprise::cli::guarded([&]() -> int {
     if (cmd == "replay") return cmd_replay(argc - 1, argv + 1);
     if (cmd == "capture") return cmd_capture(argc - 1, argv + 1);
+    if (cmd == "generate") return reprise::cli::cmd_generate(argc - 1, argv + 1);
+    if (cmd == "verify") return reprise::cli::cmd_verify(argc - 1, argv + 1);
     std::cerr << "reprise: unknown command '" << cmd << "' (see reprise --help)\n";
     return kBadInput;
   });

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "reprise/common/clock.h"
+#include "reprise/generators/bundle.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/summary.h"
@@ -31,7 +32,9 @@ const char* kTopHelp =
     "  inspect TRACE...      summarize traces: ops, collectives, process groups, iterations, GPU time\n"
     "  convert IN OUT        rewrite any readable ET in the current schema (1.1.1-chakra.0.0.4)\n"
     "  synth --out FILE      write a synthetic data-parallel MLP trace (demos, tests, benchmarks)\n"
-    "  replay TRACE          re-issue a trace's ops through LibTorch and measure them (reprise-torch)\n"
+    "  generate CONFIG|TRACE make a benchmark bundle: select, scale, perturb (--out DIR; reprise-torch)\n"
+    "  verify BUNDLE         check a bundle's hashes and ranks, and dry-run every role on meta (reprise-torch)\n"
+    "  replay TRACE|BUNDLE   re-issue a trace's ops through LibTorch and measure them (reprise-torch)\n"
     "  capture --workload W  run a built-in LibTorch workload (mlp, dlrm, gpt) and record its trace\n"
     "  comms --op OP         nccl-tests-like sweep of a collective over message sizes (MPI or NCCL)\n"
     "\n"
@@ -47,13 +50,37 @@ reprise::ReadOptions read_options(bool quiet) {
   return o;
 }
 
+// A bundle: its manifest, then each role's summary (the role's first rank stands for it).
+int inspect_bundle(const std::string& dir, size_t top, bool json, const std::string& json_out,
+                   const reprise::ReadOptions& ro) {
+  const reprise::gen::Bundle b = reprise::gen::read_bundle(dir);
+  reprise::TraceSet set;
+  for (const reprise::gen::BundleRole& r : b.roles)
+    set.ranks.push_back(reprise::gen::load_bundle_rank(b, r.ranks.front(), ro));
+  const reprise::Summary s = reprise::summarize(set, top);
+  const std::string text =
+      "{\"bundle\": " + reprise::gen::bundle_json(b) + ", \"roles\": " + reprise::summary_json(s) + "}";
+  if (!json_out.empty()) reprise::write_text_file(json_out, text + "\n");
+  if (json) {
+    std::cout << text << "\n";
+    return 0;
+  }
+  reprise::gen::print_bundle(stdout, b);
+  std::fflush(stdout);
+  std::cout << "\n";
+  reprise::print_summary(std::cout, s);
+  return 0;
+}
+
 int cmd_inspect(int argc, char** argv) {
   po::options_description opts(
-      "usage: reprise inspect TRACE... [options]\n\n"
+      "usage: reprise inspect TRACE... [options]\n"
+      "       reprise inspect BUNDLE [options]\n\n"
       "Summarizes traces: nodes by kind, top ops by count (and by GPU time when a Kineto trace is linked),\n"
       "collectives by type and bytes, process groups (short names: the trace's description, else pg0, pg1, ... in\n"
       "order of appearance), iterations (ProfilerStep#N), other annotations, tensor bytes, devices. ETs and\n"
-      "Kineto traces of the same rank are linked.\n\noptions");
+      "Kineto traces of the same rank are linked. A BUNDLE (reprise generate) shows its manifest, then each "
+      "role.\n\noptions");
   std::vector<std::string> traces;
   size_t top = 15;
   std::string json_out;
@@ -70,6 +97,8 @@ int cmd_inspect(int argc, char** argv) {
   }
   if (traces.empty()) throw UserError("inspect: no trace given (see reprise inspect --help)");
   double t0 = reprise::now_seconds();
+  if (traces.size() == 1 && reprise::gen::is_bundle(traces[0]))
+    return inspect_bundle(traces[0], top, vm.count("json") > 0, json_out, read_options(vm.count("quiet") > 0));
   reprise::TraceSet set = reprise::load_traces(traces, read_options(vm.count("quiet") > 0));
   reprise::Summary s = reprise::summarize(set, top);
   double secs = reprise::now_seconds() - t0;
@@ -191,7 +220,8 @@ int main(int argc, char** argv) {
     if (cmd == "inspect") return cmd_inspect(argc - 1, argv + 1);
     if (cmd == "convert") return cmd_convert(argc - 1, argv + 1);
     if (cmd == "synth") return cmd_synth(argc - 1, argv + 1);
-    if (cmd == "replay" || cmd == "capture") return exec_tool("reprise-torch", "LibTorch", argc, argv);
+    if (cmd == "replay" || cmd == "capture" || cmd == "generate" || cmd == "verify")
+      return exec_tool("reprise-torch", "LibTorch", argc, argv);
     if (cmd == "comms") return exec_tool("reprise-comms", "MPI", argc, argv);
     if (cmd == "--version") {
       std::cout << "reprise " REPRISE_VERSION "\n";

@@ -333,3 +333,31 @@ void finalize_trace(Trace& t, const ReadOptions& opt) {
 }
 
 }  // namespace reprise::detail
+
+namespace reprise {
+
+void reindex(Trace& t) { detail::finalize_trace(t, ReadOptions{}); }
+
+Trace clone(const Trace& t) {
+  Trace c;
+  c.source = t.source;
+  c.schema = t.schema;
+  c.from_kineto_only = t.from_kineto_only;
+  c.rank = t.rank;
+  c.metadata = t.metadata;
+  for (StrId i = 1; i < t.strings.size(); ++i) c.strings.intern(t.strings.str(i));
+  c.nodes = t.nodes;
+  c.values = t.values;
+  c.arg_types = t.arg_types;
+  c.tensors = t.tensors;
+  c.ints = t.ints;
+  c.attrs = t.attrs;
+  c.child_index = t.child_index;
+  c.collectives = t.collectives;
+  c.process_groups = t.process_groups;
+  c.iterations = t.iterations;
+  c.kineto = t.kineto;
+  return c;
+}
+
+}  // namespace reprise

@@ -65,6 +65,13 @@ struct SkipCount {
   int64_t count = 0;
 };
 
+// An op the dispatcher refused, in trace order (the first few): where a dry run points.
+struct FailedOp {
+  int64_t node = 0;  // the trace node's id
+  std::string op;
+  std::string reason;
+};
+
 // Per-op timing from the per-op pass, aggregated by op name.
 struct OpTiming {
   std::string op;
@@ -104,6 +111,7 @@ struct ReplayResult {
   int64_t collectives_selected = 0, collectives_replayed = 0;
   double coverage = 0;  // ops_replayed / ops_selected
   std::vector<SkipCount> skipped;
+  std::vector<FailedOp> failed;  // the first 20 ops the dispatcher refused, with their node ids
   // Wrappers this LibTorch does not know whose recorded children were replayed instead.
   std::vector<SkipCount> decomposed;
   int64_t excluded_dataloader = 0;  // ops under DataLoader annotations, never selected
@@ -129,6 +137,11 @@ struct ReplayResult {
 // the selected iteration, an iteration that does not exist, a launch that does not match the trace's world).
 // Skipped ops are reported in the result, never thrown: `reprise replay --strict` turns them into exit status 1.
 ReplayResult replay_trace(const Trace& trace, const ReplayOptions& options);
+
+// Runs every selected op of every iteration once on the `meta` device (shapes and dtypes only, no data) and throws
+// UserError("LABEL: node ID (OP): why") for the first op that refuses its inputs. Ops this LibTorch has no meta
+// kernel for, and ops it does not know, are not failures: they are counted in the returned result.
+ReplayResult dry_run(const Trace& trace, const std::string& label);
 
 // The ranks the trace's process groups and collectives span, or `rank_files` (the rank traces it came with) when
 // that is more: the world size a distributed replay of it needs.
@@ -158,13 +171,17 @@ void print_summary(std::FILE* out, const ReplayResult& result);
 //   LaunchReport report = replay_launch(job);
 //   if (report.reporter) print_summary(stdout, report);
 struct LaunchOptions {
-  std::string trace;                  // a trace file, a folder of per-rank files or an archive
+  std::string trace;                  // a trace file, a folder of per-rank files, an archive or a bundle
   int64_t rank = -1;                  // the rank a single process replays; -1 = 0 (under a launcher: the launch's rank)
   ReplayOptions replay;               // comm and trace_ranks are set here; progress is reported by rank 0 only
   bool threads_from_manifest = true;  // take a capture manifest's thread count (else replay.threads)
   std::string out;                    // results JSON to write ("" = none); every rank's under a launcher
   std::string timeline;               // Chrome trace of the per-op pass ("" = none); a process per rank
   std::function<void(const std::string&)> warn;  // what reading the traces let pass
+  // Which of device, iterations and warm-up the caller chose; a bundle's replay defaults fill in the others.
+  struct Chosen {
+    bool device = true, iterations = true, warmup = true;
+  } chosen;
 };
 
 struct LaunchReport {
@@ -178,7 +195,8 @@ struct LaunchReport {
   double slowest_rank_seconds = 0;
 };
 
-// Throws UserError for traces that do not fit the launch (rank files against launch size, a rank without a trace,
+// A bundle (docs/bundle.md) replays its world size: each rank reads only its role's trace. Throws UserError for
+// traces that do not fit the launch (rank files or a bundle's world size against launch size, a rank without a trace,
 // an unreadable capture manifest) and whatever replay_trace throws. Under a launcher of several ranks a rank whose
 // replay fails prints why on stderr and ends every rank (status 2); the launch's MPI is finalized before it
 // returns, so a process calls it once.

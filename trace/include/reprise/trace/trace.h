@@ -268,6 +268,13 @@ class Trace {
   size_t memory_bytes() const;  // approximate resident size of the model
 };
 
+// Derives again what the reader derives from the nodes (parents, children, kinds, process groups, collectives,
+// waits, iterations), after nodes were added, removed, reparented or their values edited. Throws UserError for a
+// dangling parent, a repeated id or a cycle, naming the trace's source.
+void reindex(Trace& t);
+// A deep copy (a Trace owns its string table, which does not copy implicitly); string ids stay the same.
+Trace clone(const Trace& t);
+
 // A set of traces, one per rank, as loaded from files, folders or archives.
 struct TraceSet {
   std::vector<Trace> ranks;  // sorted by rank

@@ -1,0 +1,98 @@
+// A benchmark bundle: a self-contained folder a user can copy to another machine and replay with nothing else.
+//
+//   bundle/
+//     benchmark.yaml          the manifest: provenance, world size, process groups, roles, transforms, defaults
+//     traces/role-0.et.json.gz  one ET per role; ranks whose traces differ only in their rank ids share a role
+//
+//   Bundle b = read_bundle("dlrm-16");
+//   Trace t = load_bundle_rank(b, 5);  // rank 5's trace, its rank ids substituted
+//
+// The format is documented in docs/bundle.md; kBundleVersion changes whenever a reader of the old one would
+// misread the new one.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "reprise/trace/read.h"
+#include "reprise/trace/trace.h"
+
+namespace reprise::gen {
+
+inline constexpr int kBundleVersion = 1;
+inline constexpr const char* kManifestName = "benchmark.yaml";
+
+struct BundleSource {
+  std::string path;    // as the config named it (absolute when generated from the command line)
+  std::string sha256;  // of the file; of each file in name order, hashed again, for a folder
+  std::vector<std::string> schemas;
+  int ranks = 0;
+};
+
+struct BundleRole {
+  std::string file;            // relative to the bundle folder
+  std::string sha256;          // of the file as written
+  std::vector<int64_t> ranks;  // the world ranks that replay it
+  int64_t source_rank = -1;    // the source trace's rank it was made from
+  int64_t nodes = 0;           // nodes in its trace
+  int64_t collectives = 0;     // collectives (waits excluded) in it
+};
+
+struct BundleTransform {
+  std::string name;    // "select", "scale", ...
+  std::string params;  // its parameters as one line of YAML flow text, as the config gave them
+};
+
+struct ReplayDefaults {
+  std::string device = "cpu";
+  int iterations = 5;
+  int warmup = 1;
+};
+
+// What the original run measured, when the source said (a linked Kineto trace or a capture manifest).
+struct RankExpectation {
+  int64_t rank = 0;
+  std::vector<double> iteration_seconds;  // original, per iteration kept
+};
+
+struct Bundle {
+  std::string dir;  // where it was read from or written to
+  int version = kBundleVersion;
+  std::string name, description;
+  std::string reprise_version;
+  std::string created;  // UTC, ISO 8601
+  int world_size = 1;
+  std::vector<BundleSource> sources;
+  std::string capture_manifest;  // the source capture's manifest.json, verbatim, when there was one
+  std::vector<ProcessGroup> process_groups;
+  std::vector<BundleRole> roles;
+  std::vector<BundleTransform> transforms;
+  ReplayDefaults replay;
+  std::vector<RankExpectation> expected;
+
+  // The role world rank `rank` replays; throws UserError when the bundle has no such rank.
+  const BundleRole& role_of(int64_t rank) const;
+};
+
+// Whether `path` is a bundle folder (it holds benchmark.yaml).
+bool is_bundle(const std::string& path);
+// Reads a bundle's manifest. Throws UserError naming the file (and the YAML line) when it is not one.
+Bundle read_bundle(const std::string& dir);
+// Writes the manifest of `b` into b.dir (the traces must be there already).
+void write_manifest(const Bundle& b);
+// The manifest's text.
+std::string manifest_yaml(const Bundle& b);
+// Reads rank `rank`'s role trace and gives it that rank's ids (the trace's rank, each collective's rank in its group).
+Trace load_bundle_rank(const Bundle& b, int64_t rank, const ReadOptions& options = {});
+// Files whose hash differs from the manifest's, or that are missing: one line each; empty when all match.
+std::vector<std::string> check_hashes(const Bundle& b);
+// The manifest as JSON (inspect --json).
+std::string bundle_json(const Bundle& b);
+// A table for people: name, provenance, world, groups, roles, transforms, defaults.
+void print_bundle(std::FILE* out, const Bundle& b);
+// "0-7,9,12-15": sorted ranks as ranges.
+std::string rank_ranges(const std::vector<int64_t>& ranks);
+
+}  // namespace reprise::gen

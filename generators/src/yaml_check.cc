@@ -1,0 +1,152 @@
+#include "yaml_check.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "reprise/common/error.h"
+
+namespace reprise::gen {
+namespace {
+
+std::string quoted_list(std::initializer_list<const char*> items) {
+  std::string s;
+  for (const char* k : items) s += (s.empty() ? "" : ", ") + std::string(k);
+  return s;
+}
+
+bool parse_int(const std::string& s, int64_t& v) {
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  long long x = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0') return false;
+  v = x;
+  return true;
+}
+
+}  // namespace
+
+YamlFile::YamlFile(std::string path) : path_(std::move(path)) {
+  try {
+    root_ = YAML::LoadFile(path_);
+  } catch (const YAML::BadFile&) {
+    throw UserError(path_ + ": cannot read");
+  } catch (const YAML::Exception& e) {
+    throw UserError(path_ + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " +
+                    e.msg);
+  }
+}
+
+YamlFile::YamlFile(std::string name, const std::string& text) : path_(std::move(name)) {
+  try {
+    root_ = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw UserError(path_ + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " +
+                    e.msg);
+  }
+}
+
+std::string YamlFile::where(const YAML::Node& n) const {
+  const YAML::Mark m = n.Mark();
+  if (m.is_null()) return path_;
+  return path_ + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+}
+
+void YamlFile::fail(const YAML::Node& n, const std::string& what) const { throw UserError(where(n) + ": " + what); }
+
+void YamlFile::expect_map(const YAML::Node& n, const std::string& what,
+                          std::initializer_list<const char*> known) const {
+  if (!n.IsMap()) fail(n, what + ": expected a map with keys " + quoted_list(known));
+  for (const auto& kv : n) {
+    const std::string key = kv.first.Scalar();
+    if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; }))
+      fail(kv.first, what + ": unknown key '" + key + "' (expected one of " + quoted_list(known) + ")");
+  }
+}
+
+std::string YamlFile::string(const YAML::Node& n, const std::string& key) const {
+  if (!n.IsScalar()) fail(n, key + ": expected a string");
+  return n.Scalar();
+}
+
+int64_t YamlFile::integer(const YAML::Node& n, const std::string& key, int64_t min, int64_t max) const {
+  int64_t v = 0;
+  if (!n.IsScalar() || !parse_int(n.Scalar(), v)) fail(n, key + ": expected an integer");
+  if (v < min || v > max)
+    fail(n, key + ": expected an integer from " + std::to_string(min) + " to " + std::to_string(max) + ", not " +
+                n.Scalar());
+  return v;
+}
+
+double YamlFile::number(const YAML::Node& n, const std::string& key, double min, double max) const {
+  if (!n.IsScalar()) fail(n, key + ": expected a number");
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(n.Scalar().c_str(), &end);
+  if (n.Scalar().empty() || *end != '\0' || errno != 0 || !std::isfinite(v)) fail(n, key + ": expected a number");
+  if (v < min || v > max)
+    fail(n, key + ": expected a number from " + std::to_string(min) + " to " + std::to_string(max) + ", not " +
+                n.Scalar());
+  return v;
+}
+
+bool YamlFile::boolean(const YAML::Node& n, const std::string& key) const {
+  bool v = false;
+  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) fail(n, key + ": expected true or false");
+  return v;
+}
+
+std::string YamlFile::choice(const YAML::Node& n, const std::string& key,
+                             std::initializer_list<const char*> choices) const {
+  const std::string v = n.IsScalar() ? n.Scalar() : std::string();
+  if (!n.IsScalar() || std::none_of(choices.begin(), choices.end(), [&](const char* c) { return v == c; }))
+    fail(n, key + ": expected one of " + quoted_list(choices));
+  return v;
+}
+
+std::vector<std::string> YamlFile::strings(const YAML::Node& n, const std::string& key) const {
+  std::vector<std::string> out;
+  if (n.IsScalar()) return {n.Scalar()};
+  if (!n.IsSequence()) fail(n, key + ": expected a string or a list of strings");
+  for (const auto& e : n) out.push_back(string(e, key));
+  return out;
+}
+
+std::vector<int64_t> YamlFile::int_ranges(const YAML::Node& n, const std::string& key, int64_t min, int64_t max) const {
+  std::vector<int64_t> out;
+  auto one = [&](const YAML::Node& e) {
+    if (!e.IsScalar()) fail(e, key + ": expected an integer or a range such as 2-5");
+    const std::string s = e.Scalar();
+    const size_t dash = s.find('-', 1);
+    int64_t a = 0, b = 0;
+    if (dash == std::string::npos) {
+      if (!parse_int(s, a)) fail(e, key + ": expected an integer or a range such as 2-5");
+      b = a;
+    } else if (!parse_int(s.substr(0, dash), a) || !parse_int(s.substr(dash + 1), b) || b < a) {
+      fail(e, key + ": expected a range FIRST-LAST with FIRST <= LAST, not " + s);
+    }
+    if (a < min || b > max)
+      fail(e, key + ": expected values from " + std::to_string(min) + " to " + std::to_string(max) + ", not " + s);
+    if (b - a > (int64_t{1} << 24)) fail(e, key + ": range " + s + " is too long");
+    for (int64_t v = a; v <= b; ++v) out.push_back(v);
+  };
+  if (n.IsSequence()) {
+    if (n.size() == 0) fail(n, key + ": expected at least one value");
+    for (const auto& e : n) one(e);
+  } else {
+    one(n);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string flow_text(const YAML::Node& n) {
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  return e.c_str();
+}
+
+}  // namespace reprise::gen

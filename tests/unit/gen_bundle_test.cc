@@ -1,0 +1,285 @@
+// Bundles: generation from traces and configs, the manifest round trip, rank-role dedup, select and scale on
+// traces built in code and on the shared DLRM, and config mistakes reported at their YAML place.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "reprise/common/error.h"
+#include "reprise/generators/bundle.h"
+#include "reprise/generators/generate.h"
+#include "reprise/trace/builder.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/write.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+
+namespace reprise::gen {
+namespace {
+
+// A folder of `world` synthetic data-parallel ranks (rank-N.et.json.gz).
+std::string synthetic_job(int world, int iterations = 2) {
+  const std::string dir = test::temp_dir() + "/job" + std::to_string(world) + "_" + std::to_string(iterations);
+  fs::create_directories(dir);
+  for (int r = 0; r < world; ++r) {
+    SyntheticSpec s;
+    s.world_size = world;
+    s.rank = r;
+    s.iterations = iterations;
+    s.layers = 2;
+    s.batch = 8;
+    s.hidden = 16;
+    write_et(synthetic_trace(s), dir + "/rank-" + std::to_string(r) + ".et.json.gz");
+  }
+  return dir;
+}
+
+GenerateOptions quiet(const std::string& out) {
+  GenerateOptions o;
+  o.out = out;
+  return o;
+}
+
+std::string config(const std::string& name, const std::string& text) {
+  return test::write_file(test::temp_dir() + "/" + name + ".yaml", text);
+}
+
+// The error a config gives, and that nothing was written.
+std::string config_error(const std::string& name, const std::string& text) {
+  const std::string out = test::temp_dir() + "/never_" + name;
+  try {
+    generate_from_config(config(name, text), quiet(out));
+  } catch (const UserError& e) {
+    EXPECT_FALSE(fs::exists(out)) << name;
+    return e.what();
+  }
+  ADD_FAILURE() << name << ": accepted";
+  return "";
+}
+
+std::map<std::string, int64_t> collectives_by_name(const Trace& t) {
+  std::map<std::string, int64_t> m;
+  for (const Collective& c : t.collectives)
+    if (!c.is_wait) ++m[c.name];
+  return m;
+}
+
+TEST(Bundle, DataParallelRanksShareOneRoleAndKeepTheirIds) {
+  const std::string job = synthetic_job(4);
+  const std::string out = test::temp_dir() + "/dp4";
+  GenerateReport r = generate_from_trace(job, quiet(out));
+  EXPECT_EQ(r.bundle.world_size, 4);
+  ASSERT_EQ(r.bundle.roles.size(), 1u) << "data-parallel ranks differ only in their rank ids";
+  EXPECT_EQ(r.bundle.roles[0].ranks, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(std::distance(fs::directory_iterator(out + "/traces"), fs::directory_iterator()), 1);
+
+  // Moved elsewhere, it still reads, and each rank gets its own ids back.
+  const std::string moved = test::temp_dir() + "/dp4_moved";
+  fs::rename(out, moved);
+  Bundle b = read_bundle(moved);
+  EXPECT_TRUE(check_hashes(b).empty());
+  EXPECT_EQ(b.world_size, 4);
+  ASSERT_EQ(b.sources.size(), 1u);
+  EXPECT_EQ(b.sources[0].ranks, 4);
+  EXPECT_EQ(b.sources[0].sha256.size(), 64u);
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    Trace t = load_bundle_rank(b, rank);
+    EXPECT_EQ(t.rank, rank);
+    ASSERT_FALSE(t.collectives.empty());
+    for (const Collective& c : t.collectives) {
+      if (!c.is_wait) EXPECT_EQ(c.rank, rank);
+    }
+  }
+  EXPECT_THROW(load_bundle_rank(b, 4), UserError);
+  check_bundle_ranks(b);
+}
+
+TEST(Bundle, ManifestRoundTripsEveryField) {
+  const std::string job = synthetic_job(2);
+  const std::string out = test::temp_dir() + "/rt";
+  const std::string cfg = config("rt", "name: round-trip\ndescription: \"a: colon, and 'quotes'\"\nsource: " + job +
+                                           "\ntransforms:\n  - select: {iterations: 1, comms: keep}\n"
+                                           "replay: {device: cpu, iterations: 3, warmup: 2}\n");
+  GenerateReport r = generate_from_config(cfg, quiet(out));
+  Bundle b = read_bundle(out);
+  EXPECT_EQ(b.name, "round-trip");
+  EXPECT_EQ(b.description, "a: colon, and 'quotes'");
+  EXPECT_EQ(b.version, kBundleVersion);
+  EXPECT_EQ(b.replay.iterations, 3);
+  EXPECT_EQ(b.replay.warmup, 2);
+  ASSERT_EQ(b.transforms.size(), 1u);
+  EXPECT_EQ(b.transforms[0].name, "select");
+  EXPECT_NE(b.transforms[0].params.find("iterations"), std::string::npos);
+  EXPECT_EQ(manifest_yaml(b), manifest_yaml(r.bundle)) << "what is read is what was written";
+  ASSERT_EQ(b.roles.size(), r.bundle.roles.size());
+  EXPECT_EQ(b.roles[0].sha256, r.bundle.roles[0].sha256);
+  EXPECT_EQ(b.process_groups.size(), r.bundle.process_groups.size());
+}
+
+TEST(Bundle, ExistingFolderIsNotReplacedWithoutForce) {
+  const std::string job = synthetic_job(2);
+  const std::string out = test::temp_dir() + "/twice";
+  generate_from_trace(job, quiet(out));
+  EXPECT_THROW(generate_from_trace(job, quiet(out)), UserError);
+  GenerateOptions o = quiet(out);
+  o.force = true;
+  EXPECT_NO_THROW(generate_from_trace(job, o));
+  const std::string plain = test::temp_dir() + "/not_a_bundle";
+  fs::create_directories(plain);
+  o.out = plain;
+  EXPECT_THROW(generate_from_trace(job, o), UserError) << "a folder that is no bundle is never replaced";
+}
+
+TEST(Bundle, TamperedRoleFailsItsHash) {
+  const std::string out = test::temp_dir() + "/tamper";
+  generate_from_trace(synthetic_job(2), quiet(out));
+  Bundle b = read_bundle(out);
+  test::write_file(out + "/" + b.roles[0].file, "not gzip");
+  const std::vector<std::string> problems = check_hashes(b);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find(b.roles[0].file), std::string::npos);
+}
+
+TEST(Select, IterationsAndCommsDrop) {
+  const std::string job = synthetic_job(2, 3);
+  const std::string out = test::temp_dir() + "/sel";
+  generate_from_config(config("sel", "source: " + job + "\ntransforms:\n  - select: {iterations: 2, comms: drop}\n"),
+                       quiet(out));
+  Bundle b = read_bundle(out);
+  Trace t = load_bundle_rank(b, 0);
+  EXPECT_TRUE(t.collectives.empty());
+  int steps = 0;
+  for (const Iteration& it : t.iterations) steps += it.profiler_step;
+  EXPECT_EQ(steps, 1);
+}
+
+TEST(Select, RanksRestrictTheJob) {
+  const std::string out = test::temp_dir() + "/ranks";
+  generate_from_config(config("ranks", "source: " + synthetic_job(4) + "\ntransforms:\n  - select: {ranks: 0-1}\n"),
+                       quiet(out));
+  Bundle b = read_bundle(out);
+  EXPECT_EQ(b.world_size, 2);
+  check_bundle_ranks(b);
+  for (const Collective& c : load_bundle_rank(b, 1).collectives) {
+    if (!c.is_wait) EXPECT_EQ(c.pg_size, 2);
+  }
+}
+
+TEST(Scale, WeakDataParallelKeepsSizesAndWritesOneRole) {
+  const std::string out = test::temp_dir() + "/dp1024";
+  generate_from_config(
+      config("dp1024", "source: " + synthetic_job(2) + "\ntransforms:\n  - scale: {world_size: 1024}\n"), quiet(out));
+  Bundle b = read_bundle(out);
+  EXPECT_EQ(b.world_size, 1024);
+  EXPECT_EQ(b.roles.size(), 1u) << "O(roles) files, not one per rank";
+  Trace src = read_et(synthetic_job(2) + "/rank-0.et.json.gz");
+  Trace t = load_bundle_rank(b, 777);
+  ASSERT_EQ(t.collectives.size(), src.collectives.size());
+  for (size_t k = 0; k < t.collectives.size(); ++k) {
+    if (t.collectives[k].is_wait) continue;
+    EXPECT_EQ(t.collectives[k].in_elems, src.collectives[k].in_elems)
+        << "all_reduce: every rank holds the whole buffer";
+    EXPECT_EQ(t.collectives[k].pg_size, 1024);
+    EXPECT_EQ(t.collectives[k].rank, 777);
+  }
+}
+
+TEST(Scale, MessagesGrowByTheFactor) {
+  const std::string job = synthetic_job(2);
+  const std::string out = test::temp_dir() + "/msg";
+  generate_from_config(config("msg", "source: " + job + "\ntransforms:\n  - scale: {messages: 2.5}\n"), quiet(out));
+  Trace src = read_et(job + "/rank-0.et.json.gz");
+  Trace t = load_bundle_rank(read_bundle(out), 0);
+  ASSERT_EQ(t.collectives.size(), src.collectives.size());
+  for (size_t k = 0; k < t.collectives.size(); ++k) {
+    if (!t.collectives[k].is_wait) EXPECT_EQ(t.collectives[k].in_elems, (src.collectives[k].in_elems * 5 + 1) / 2);
+  }
+}
+
+// The rule (docs/configs.md, scale): an all_to_all(v) rank sends the rows it sent before (weak), spread evenly over
+// the new group: ceil(rows / M) to each peer, so every receiver expects what each sender sends.
+void expect_dlrm_rule(int world, const std::string& mode) {
+  REPRISE_NEED_SHARED(dlrm, "param/dlrm_pytorch_et.tar.gz");
+  TraceSet src = load_traces({dlrm});
+  const std::string out = test::temp_dir() + "/dlrm_" + mode + std::to_string(world);
+  generate_from_config(config("dlrm" + mode + std::to_string(world),
+                              "source: " + dlrm + "\ntransforms:\n  - scale: {world_size: " + std::to_string(world) +
+                                  ", mode: " + mode + "}\n"),
+                       quiet(out));
+  Bundle b = read_bundle(out);
+  ASSERT_EQ(b.world_size, world);
+  EXPECT_LE(b.roles.size(), 8u);
+  check_bundle_ranks(b);
+  const double s = mode == "strong" ? 8.0 / world : 1.0;
+  for (int r = 0; r < world; ++r) {
+    const Trace& from = src.ranks[static_cast<size_t>(r % 8)];
+    Trace t = load_bundle_rank(b, r);
+    EXPECT_EQ(collectives_by_name(t), collectives_by_name(from)) << "rank " << r;
+    ASSERT_EQ(t.collectives.size(), from.collectives.size());
+    for (size_t k = 0; k < t.collectives.size(); ++k) {
+      const Collective& a = from.collectives[k];
+      const Collective& c = t.collectives[k];
+      if (c.is_wait) continue;
+      if (c.name == "all_reduce") {
+        EXPECT_EQ(c.in_elems, a.in_elems);
+        continue;
+      }
+      if (c.name != "all_to_all" && c.name != "all_to_allv") continue;
+      int64_t rows = 0;
+      for (int64_t x : a.in_splits) rows += x;
+      const int64_t width = a.in_splits.size() == 8 && rows > 0 ? a.in_elems / rows : 1;
+      if (a.in_splits.size() != 8 || rows == 0) rows = a.in_elems;
+      const int64_t chunk = (static_cast<int64_t>(std::llround(rows * s)) + world - 1) / world;
+      ASSERT_EQ(c.in_splits.size(), static_cast<size_t>(world)) << c.name << " #" << k << " rank " << r;
+      for (int64_t x : c.in_splits) EXPECT_EQ(x, chunk);
+      EXPECT_EQ(c.in_elems, chunk * world * width);
+      EXPECT_EQ(c.pg_size, world);
+    }
+  }
+}
+
+TEST(Scale, DlrmWeakTo4And16FollowTheRule) {
+  expect_dlrm_rule(4, "weak");
+  expect_dlrm_rule(16, "weak");
+}
+
+TEST(Scale, DlrmStrongTo16FollowsTheRule) { expect_dlrm_rule(16, "strong"); }
+
+TEST(Config, MistakesNameTheirPlaceAndWriteNothing) {
+  const std::string job = synthetic_job(2);
+  struct Case {
+    const char* name;
+    std::string text, expect;
+  };
+  const std::vector<Case> cases = {
+      {"unknown_key", "source: " + job + "\nsoruce: x\n", ":2:1: config: unknown key 'soruce'"},
+      {"unknown_transform", "source: " + job + "\ntransforms:\n  - scael: {world_size: 2}\n",
+       ":3:5: transforms: unknown transform 'scael'"},
+      {"wrong_type", "source: " + job + "\ntransforms:\n  - scale: {world_size: many}\n",
+       ":3:25: world_size: expected"},
+      {"zero_ranks", "source: " + job + "\ntransforms:\n  - scale: {world_size: 0}\n", ":3:25: world_size:"},
+      {"bad_regex", "source: " + job + "\ntransforms:\n  - select: {ops: \"aten::(mm\"}\n",
+       ":3:19: ops: not a regular expression"},
+      {"regex_matches_nothing", "source: " + job + "\ntransforms:\n  - select: {scopes: \"## nowhere ##\"}\n",
+       ":3:22: scopes: '## nowhere ##' matches no"},
+      {"missing_iteration", "source: " + job + "\ntransforms:\n  - select: {iterations: 9}\n", ":3:26: iterations:"},
+      {"missing_source", "name: x\n", ":1:1: config: expected 'source'"},
+      {"source_not_found", "source: /no/such/trace.json\n", ":1:9: source: no such file"},
+      {"not_a_map", "source: " + job + "\ntransforms: {select: {}}\n", ":2:13: transforms: expected a list"},
+      {"syntax", "source: [" + job + "\n", ".yaml:"},
+      {"bad_device", "source: " + job + "\nreplay: {device: tpu}\n", ":2:18: device: expected cpu"},
+      {"mode_alone", "source: " + job + "\ntransforms:\n  - scale: {mode: weak, messages: 2}\n",
+       ":3:19: mode: goes with world_size"},
+  };
+  for (const Case& c : cases) {
+    const std::string e = config_error(c.name, c.text);
+    EXPECT_NE(e.find(c.name + std::string(".yaml")), std::string::npos) << c.name << ": " << e;
+    EXPECT_NE(e.find(c.expect), std::string::npos) << c.name << ": " << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << c.name << ": one line: " << e;
+  }
+}
+
+}  // namespace
+}  // namespace reprise::gen
