@@ -1,5 +1,9 @@
 // GPT-style decoder: token and position embeddings, pre-LayerNorm blocks (causal self-attention, GELU MLP),
-// cross-entropy over the vocabulary, AdamW; data parallel (gradient all_reduce) over ranks.
+// cross-entropy over the vocabulary, AdamW; data parallel (gradient all_reduce) over ranks. Each block's forward, its
+// gradient all_reduces and its optimizer updates run under a user scope "## block.N ##", so a generator can select or
+// repeat one block (its backward follows it through the sequence numbers).
+#include <ATen/record_function.h>
+
 #include <cmath>
 
 #include "workload.h"
@@ -21,6 +25,8 @@ class Gpt : public Workload {
     wte_ = add(parameter({V_, H_}, s, d));
     wpe_ = add(parameter({T_, H_}, s, d));
     for (int64_t l = 0; l < L_; ++l) {
+      block_start_.push_back(params_.size());
+      scope_names_.push_back("## block." + std::to_string(l) + " ##");
       Block b;
       b.ln1_w = add(ones({H_}, d));
       b.ln1_b = add(zeros({H_}, d));
@@ -36,6 +42,7 @@ class Gpt : public Workload {
       b.out_b = add(zeros({H_}, d));
       blocks_.push_back(b);
     }
+    block_start_.push_back(params_.size());
     lnf_w_ = add(ones({H_}, d));
     lnf_b_ = add(zeros({H_}, d));
     head_ = add(parameter({V_, H_}, s, d));
@@ -56,7 +63,9 @@ class Gpt : public Workload {
   void step() override {
     const int64_t hd = H_ / NH_;
     at::Tensor x = at::embedding(wte_, idx_) + at::embedding(wpe_, pos_);
-    for (const Block& b : blocks_) {
+    for (size_t l = 0; l < blocks_.size(); ++l) {
+      const Block& b = blocks_[l];
+      RECORD_USER_SCOPE(scope_names_[l].c_str());
       at::Tensor h = at::layer_norm(x, {H_}, b.ln1_w, b.ln1_b);
       at::Tensor qkv = at::linear(h, b.qkv_w, b.qkv_b);
       auto parts = qkv.chunk(3, -1);
@@ -75,7 +84,10 @@ class Gpt : public Workload {
     at::Tensor logits = at::linear(x, head_);
     at::Tensor loss = at::cross_entropy_loss(logits.view({B_ * T_, V_}), targets_.view({B_ * T_}));
     loss.backward();
-    all_reduce_grads(params_, o_.comm);
+    for_each_group([&](size_t first, size_t last) {
+      std::vector<at::Tensor> group(params_.begin() + first, params_.begin() + last);
+      all_reduce_grads(group, o_.comm);
+    });
     adamw();
   }
 
@@ -93,13 +105,26 @@ class Gpt : public Workload {
   static at::Tensor zeros(at::IntArrayRef s, at::Device d) {
     return at::zeros(s, at::TensorOptions().device(d)).set_requires_grad(true);
   }
+  // f(first, last) over the parameters in order: the embeddings, each block (under its scope), the head.
+  template <typename F>
+  void for_each_group(F f) {
+    f(0, block_start_.front());
+    for (size_t l = 0; l < blocks_.size(); ++l) {
+      RECORD_USER_SCOPE(scope_names_[l].c_str());
+      f(block_start_[l], block_start_[l + 1]);
+    }
+    f(block_start_.back(), params_.size());
+  }
   // AdamW (decoupled weight decay), one parameter at a time as torch.optim.AdamW(foreach=False) does.
   void adamw() {
     at::NoGradGuard no_grad;
     ++t_;
+    for_each_group([&](size_t first, size_t last) { adamw(first, last); });
+  }
+  void adamw(size_t first, size_t last) {
     const double lr = 3e-4, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
     const double bc1 = 1 - std::pow(b1, t_), bc2 = 1 - std::pow(b2, t_);
-    for (size_t i = 0; i < params_.size(); ++i) {
+    for (size_t i = first; i < last; ++i) {
       at::Tensor& p = params_[i];
       at::Tensor g = p.grad();
       if (!g.defined()) continue;
@@ -118,6 +143,8 @@ class Gpt : public Workload {
   std::vector<at::Tensor> params_, exp_avg_, exp_avg_sq_;
   at::Tensor wte_, wpe_, lnf_w_, lnf_b_, head_;
   std::vector<Block> blocks_;
+  std::vector<size_t> block_start_;  // per block, then the head: its first parameter's index in params_
+  std::vector<std::string> scope_names_;
   at::Tensor idx_, targets_, pos_, mask_;
 };
 
