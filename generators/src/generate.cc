@@ -112,6 +112,7 @@ Loaded load_source(const std::string& source, const GenerateOptions& o) {
       l.ws.roles.push_back(std::move(t));
     }
     src.ranks = static_cast<int>(set.ranks.size());
+    if (l.ws.roles.size() == 1) l.ws.role_of_rank.assign(static_cast<size_t>(spanned_world(l.ws.roles[0])), 0);
     const fs::path manifest = fs::path(source) / "manifest.json";
     if (fs::is_directory(source, ec) && fs::is_regular_file(manifest, ec)) {
       std::ifstream in(manifest);
@@ -267,10 +268,7 @@ Config parse_config(const YamlFile& f) {
   if (!m["source"]) f.fail(m, "config: expected 'source' (a trace file, folder, archive, capture folder or bundle)");
   if (!m["source"].IsScalar())
     f.fail(m["source"], "source: expected one trace file, folder, archive, capture folder or bundle");
-  c.source = f.string(m["source"], "source");
-  if (fs::path(c.source).is_relative()) c.source = (fs::path(f.path()).parent_path() / c.source).lexically_normal().string();
-  std::error_code ec;
-  if (!fs::exists(c.source, ec)) f.fail(m["source"], "source: no such file or folder: " + c.source);
+  c.source = f.path(m["source"], "source");
   const ConfigContext cx{f, fs::path(f.path()).parent_path().string()};
   if (const YAML::Node ts = m["transforms"]) {
     if (!ts.IsSequence()) f.fail(ts, "transforms: expected a list such as [{select: {iterations: 6}}]");

@@ -160,4 +160,18 @@ std::vector<IdRange> step_ranges(const Trace& t) {
   return out;
 }
 
+int spanned_world(const Trace& t) {
+  int64_t world = 1;
+  for (const ProcessGroup& g : t.process_groups) {
+    world = std::max(world, g.size);
+    for (int64_t r : g.ranks) world = std::max(world, r + 1);
+  }
+  for (const Collective& c : t.collectives) {
+    world = std::max(world, c.pg_size);
+    if (c.global_rank_start >= 0 && c.pg_size > 0)
+      world = std::max(world, c.global_rank_start + std::max<int64_t>(c.global_rank_stride, 1) * (c.pg_size - 1) + 1);
+  }
+  return static_cast<int>(std::min<int64_t>(world, 1 << 20));
+}
+
 }  // namespace reprise::gen

@@ -49,6 +49,10 @@ std::string split_text(const std::vector<int64_t>& splits);
 // old traces name a group by an address that differs in every process.
 std::vector<int64_t> group_members(const Trace& t, const Collective& c, int world);
 
+// The ranks the trace's process groups and collectives span (at least 1): a single trace of a larger job is
+// replayed by every rank of it, as `reprise replay` does.
+int spanned_world(const Trace& t);
+
 // The node ids a ProfilerStep (or other iteration annotation) spans: [first, last] of its subtree, extended to
 // the start of the next step so backward ops on other threads belong to it, as replay selects them.
 struct IdRange {

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 
 #include "reprise/common/error.h"
 
@@ -112,6 +113,40 @@ std::vector<std::string> YamlFile::strings(const YAML::Node& n, const std::strin
   if (!n.IsSequence()) fail(n, key + ": expected a string or a list of strings");
   for (const auto& e : n) out.push_back(string(e, key));
   return out;
+}
+
+std::string YamlFile::path(const YAML::Node& n, const std::string& key) const {
+  const std::string raw = string(n, key);
+  std::string out;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw.compare(i, 2, "${") != 0) {
+      out += raw[i];
+      continue;
+    }
+    const size_t close = raw.find('}', i);
+    if (close == std::string::npos) fail(n, key + ": unclosed ${ in " + raw);
+    std::string name = raw.substr(i + 2, close - i - 2), fallback;
+    const size_t dash = name.find(":-");
+    const bool has_default = dash != std::string::npos;
+    if (has_default) {
+      fallback = name.substr(dash + 2);
+      name.resize(dash);
+    }
+    const char* v = std::getenv(name.c_str());
+    if (v && *v)
+      out += v;
+    else if (has_default)
+      out += fallback;
+    else
+      fail(n,
+           key + ": the environment variable " + name + " is not set (write ${" + name + ":-DEFAULT} for a default)");
+    i = close;
+  }
+  std::filesystem::path p(out);
+  if (p.is_relative()) p = (std::filesystem::path(path_).parent_path() / p).lexically_normal();
+  std::error_code ec;
+  if (!std::filesystem::exists(p, ec)) fail(n, key + ": no such file or folder: " + p.string());
+  return p.string();
 }
 
 std::vector<int64_t> YamlFile::int_ranges(const YAML::Node& n, const std::string& key, int64_t min, int64_t max) const {

@@ -34,6 +34,9 @@ class YamlFile {
   std::string choice(const YAML::Node& n, const std::string& key, std::initializer_list<const char*> choices) const;
   // A scalar or a sequence of scalars, as strings.
   std::vector<std::string> strings(const YAML::Node& n, const std::string& key) const;
+  // A file or folder: ${NAME} and ${NAME:-default} take the environment's value (an unset NAME without a default is
+  // a mistake at the node's place), and a relative path is taken from the config's folder. Existence is checked.
+  std::string path(const YAML::Node& n, const std::string& key) const;
   // Integers and ranges: 6, "2-4", [1, 3, "5-7"]; each within [min, max].
   std::vector<int64_t> int_ranges(const YAML::Node& n, const std::string& key, int64_t min, int64_t max) const;
 
