@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Transforms against ground truth: a transformed trace must stand in for a real capture of the variant.
+
+For each case, capture the built-in workload as it is and as the variant (a real capture), generate the variant
+from the first with a config, then compare the two:
+  structure  op counts by name and collective sizes (per rank), less the differences docs/configs.md documents;
+  time       replayed iteration time of the generated bundle against the real capture's, interleaved
+             (A B A B ...), median of the per-pair ratios with their spread.
+
+  bench/truth.py [--quick] [--pairs N] [--case NAME] [--bin build/bin] [--work DIR] [--json FILE]
+
+--quick checks structure only, at small sizes (a ctest). Exit 1 when a structural check fails, or (without
+--quick) when a median time ratio is outside [0.9, 1.1].
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    if r.returncode != 0:
+        raise SystemExit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-3000:]}")
+    return r.stdout
+
+
+def launcher(np_):
+    return ["mpiexec", "--allow-run-as-root", "--oversubscribe", "-np", str(np_)] if np_ > 1 else []
+
+
+class Case:
+    """A workload captured as `base` and as `variant`, and the config that turns base into variant."""
+
+    def __init__(self, name, workload, base, variant, transform, world=(1, 1), allowed=None, note="", per_table=None):
+        self.name, self.workload, self.base, self.variant = name, workload, base, variant
+        self.transform, self.world, self.note, self.per_table = transform, world, note, per_table
+        self.allowed = allowed or (lambda op: False)  # ops whose counts may differ (documented)
+
+
+def cases(quick):
+    gpt = ["--seq", "32", "--hidden", "64", "--heads", "2", "--vocab", "256"] if quick else []
+    dlrm = ["--batch", "32", "--rows", "2000", "--tables", "8"] if quick else ["--batch", "128", "--rows", "50000",
+                                                                                 "--tables", "8"]
+    return [
+        Case("gpt_batch_x2", "gpt", gpt + ["--batch", "4"], gpt + ["--batch", "8"],
+             "- scale: {dims: {batch: {from: 4, to: 8}}}"),
+        Case("gpt_twice_the_layers", "gpt", gpt + ["--layers", "2"], gpt + ["--layers", "4"],
+             "- splice: {repeat: {scope: \"## block\\\\.(0|1) ##\", times: 2}}"),
+        # Weak scaling keeps each rank's tables: a 2-rank trace's rank owns 8/2 tables, a real 4-rank one 8/4, over a
+        # global batch twice as large. Per-table ops differ in count (docs/configs.md, scale); sizes do not.
+        Case("dlrm_2_to_4_ranks", "dlrm", dlrm, dlrm, "- scale: {world_size: 4}", world=(2, 4),
+             allowed=lambda op: True, per_table=("aten::embedding_bag", 2),
+             note="weak scaling keeps each rank's tables: a 2-rank source rank owns 8/2 tables over a global batch "
+                  "of 2 x 32, a real 4-rank rank 8/4 over 4 x 32, so per-table ops differ in count (embedding_bag "
+                  "exactly 2x) while every collective size matches (docs/configs.md, scale)"),
+    ]
+
+
+def capture(bin_, case, args, world, out):
+    if os.path.exists(os.path.join(out, "manifest.json")):
+        return
+    run(launcher(world) + [f"{bin_}/reprise", "capture", "--workload", case.workload, "--out", out, "--warmup", "1",
+                           "--steps", "3", "--threads", "1", "-q"] + args)
+
+
+def summary(bin_, path):
+    d = json.loads(run([f"{bin_}/reprise", "inspect", path, "--json", "--top", "100000", "-q"]))
+    ranks = d["roles"]["ranks"] if "roles" in d else d["ranks"]
+    out = []
+    for r in ranks:
+        ops = Counter({o["name"]: o["count"] for o in r["top_ops_by_count"]})
+        coll = sorted((c["name"], c["dtype"], c["bytes"], c["count"]) for c in r["collectives_by_type"])
+        out.append((ops, coll))
+    return out
+
+
+def compare(case, gen, real):
+    problems, documented = [], set()
+    gen_ops, real_ops = gen[0][0], real[0][0]
+    for op in sorted(set(gen_ops) | set(real_ops)):
+        if gen_ops[op] != real_ops[op]:
+            (documented.add if case.allowed(op) else problems.append)(
+                op if case.allowed(op) else f"{op}: {gen_ops[op]} generated, {real_ops[op]} captured")
+    if case.per_table:
+        op, ratio = case.per_table
+        if real_ops[op] == 0 or gen_ops[op] != ratio * real_ops[op]:
+            problems.append(f"{op}: {gen_ops[op]} generated, {real_ops[op]} captured, expected {ratio}x")
+    # Every generated role (a bundle's inspect shows roles) against every captured rank: data- and model-parallel
+    # ranks of these workloads issue the same collectives.
+    for k, (_, g) in enumerate(gen):
+        for j, (_, r) in enumerate(real):
+            if g != r:
+                problems.append(f"collectives differ (generated role {k}, captured rank {j}):\n    generated {g}\n"
+                                f"    captured  {r}")
+    return problems, sorted(documented)
+
+
+def replay_seconds(bin_, path, world):
+    out = tempfile.mktemp(suffix=".json")
+    run(launcher(world) + [f"{bin_}/reprise", "replay", path, "--iterations", "5", "--warmup", "2", "--threads", "1",
+                           "--out", out, "-q"])
+    r = json.load(open(out))
+    os.unlink(out)
+    ranks = r.get("ranks", [r])
+    return max(e["median_iteration_seconds"] for e in ranks)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--case", action="append")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    work = a.work or tempfile.mkdtemp(prefix="reprise-truth-")
+    results, failed = [], False
+    for case in cases(a.quick):
+        if a.case and case.name not in a.case:
+            continue
+        d = os.path.join(work, case.name)
+        os.makedirs(d, exist_ok=True)
+        t0 = time.time()
+        capture(a.bin, case, case.base, case.world[0], os.path.join(d, "base"))
+        capture(a.bin, case, case.variant, case.world[1], os.path.join(d, "real"))
+        cfg = os.path.join(d, "variant.yaml")
+        with open(cfg, "w") as f:
+            f.write(f"name: {case.name}\nsource: base\ntransforms:\n  {case.transform}\n")
+        run([f"{a.bin}/reprise", "generate", cfg, "--out", os.path.join(d, "generated"), "--force", "-q"])
+        problems, documented = compare(case, summary(a.bin, os.path.join(d, "generated")),
+                                       summary(a.bin, os.path.join(d, "real")))
+        entry = {"case": case.name, "structure_ok": not problems, "problems": problems,
+                 "documented_differences": documented, "note": case.note}
+        print(f"{case.name}: structure {'same' if not problems else 'DIFFERS'}"
+              + (f" (documented differences: {', '.join(documented)})" if documented else ""))
+        for p in problems:
+            print("  " + p)
+        failed |= bool(problems)
+        if not a.quick:
+            ratios = []
+            for _ in range(a.pairs):  # interleaved: generated, real, generated, real, ...
+                g = replay_seconds(a.bin, os.path.join(d, "generated"), case.world[1])
+                r = replay_seconds(a.bin, os.path.join(d, "real"), case.world[1])
+                ratios.append(g / r)
+            med = statistics.median(ratios)
+            entry.update(ratios=ratios, median_ratio=med, spread=[min(ratios), max(ratios)])
+            print(f"  time: generated/real median {med:.3f} over {a.pairs} pairs (spread {min(ratios):.3f} .. "
+                  f"{max(ratios):.3f})")
+            failed |= not (0.9 <= med <= 1.1)
+        entry["seconds"] = time.time() - t0
+        results.append(entry)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
