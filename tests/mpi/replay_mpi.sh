@@ -38,6 +38,15 @@ case $CASE in
     out=$("${MPI[@]}" -np 3 "$BIN/reprise" replay "$WORK/t" --timeout 60 -q 2>&1) && fail "expected a failure"
     grep -q "2 rank traces, but the launch has 3 ranks" <<<"$out" || fail "message: $out"
     ;;
+  bundle_launch_mismatch)
+    synth "$WORK/t" 2 2
+    "$BIN/reprise" generate "$WORK/t" --out "$WORK/b" -q >/dev/null || fail "generate exited $?"
+    out=$("${MPI[@]}" -np 3 "$BIN/reprise" replay "$WORK/b" --timeout 60 -q 2>&1) && fail "expected a failure"
+    grep -q "a bundle of 2 rank(s), but the launch has 3: launch 2 (mpirun -np 2)" <<<"$out" || fail "message: $out"
+    "${MPI[@]}" -np 2 "$BIN/reprise" replay "$WORK/b" --iterations 2 --out "$WORK/r.json" --timeout 120 -q ||
+      fail "replay exited $?"
+    check_json "$WORK/r.json" 'r["world_size"] == 2 and all(e["coverage"] == 1 and e["collectives_replayed"] == e["collectives_selected"] > 0 for e in r["ranks"])'
+    ;;
   traces_disagree)
     synth "$WORK/t" 2 3
     out=$("${MPI[@]}" -np 2 "$BIN/reprise" replay "$WORK/t" --timeout 60 -q 2>&1) && fail "expected a failure"

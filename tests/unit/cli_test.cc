@@ -34,6 +34,8 @@ TEST(Cli, HelpForEveryCommand) {
 #ifdef REPRISE_HAVE_REPLAY
   commands.push_back("replay");
   commands.push_back("capture");
+  commands.push_back("generate");
+  commands.push_back("verify");
 #endif
 #ifdef REPRISE_HAVE_COMMS
   commands.push_back("comms");
@@ -244,5 +246,62 @@ TEST(Cli, CaptureHelpNamesEveryFileAndItsRequiredOptions) {
   EXPECT_NE(missing.out.find("--workload NAME is required"), std::string::npos) << missing.out;
 #endif
 }
+
+#ifdef REPRISE_HAVE_REPLAY
+// A bundle end to end: generate from a config, move it, inspect it, verify it, replay it; a tampered role fails
+// verify; a bad config is one line with its place, exit 2, and no folder.
+TEST(Cli, GenerateInspectVerifyReplayABundle) {
+  const std::string dir = reprise::test::temp_dir() + "/cli_bundle";
+  std::filesystem::create_directories(dir);
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(run("synth --out " + dir + "/rank-" + std::to_string(r) +
+                  ".json.gz --world-size 2 --layers 2 --hidden 32 "
+                  "--batch 8 --rank " +
+                  std::to_string(r))
+                  .status,
+              0);
+  reprise::test::write_file(dir + "/c.yaml",
+                            "name: tiny\nsource: .\ntransforms:\n  - select: {iterations: 1}\n"
+                            "  - perturb: {dtype: {to: bf16}}\nreplay: {iterations: 2, warmup: 0}\n");
+  Result g = run("generate " + dir + "/c.yaml --out " + dir + "/b -q");
+  ASSERT_EQ(g.status, 0) << g.out;
+  EXPECT_NE(g.out.find("mpirun -np 2 reprise replay"), std::string::npos) << g.out;
+  std::filesystem::rename(dir + "/b", dir + "/moved");
+
+  Result i = run("inspect " + dir + "/moved");
+  ASSERT_EQ(i.status, 0) << i.out;
+  EXPECT_NE(i.out.find("tiny"), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("BFloat16"), std::string::npos) << "inspect shows bf16 collectives: " << i.out;
+  Result ij = run("inspect --json " + dir + "/moved");
+  ASSERT_EQ(ij.status, 0) << ij.out;
+  auto j = nlohmann::json::parse(ij.out);
+  EXPECT_EQ(j["bundle"]["world_size"], 2);
+  EXPECT_EQ(j["bundle"]["roles"].size(), 1u);
+
+  Result v = run("verify " + dir + "/moved");
+  EXPECT_EQ(v.status, 0) << v.out;
+  EXPECT_NE(v.out.find("verified"), std::string::npos) << v.out;
+
+  // World size 2: a single process replays rank 0 and skips the collectives of a larger job.
+  Result rp = run("replay " + dir + "/moved --out " + dir + "/r.json -q");
+  ASSERT_EQ(rp.status, 0) << rp.out;
+  auto rj = nlohmann::json::parse(std::ifstream(dir + "/r.json"));
+  EXPECT_GT(rj["ops_replayed"].get<int64_t>(), 0);
+  EXPECT_EQ(rj["iteration_seconds"].size(), 2u) << "the bundle's replay defaults";
+
+  const std::string role = dir + "/moved/traces/role-0.et.json.gz";
+  std::ofstream(role, std::ios::app) << "x";
+  Result bad = run("verify " + dir + "/moved");
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_NE(bad.out.find("role-0.et.json.gz"), std::string::npos) << bad.out;
+
+  reprise::test::write_file(dir + "/bad.yaml", "source: .\ntransforms:\n  - scale: {world_size: -3}\n");
+  Result e = run("generate " + dir + "/bad.yaml --out " + dir + "/never");
+  EXPECT_EQ(e.status, 2) << e.out;
+  EXPECT_NE(e.out.find("bad.yaml:3:25: world_size:"), std::string::npos) << e.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/never"));
+  EXPECT_EQ(run("verify " + dir).status, 2) << "a folder that is no bundle";
+}
+#endif
 
 }  // namespace
