@@ -26,6 +26,10 @@ namespace fs = std::filesystem;
 namespace reprise::gen {
 namespace {
 
+// Role files are written at gzip level 1: on a 1 GB trace it writes about 3x faster than level 6 for files about
+// a third larger (docs/performance.md, generation).
+constexpr int kRoleGzipLevel = 1;
+
 struct Config {
   std::string name, description;
   std::string source;
@@ -103,7 +107,8 @@ Loaded load_source(const std::string& source, const GenerateOptions& o) {
     TraceSet set = load_traces({source}, ro);
     for (Trace& t : set.ranks) {
       if (t.from_kineto_only)
-        throw UserError(t.source + ": a Kineto trace alone cannot make a benchmark: it records no operator "
+        throw UserError(t.source +
+                        ": a Kineto trace alone cannot make a benchmark: it records no operator "
                         "arguments; give the ET (with its Kineto trace beside it for the original times)");
       l.ws.source_rank.push_back(t.rank);
       l.ws.role_of_rank.push_back(static_cast<uint32_t>(l.ws.roles.size()));
@@ -136,8 +141,7 @@ void check_out(const GenerateOptions& o) {
   std::error_code ec;
   if (fs::exists(o.out, ec) && !o.force)
     throw UserError(o.out + ": exists already (remove it, or replace it with --force)");
-  if (fs::exists(o.out, ec) && !is_bundle(o.out))
-    throw UserError(o.out + ": exists and is not a bundle: not replaced");
+  if (fs::exists(o.out, ec) && !is_bundle(o.out)) throw UserError(o.out + ": exists and is not a bundle: not replaced");
 }
 
 // A role's ET text with each collective's rank argument blanked: data-parallel ranks differ only there, and a
@@ -191,11 +195,17 @@ GenerateReport finish(Loaded& l, const Config& c, const GenerateOptions& o, doub
   };
   say("checking " + std::to_string(ws.world_size()) + " rank(s) against each other");
   check_ranks(ws);
+  std::string applied;
+  for (const BundleTransform& t : c.recorded) applied += (applied.empty() ? ", after " : " then ") + t.name;
   if (o.dry_run)
     for (size_t r = 0; r < ws.roles.size(); ++r) {
-      say("dry run of role " + std::to_string(r) + " on the meta device");
-      o.dry_run(ws.roles[r], "role " + std::to_string(r) + " (from source rank " +
-                                  std::to_string(ws.source_rank[r]) + ")");
+      const std::vector<int64_t> steps = distinct_steps(ws.roles[r]);
+      say("dry run of role " + std::to_string(r) + " on the meta device (" +
+          (steps.empty() ? std::string("the whole trace") : std::to_string(steps.size()) + " distinct iteration(s)") +
+          ")");
+      o.dry_run(ws.roles[r],
+                "role " + std::to_string(r) + " (from source rank " + std::to_string(ws.source_rank[r]) + applied + ")",
+                steps);
     }
 
   Bundle b = l.meta;
@@ -235,7 +245,7 @@ GenerateReport finish(Loaded& l, const Config& c, const GenerateOptions& o, doub
         if (ws.role_of_rank[static_cast<size_t>(k)] == r) role.ranks.push_back(k);
       Trace& t = ws.roles[r];
       t.rank = role.ranks.front();
-      write_et(t, (fs::path(tmp) / role.file).string());
+      write_et(t, (fs::path(tmp) / role.file).string(), kRoleGzipLevel);
       role.sha256 = sha256_file((fs::path(tmp) / role.file).string());
       role.source_rank = ws.source_rank[r];
       role.nodes = static_cast<int64_t>(t.nodes.size());
@@ -278,7 +288,8 @@ Config parse_config(const YamlFile& f) {
       const TransformDescriptor* d = find_transform(name);
       if (!d) {
         std::string known;
-        for (const TransformDescriptor* x : transform_table()) known += (known.empty() ? "" : ", ") + std::string(x->name);
+        for (const TransformDescriptor* x : transform_table())
+          known += (known.empty() ? "" : ", ") + std::string(x->name);
         f.fail(t.begin()->first, "transforms: unknown transform '" + name + "' (expected one of " + known + ")");
       }
       c.steps.push_back({name, d->parse(t.begin()->second, cx)});

@@ -1,9 +1,13 @@
+// SHA-256 through OpenSSL's EVP interface, which uses the CPU's SHA extensions where there are any (a 1 GB source
+// hashes in under a second instead of several).
 #include "sha256.h"
 
-#include <array>
-#include <cstdint>
+#include <openssl/evp.h>
+
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <memory>
 #include <vector>
 
 #include "reprise/common/error.h"
@@ -11,100 +15,46 @@
 namespace reprise::gen {
 namespace {
 
-constexpr std::array<uint32_t, 64> kRound = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-class Sha256 {
+class Digest {
  public:
-  void update(const unsigned char* p, size_t n) {
-    total_ += n;
-    while (n > 0) {
-      size_t take = std::min(n, sizeof(block_) - used_);
-      std::memcpy(block_ + used_, p, take);
-      used_ += take;
-      p += take;
-      n -= take;
-      if (used_ == sizeof(block_)) {
-        compress(block_);
-        used_ = 0;
-      }
-    }
+  Digest() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
+    if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1) throw std::runtime_error("sha256: init");
   }
+  void update(const void* data, size_t n) { EVP_DigestUpdate(ctx_.get(), data, n); }
   std::string hex() {
-    const uint64_t bits = total_ * 8;
-    const unsigned char pad = 0x80;
-    update(&pad, 1);
-    const unsigned char zero = 0;
-    while (used_ != 56) update(&zero, 1);
-    unsigned char len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(bits >> (56 - 8 * i));
-    update(len, 8);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx_.get(), md, &len);
     static const char* digits = "0123456789abcdef";
     std::string out;
-    for (uint32_t h : h_)
-      for (int s = 28; s >= 0; s -= 4) out += digits[(h >> s) & 0xf];
+    for (unsigned int i = 0; i < len; ++i) {
+      out += digits[md[i] >> 4];
+      out += digits[md[i] & 15];
+    }
     return out;
   }
 
  private:
-  void compress(const unsigned char* b) {
-    uint32_t w[64];
-    for (int i = 0; i < 16; ++i)
-      w[i] = uint32_t{b[4 * i]} << 24 | uint32_t{b[4 * i + 1]} << 16 | uint32_t{b[4 * i + 2]} << 8 | b[4 * i + 3];
-    for (int i = 16; i < 64; ++i) {
-      uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-      uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    uint32_t a = h_[0], bb = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
-    for (int i = 0; i < 64; ++i) {
-      uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRound[i] + w[i];
-      uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & bb) ^ (a & c) ^ (bb & c));
-      h = g;
-      g = f;
-      f = e;
-      e = d + t1;
-      d = c;
-      c = bb;
-      bb = a;
-      a = t1 + t2;
-    }
-    h_[0] += a, h_[1] += bb, h_[2] += c, h_[3] += d, h_[4] += e, h_[5] += f, h_[6] += g, h_[7] += h;
-  }
-  uint32_t h_[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  unsigned char block_[64] = {};
-  size_t used_ = 0;
-  uint64_t total_ = 0;
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx_;
 };
 
 }  // namespace
 
-std::string sha256_text(const std::string& data) {
-  Sha256 h;
-  h.update(reinterpret_cast<const unsigned char*>(data.data()), data.size());
-  return h.hex();
+std::string sha256_file(const std::string& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
+  if (!f) throw UserError(path + ": cannot read: " + std::strerror(errno));
+  Digest d;
+  std::vector<char> buf(1 << 20);
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) d.update(buf.data(), n);
+  if (std::ferror(f.get())) throw UserError(path + ": read error: " + std::strerror(errno));
+  return d.hex();
 }
 
-std::string sha256_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(path + ": cannot read");
-  Sha256 h;
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    h.update(reinterpret_cast<const unsigned char*>(buf.data()), static_cast<size_t>(in.gcount()));
-  }
-  if (in.bad()) throw UserError(path + ": read failed");
-  return h.hex();
+std::string sha256_text(const std::string& data) {
+  Digest d;
+  d.update(data.data(), data.size());
+  return d.hex();
 }
 
 }  // namespace reprise::gen

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <unordered_set>
+
+#include "reprise/generators/generate.h"
 
 namespace reprise::gen {
 namespace {
@@ -157,6 +160,78 @@ std::vector<IdRange> step_ranges(const Trace& t) {
   std::vector<IdRange> out;
   for (size_t k = 0; k < starts.size(); ++k)
     out.push_back({starts[k], k + 1 < starts.size() ? starts[k + 1] - 1 : INT64_MAX});
+  return out;
+}
+
+namespace {
+
+struct Fnv {
+  uint64_t h = 1469598103934665603ull;
+  void add(uint64_t v) {
+    for (int k = 0; k < 8; ++k) h = (h ^ ((v >> (8 * k)) & 0xff)) * 1099511628211ull;
+  }
+};
+
+// `scalars`: whether integers count (a collective's sequence number grows every step).
+void hash_value(const Trace& t, const Value& v, Fnv& f, bool scalars) {
+  f.add(static_cast<uint64_t>(v.kind));
+  switch (v.kind) {
+    case ValueKind::Tensor: {
+      const Tensor& x = t.tensors[v.ref];
+      f.add(x.dtype);
+      f.add(x.device);
+      f.add(x.rank);
+      for (int64_t d : t.dims(x)) f.add(static_cast<uint64_t>(d));
+      if (x.has_strides)
+        for (int64_t s : Span<int64_t>{t.ints.data() + x.strides, x.rank}) f.add(static_cast<uint64_t>(s));
+      break;
+    }
+    case ValueKind::List:
+    case ValueKind::Tuple:
+      f.add(v.count);
+      for (const Value& e : t.items(v)) hash_value(t, e, f, scalars);
+      break;
+    case ValueKind::String:
+    case ValueKind::Device:
+      f.add(v.ref);
+      break;
+    default:
+      if (scalars) f.add(static_cast<uint64_t>(v.i));
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> distinct_steps(const Trace& t) {
+  std::vector<const Iteration*> steps;
+  for (const Iteration& it : t.iterations)
+    if (it.profiler_step) steps.push_back(&it);
+  std::sort(steps.begin(), steps.end(),
+            [&](const Iteration* a, const Iteration* b) { return t.nodes[a->node].id < t.nodes[b->node].id; });
+  std::vector<int64_t> out;
+  std::unordered_set<uint64_t> seen;
+  size_t i = 0;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const int64_t first = t.nodes[steps[k]->node].id;
+    const int64_t end = k + 1 < steps.size() ? t.nodes[steps[k + 1]->node].id : INT64_MAX;
+    while (i < t.nodes.size() && t.nodes[i].id < first) ++i;
+    Fnv f;
+    for (; i < t.nodes.size() && t.nodes[i].id < end; ++i) {
+      const Node& n = t.nodes[i];
+      if (i == steps[k]->node) continue;  // ProfilerStep#N differs by its number
+      f.add(n.name);
+      f.add(n.op_schema);
+      f.add(n.num_inputs);
+      f.add(n.num_outputs);
+      const bool scalars = n.collective < 0 && n.kind != NodeKind::CommOp;
+      for (uint32_t a = n.inputs; a < n.inputs + n.num_inputs; ++a) {
+        f.add(t.arg_types[a]);
+        hash_value(t, t.values[a], f, scalars);
+      }
+      for (uint32_t a = n.outputs; a < n.outputs + n.num_outputs; ++a) hash_value(t, t.values[a], f, scalars);
+    }
+    if (seen.insert(f.h).second) out.push_back(steps[k]->step);
+  }
   return out;
 }
 

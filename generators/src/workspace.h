@@ -15,10 +15,10 @@ namespace reprise::gen {
 
 struct Workspace {
   std::vector<Trace> roles;
-  std::vector<int64_t> source_rank;  // per role: the source trace's rank it came from
+  std::vector<int64_t> source_rank;    // per role: the source trace's rank it came from
   std::vector<uint32_t> role_of_rank;  // per world rank
-  std::vector<std::string> notes;    // what the transforms did, one line each
-  bool timing_valid = true;          // the original's iteration times still describe the work
+  std::vector<std::string> notes;      // what the transforms did, one line each
+  bool timing_valid = true;            // the original's iteration times still describe the work
   std::function<void(const std::string&)> warn;
   ShapeInference infer_shapes;  // from GenerateOptions: empty in tools without LibTorch
 

@@ -96,8 +96,10 @@ namespace {
 
 // One line per failure cause, so equal causes group in the results.
 std::string short_reason(std::string msg, at::Device device) {
+  // LibTorch 1.13 has no meta kernel for convolutions: its fallback says "convolution_overrideable not implemented".
   if (msg.rfind("Could not run '", 0) == 0 ||
-      msg.find("with Meta tensors, but there was no fake impl") != std::string::npos)
+      msg.find("with Meta tensors, but there was no fake impl") != std::string::npos ||
+      (device.is_meta() && msg.find("_overrideable not implemented") != std::string::npos))
     return "no " + std::string(device.is_meta() ? "meta" : device.str()) + " kernel in this LibTorch";
   size_t nl = msg.find('\n');
   if (nl != std::string::npos) msg.resize(nl);
@@ -181,6 +183,8 @@ void Executor::run_step_per_op(size_t s, std::vector<OpSpan>& spans, double orig
   }
   if (comm_) comm_->end_step();
 }
+
+void Executor::run_instr(uint32_t i) { exec(plan_.instrs[i]); }
 
 void Executor::end_iteration() {
   for (at::Tensor& t : slots_) t.reset();

@@ -25,6 +25,10 @@ class Executor {
   void run_step_reporting(size_t s, const std::function<void(uint32_t)>& report);
   // The same, timing each op (device synchronized after each) into `spans`, relative to `origin`.
   void run_step_per_op(size_t s, std::vector<OpSpan>& spans, double origin);
+  // Runs instruction `i` alone, and reads a slot after it: shape inference (shape_inference.cc) steps through a
+  // plan on `meta` this way, between instructions.
+  void run_instr(uint32_t i);
+  const at::Tensor& slot(uint32_t s) const { return slots_[s]; }
   // Releases every tensor produced in the iteration (inputs stay).
   void end_iteration();
   // Ops that failed after the first pass (their earlier calls had succeeded).

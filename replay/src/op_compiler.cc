@@ -2,9 +2,11 @@
 // stand-in), its argument list in this LibTorch's schema order, and the slots its outputs go to.
 #include <torch/csrc/jit/frontend/function_schema_parser.h>
 #include <torch/csrc/jit/runtime/operator.h>
+#include <torch/library.h>
 #include <torch/version.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "compiler.h"
 
@@ -60,6 +62,24 @@ bool fits_all(const Trace& t, Span<Value> inputs, const c10::FunctionSchema& s) 
   for (size_t k = 0; k < a.size(); ++k)
     if (!(k < inputs.size() ? fits(t, inputs[k], a[k].type()) : a[k].default_value().has_value())) return false;
   return true;
+}
+
+// reprise::host_delay(int us) -> (): the host busy for `us` microseconds, as perturb's insert: delay_us writes it
+// (docs/configs.md). A busy wait, not a sleep: it stands for host work (Python, data loading) that keeps the
+// launching thread busy. Registered on first use, so every plan (replay, dry run, shape inference) resolves it.
+void host_delay(int64_t us) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+
+void register_reprise_ops() {
+  static torch::Library lib(torch::Library::DEF, "reprise", c10::nullopt, __FILE__, __LINE__);
+  static const bool done = [] {
+    lib.def("host_delay(int us) -> ()", host_delay);
+    return true;
+  }();
+  (void)done;
 }
 
 }  // namespace
@@ -134,6 +154,7 @@ bool Compiler::resolve_name(uint32_t node, std::string& name, std::string& overl
 }
 
 Resolved Compiler::handle(const std::string& name, const std::string& overload) {
+  register_reprise_ops();
   std::string key = overload.empty() ? name : name + "." + overload;
   auto it = handles_.find(key);
   if (it != handles_.end()) return it->second;

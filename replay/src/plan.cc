@@ -44,6 +44,9 @@ Compiler::Compiler(const Trace& t, const ReplayOptions& o, Plan& p) : t_(t), o_(
   if (t.kineto)
     for (const KinetoEvent& e : t.kineto->events)
       if (is_gpu_work(e.cat) && e.node != kNone32 && e.stream >= 0) gpu_stream_of_node_.emplace(e.node, e.stream);
+  // perturb's streams: a `stream` attribute names the stream a collective runs on, over what Kineto saw.
+  for (uint32_t i = 0; i < t.nodes.size(); ++i)
+    if (const Value* v = t.attr(t.nodes[i], "stream"); v && v->kind == ValueKind::Int) gpu_stream_of_node_[i] = v->i;
 }
 
 void Compiler::run(const std::vector<StepRange>& steps) {

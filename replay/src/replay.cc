@@ -267,10 +267,11 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   return r;
 }
 
-ReplayResult dry_run(const Trace& trace, const std::string& label) {
+ReplayResult dry_run(const Trace& trace, const std::string& label, const std::vector<int64_t>& steps) {
   ReplayOptions o;
   o.device = "meta";
   o.all_iterations = true;
+  o.steps = steps;
   o.warmup = 0;
   o.iterations = 1;
   ReplayResult r = replay_trace(trace, o);

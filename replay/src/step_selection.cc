@@ -41,6 +41,15 @@ std::vector<StepRange> select_steps(const Trace& t, const ReplayOptions& o) {
     whole.name = "trace";
     return {whole};
   }
+  if (!o.steps.empty()) {
+    std::vector<StepRange> chosen;
+    for (int64_t want : o.steps)
+      for (size_t k = 0; k < steps.size(); ++k)
+        if (steps[k]->step == want) chosen.push_back(all[k]);
+    if (chosen.size() != o.steps.size())
+      throw UserError(t.source + ": not every ProfilerStep asked for is in the trace");
+    return chosen;
+  }
   if (o.all_iterations) return all;
   if (o.iteration >= 0) {
     for (size_t k = 0; k < steps.size(); ++k)

@@ -89,7 +89,9 @@ TEST(Bundle, DataParallelRanksShareOneRoleAndKeepTheirIds) {
     EXPECT_EQ(t.rank, rank);
     ASSERT_FALSE(t.collectives.empty());
     for (const Collective& c : t.collectives) {
-      if (!c.is_wait) EXPECT_EQ(c.rank, rank);
+      if (!c.is_wait) {
+        EXPECT_EQ(c.rank, rank);
+      }
     }
   }
   EXPECT_THROW(load_bundle_rank(b, 4), UserError);
@@ -163,7 +165,9 @@ TEST(Select, RanksRestrictTheJob) {
   EXPECT_EQ(b.world_size, 2);
   check_bundle_ranks(b);
   for (const Collective& c : load_bundle_rank(b, 1).collectives) {
-    if (!c.is_wait) EXPECT_EQ(c.pg_size, 2);
+    if (!c.is_wait) {
+      EXPECT_EQ(c.pg_size, 2);
+    }
   }
 }
 
@@ -194,7 +198,9 @@ TEST(Scale, MessagesGrowByTheFactor) {
   Trace t = load_bundle_rank(read_bundle(out), 0);
   ASSERT_EQ(t.collectives.size(), src.collectives.size());
   for (size_t k = 0; k < t.collectives.size(); ++k) {
-    if (!t.collectives[k].is_wait) EXPECT_EQ(t.collectives[k].in_elems, (src.collectives[k].in_elems * 5 + 1) / 2);
+    if (!t.collectives[k].is_wait) {
+      EXPECT_EQ(t.collectives[k].in_elems, (src.collectives[k].in_elems * 5 + 1) / 2);
+    }
   }
 }
 

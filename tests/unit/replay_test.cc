@@ -564,5 +564,18 @@ TEST(ReplayShared, Pt2TritonKernelsAreSkippedWithAReason) {
   EXPECT_NE(r.skipped[0].reason.find("Triton kernel"), std::string::npos);
 }
 
+// perturb's insert: delay_us writes reprise::host_delay(int us) -> (): the replay keeps the host busy that long.
+TEST(Replay, HostDelayNodeHoldsTheHost) {
+  MiniTrace m;
+  m.op("aten::relu(Tensor self) -> Tensor", {{m.tensor({4}), F}}, {{m.tensor({4}), F}});
+  m.b().op("reprise::host_delay(int us) -> ()", {m.b().integer(20000)}, {});
+  Trace t = m.finish();
+  ReplayResult r = replay_trace(t, quick());
+  EXPECT_EQ(r.compute_replayed, 2);
+  EXPECT_EQ(r.compute_replayed, r.compute_selected);
+  ASSERT_EQ(r.iteration_seconds.size(), 2u);
+  for (double s : r.iteration_seconds) EXPECT_GE(s, 0.020);
+}
+
 }  // namespace
 }  // namespace reprise::replay

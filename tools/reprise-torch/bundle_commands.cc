@@ -59,7 +59,9 @@ int cmd_generate(int argc, char** argv) {
     o.warn = [&line](const std::string& w) { line.message("warning: " + w); };
     o.progress = [&line](const std::string& s) { line.message(s); };
   }
-  o.dry_run = [](const Trace& t, const std::string& role) { replay::dry_run(t, role); };
+  o.dry_run = [](const Trace& t, const std::string& role, const std::vector<int64_t>& steps) {
+    replay::dry_run(t, role, steps);
+  };
   o.infer_shapes = replay::infer_shapes;
   gen::GenerateReport r =
       gen::is_config(input) ? gen::generate_from_config(input, o) : gen::generate_from_trace(input, o);
@@ -117,7 +119,8 @@ int cmd_verify(int argc, char** argv) {
     say("dry run of " + role.file + " on the meta device");
     nlohmann::json e{{"file", role.file}, {"ranks", gen::rank_ranges(role.ranks)}};
     try {
-      const replay::ReplayResult r = replay::dry_run(gen::load_bundle_rank(b, role.ranks.front()), role.file);
+      const Trace t = gen::load_bundle_rank(b, role.ranks.front());
+      const replay::ReplayResult r = replay::dry_run(t, role.file, gen::distinct_steps(t));
       e["ops_selected"] = r.compute_selected;
       e["ops_accepted"] = r.compute_replayed;
       int64_t no_kernel = 0;

@@ -311,10 +311,10 @@ namespace {
 // it was not committed.
 class AtomicFile {
  public:
-  explicit AtomicFile(const std::string& path)
+  explicit AtomicFile(const std::string& path, int gzip_level = 6)
       : path_(path), tmp_(path + ".tmp-" + std::to_string(::getpid())), gz_(ends_with(path, ".gz")) {
     if (gz_)
-      gzf_ = gzopen(tmp_.c_str(), "wb6");
+      gzf_ = gzopen(tmp_.c_str(), ("wb" + std::to_string(std::clamp(gzip_level, 1, 9))).c_str());
     else
       f_ = std::fopen(tmp_.c_str(), "wb");
     if (!gzf_ && !f_) throw UserError(path + ": cannot create: " + std::strerror(errno));
@@ -360,8 +360,8 @@ class AtomicFile {
 
 }  // namespace
 
-void write_et(const Trace& trace, const std::string& path) {
-  AtomicFile file(path);
+void write_et(const Trace& trace, const std::string& path, int gzip_level) {
+  AtomicFile file(path, gzip_level);
   // Formatting and writing (gzip, for .gz) overlap: a second thread writes each full buffer while this one formats
   // the next; two buffers take turns.
   std::mutex mu;

@@ -1,8 +1,10 @@
-// perturb: a variant of the same work: another floating dtype (fp32 -> bf16/fp16 across the trace), or ops dropped.
-#include <regex>
+// perturb: a variant of the same work: ops dropped, another floating dtype (across the trace, or for some ops with
+// casts at the seams), all_reduce split in two, sizes jittered, GEMMs or host delays inserted, ops moved to another
+// stream. The rewrites are in perturb_casts.cc and perturb_ops.cc; this file reads the config.
+#include <memory>
 #include <unordered_map>
 
-#include "reprise/common/dtype.h"
+#include "perturb_ops.h"
 #include "reprise/common/error.h"
 #include "select_nodes.h"
 #include "transform.h"
@@ -11,149 +13,168 @@ namespace reprise::gen {
 namespace {
 
 struct PerturbSpec {
+  std::unique_ptr<OpPattern> drop;
   const Dtype* from = nullptr;
   const Dtype* to = nullptr;
-  std::regex drop;
-  std::string drop_text, drop_where;
+  std::unique_ptr<OpPattern> dtype_ops;
+  std::string collective_where;  // set: all_reduce -> reduce_scatter + all_gather
+  std::unique_ptr<JitterSpec> jitter;
+  std::vector<InsertSpec> inserts;
+  std::unique_ptr<OpPattern> stream_ops;
+  int64_t stream = 0;
 };
 
-// The names of a schema's arguments in order ("aten::to.dtype(Tensor(a) self, ScalarType dtype, ...) -> ..."),
-// the keyword-only marker left out, as ET records one input per argument.
-std::vector<std::string> argument_names(std::string_view schema) {
-  std::vector<std::string> names;
-  size_t open = schema.find('(');
-  if (open == std::string_view::npos) return names;
-  int depth = 0;
-  std::string cur;
-  auto flush = [&] {
-    std::string a = cur;
-    cur.clear();
-    const size_t eq = a.find('=');
-    if (eq != std::string::npos) a = a.substr(0, eq);
-    while (!a.empty() && a.back() == ' ') a.pop_back();
-    const size_t sp = a.rfind(' ');
-    std::string name = sp == std::string::npos ? a : a.substr(sp + 1);
-    if (!name.empty() && name != "*") names.push_back(name);
-  };
-  for (size_t i = open + 1; i < schema.size(); ++i) {
-    const char ch = schema[i];
-    if (depth == 0 && ch == ')') {
-      flush();
-      break;
-    }
-    if (ch == '(' || ch == '[') ++depth;
-    if (ch == ')' || ch == ']') --depth;
-    if (depth == 0 && ch == ',') {
-      flush();
-      continue;
-    }
-    cur += ch;
+OpPattern pattern(const YamlFile& f, const YAML::Node& n, const std::string& key) {
+  OpPattern p;
+  p.text = f.string(n, key);
+  p.where = f.where(n);
+  try {
+    p.re = std::regex(p.text, std::regex::ECMAScript | std::regex::optimize);
+  } catch (const std::regex_error& e) {
+    f.fail(n, key + ": not a regular expression: " + p.text + " (" + e.what() + ")");
   }
-  return names;
+  return p;
 }
 
-// "Tensor(float)" and "GenericList[Tensor(float),Int]" with `from` replaced by `to`.
-std::string retyped(std::string_view type, const Dtype& from, const Dtype& to) {
-  std::string s(type);
-  for (std::string_view spelling : from.spellings) {
-    if (spelling.empty()) continue;
-    const std::string a = "Tensor(" + std::string(spelling) + ")";
-    const std::string b = "Tensor(" + std::string(to.et_name) + ")";
-    for (size_t at = s.find(a); at != std::string::npos; at = s.find(a, at + b.size())) s.replace(at, a.size(), b);
+const Dtype* floating(const YamlFile& f, const YAML::Node& n, const std::string& key) {
+  const Dtype* x = find_dtype_ignoring_case(f.string(n, key));
+  if (!x) {
+    static const std::unordered_map<std::string, std::string> short_names = {
+        {"bf16", "BFloat16"}, {"fp16", "Half"}, {"fp32", "Float"}, {"fp64", "Double"}};
+    auto it = short_names.find(n.Scalar());
+    if (it != short_names.end()) x = find_dtype(it->second);
   }
-  return s;
+  if (!x || !(x->name == "Float" || x->name == "Half" || x->name == "BFloat16" || x->name == "Double"))
+    f.fail(n, key + ": expected a floating dtype (fp32, fp16, bf16, fp64), not " + n.Scalar());
+  return x;
 }
 
-void change_dtype(Trace& t, const Dtype& from, const Dtype& to, Workspace& ws) {
-  int64_t tensors = 0, args = 0;
-  const StrId to_name = t.strings.intern(to.et_name);
-  for (Tensor& x : t.tensors) {
-    const Dtype* d = find_dtype(t.str(x.dtype));
-    if (d != &from) continue;
-    x.dtype = to_name;
-    x.itemsize = to.itemsize;
-    ++tensors;
+void parse_dtype(const YamlFile& f, const YAML::Node& d, PerturbSpec& s) {
+  f.expect_map(d, "dtype", {"from", "to", "ops"});
+  if (!d["to"]) f.fail(d, "dtype: expected 'to' (bf16, fp16, fp32, ...)");
+  s.to = floating(f, d["to"], "to");
+  s.from = d["from"] ? floating(f, d["from"], "from") : find_dtype("Float");
+  if (s.from == s.to) f.fail(d, "dtype: from and to are the same");
+  if (d["ops"]) s.dtype_ops = std::make_unique<OpPattern>(pattern(f, d["ops"], "ops"));
+}
+
+void parse_jitter(const YamlFile& f, const YAML::Node& j, PerturbSpec& s) {
+  f.expect_map(j, "jitter", {"seed", "fraction", "dims"});
+  if (!j["seed"]) f.fail(j, "jitter: expected 'seed' (an integer)");
+  if (!j["fraction"]) f.fail(j, "jitter: expected 'fraction' (greater than 0, below 1)");
+  auto x = std::make_unique<JitterSpec>();
+  x->seed = static_cast<uint64_t>(f.integer(j["seed"], "seed", 0, INT64_MAX));
+  x->fraction = f.number(j["fraction"], "fraction", 0, 0.99);
+  if (x->fraction <= 0) f.fail(j["fraction"], "fraction: expected a number above 0");
+  if (j["dims"]) {
+    x->m = x->n = x->k = x->messages = false;
+    const YAML::Node dims = j["dims"];
+    if (dims.IsSequence() && dims.size() == 0) f.fail(dims, "dims: expected at least one of m, n, k, messages");
+    auto one = [&](const YAML::Node& e) {
+      const std::string d = f.choice(e, "dims", {"m", "n", "k", "messages"});
+      (d == "m" ? x->m : d == "n" ? x->n : d == "k" ? x->k : x->messages) = true;
+    };
+    if (dims.IsSequence())
+      for (const YAML::Node& e : dims) one(e);
+    else
+      one(dims);
   }
-  std::unordered_map<StrId, StrId> types;
-  for (StrId& ty : t.arg_types) {
-    auto [it, fresh] = types.try_emplace(ty, ty);
-    if (fresh) it->second = t.strings.intern(retyped(t.str(ty), from, to));
-    ty = it->second;
+  s.jitter = std::move(x);
+}
+
+InsertSpec parse_insert(const YamlFile& f, const YAML::Node& p) {
+  f.expect_map(p, "insert", {"op", "m", "n", "k", "dtype", "delay_us", "after", "every"});
+  InsertSpec x;
+  x.where = f.where(p);
+  if (p["op"] && p["delay_us"]) f.fail(p, "insert: expected either op or delay_us, not both");
+  if (p["op"]) {
+    f.choice(p["op"], "op", {"gemm"});
+    x.gemm = true;
+    for (const char* key : {"m", "n", "k"})
+      if (!p[key]) f.fail(p, std::string("insert: op: gemm needs '") + key + "' (a size)");
+    x.m = f.integer(p["m"], "m", 1, int64_t{1} << 20);
+    x.n = f.integer(p["n"], "n", 1, int64_t{1} << 20);
+    x.k = f.integer(p["k"], "k", 1, int64_t{1} << 20);
+    x.dtype = p["dtype"] ? floating(f, p["dtype"], "dtype") : find_dtype("Float");
+  } else if (p["delay_us"]) {
+    for (const char* key : {"m", "n", "k", "dtype"})
+      if (p[key]) f.fail(p[key], std::string("insert: '") + key + "' belongs to op: gemm, not to delay_us");
+    x.delay_us = f.integer(p["delay_us"], "delay_us", 1, int64_t{60} * 1000 * 1000);
+  } else {
+    f.fail(p, "insert: expected op: gemm or delay_us");
   }
-  // Explicit dtype arguments (aten::to, aten::empty, ...) that name `from`.
-  for (uint32_t i = 0; i < t.nodes.size(); ++i) {
-    const Node& n = t.nodes[i];
-    if (n.op_schema == 0) continue;
-    const std::vector<std::string> names = argument_names(t.str(n.op_schema));
-    for (size_t k = 0; k < names.size() && k < n.num_inputs; ++k) {
-      Value& v = t.values[n.inputs + k];
-      if ((names[k] == "dtype" || names[k] == "scalar_type") && v.kind == ValueKind::Int && v.i == from.scalar_type) {
-        v.i = to.scalar_type;
-        ++args;
-      }
-    }
+  if (p["after"]) {
+    x.has_after = true;
+    x.after = pattern(f, p["after"], "after");
   }
-  for (const Collective& c : t.collectives)
-    if (find_dtype(c.dtype) == &from) set_attr_string(t, c.node, "dtype", std::string(to.name));
-  reindex(t);
-  ws.note("perturb: " + t.source + ": " + std::to_string(tensors) + " tensors and " + std::to_string(args) +
-          " dtype arguments " + std::string(from.name) + " -> " + std::string(to.name));
+  if (p["every"]) x.every = f.integer(p["every"], "every", 1, INT32_MAX);
+  return x;
+}
+
+void parse_collective(const YamlFile& f, const YAML::Node& c, PerturbSpec& s) {
+  f.expect_map(c, "collective", {"from", "to"});
+  if (!c["from"] || !c["to"]) f.fail(c, "collective: expected 'from' and 'to'");
+  f.choice(c["from"], "from", {"all_reduce"});
+  f.choice(c["to"], "to", {"reduce_scatter+all_gather"});
+  s.collective_where = f.where(c);
+}
+
+void parse_streams(const YamlFile& f, const YAML::Node& p, PerturbSpec& s) {
+  f.expect_map(p, "streams", {"ops", "stream"});
+  if (!p["ops"] || !p["stream"]) f.fail(p, "streams: expected 'ops' (a regular expression) and 'stream'");
+  s.stream_ops = std::make_unique<OpPattern>(pattern(f, p["ops"], "ops"));
+  s.stream = f.integer(p["stream"], "stream", 0, 1023);
+}
+
+void drop_ops(Trace& t, const OpPattern& drop, Workspace& ws) {
+  std::vector<bool> keep(t.nodes.size(), true);
+  size_t dropped = 0;
+  for (uint32_t i : outermost_ops(t))
+    if (drop.matches(t.name(t.nodes[i]))) keep[i] = false, ++dropped;
+  if (dropped == 0) throw UserError(drop.where + ": drop: '" + drop.text + "' matches no replayed op in " + t.source);
+  keep_nodes(t, keep);
+  ws.note("perturb: " + t.source + ": dropped " + std::to_string(dropped) + " ops matching " + drop.text);
 }
 
 TransformStep parse_perturb(const YAML::Node& p, const ConfigContext& cx) {
   const YamlFile& f = cx.file;
-  f.expect_map(p, "perturb", {"dtype", "drop"});
+  f.expect_map(p, "perturb", {"dtype", "drop", "jitter", "insert", "collective", "streams"});
+  if (p.size() == 0) f.fail(p, "perturb: expected dtype, drop, jitter, insert, collective or streams");
   auto s = std::make_shared<PerturbSpec>();
-  if (p["dtype"]) {
-    const YAML::Node d = p["dtype"];
-    f.expect_map(d, "dtype", {"from", "to"});
-    if (!d["to"]) f.fail(d, "dtype: expected 'to' (bf16, fp16, fp32, ...)");
-    auto floating = [&](const YAML::Node& n, const char* key) {
-      const Dtype* x = find_dtype_ignoring_case(f.string(n, key));
-      if (!x) {
-        static const std::unordered_map<std::string, std::string> short_names = {
-            {"bf16", "BFloat16"}, {"fp16", "Half"}, {"fp32", "Float"}, {"fp64", "Double"}};
-        auto it = short_names.find(n.Scalar());
-        if (it != short_names.end()) x = find_dtype(it->second);
-      }
-      if (!x || !(x->name == "Float" || x->name == "Half" || x->name == "BFloat16" || x->name == "Double"))
-        f.fail(n, std::string(key) + ": expected a floating dtype (fp32, fp16, bf16, fp64), not " + n.Scalar());
-      return x;
-    };
-    s->to = floating(d["to"], "to");
-    s->from = d["from"] ? floating(d["from"], "from") : find_dtype("Float");
-    if (s->from == s->to) f.fail(d, "dtype: from and to are the same");
+  if (p["dtype"]) parse_dtype(f, p["dtype"], *s);
+  if (p["drop"]) s->drop = std::make_unique<OpPattern>(pattern(f, p["drop"], "drop"));
+  if (p["jitter"]) parse_jitter(f, p["jitter"], *s);
+  if (p["collective"]) parse_collective(f, p["collective"], *s);
+  if (p["streams"]) parse_streams(f, p["streams"], *s);
+  if (const YAML::Node in = p["insert"]) {
+    if (in.IsSequence() && in.size() == 0) f.fail(in, "insert: expected a map or a list of maps");
+    if (in.IsSequence())
+      for (const YAML::Node& e : in) s->inserts.push_back(parse_insert(f, e));
+    else
+      s->inserts.push_back(parse_insert(f, in));
   }
-  if (p["drop"]) {
-    s->drop_text = f.string(p["drop"], "drop");
-    s->drop_where = f.where(p["drop"]);
-    try {
-      s->drop = std::regex(s->drop_text, std::regex::ECMAScript | std::regex::optimize);
-    } catch (const std::regex_error& e) {
-      f.fail(p["drop"], "drop: not a regular expression: " + s->drop_text + " (" + e.what() + ")");
-    }
-  }
-  if (!s->to && s->drop_text.empty()) f.fail(p, "perturb: expected dtype or drop");
   return [s](Workspace& ws) {
     ws.timing_valid = false;
     for (Trace& t : ws.roles) {
-      if (s->to) change_dtype(t, *s->from, *s->to, ws);
-      if (s->drop_text.empty()) continue;
-      std::vector<bool> keep(t.nodes.size(), true);
-      size_t dropped = 0;
-      for (uint32_t i : outermost_ops(t))
-        if (std::regex_search(std::string(t.name(t.nodes[i])), s->drop)) keep[i] = false, ++dropped;
-      if (dropped == 0)
-        throw UserError(s->drop_where + ": drop: '" + s->drop_text + "' matches no replayed op in " + t.source);
-      keep_nodes(t, keep);
-      ws.note("perturb: " + t.source + ": dropped " + std::to_string(dropped) + " ops matching " + s->drop_text);
+      auto note = [&](const std::string& what) { ws.note("perturb: " + t.source + ": " + what); };
+      if (s->drop) drop_ops(t, *s->drop, ws);
+      if (s->to && s->dtype_ops) note(convert_ops(t, *s->from, *s->to, *s->dtype_ops));
+      if (s->to && !s->dtype_ops) note(change_dtype(t, *s->from, *s->to));
+      if (!s->collective_where.empty()) note(split_all_reduces(t, ws.world_size(), s->collective_where));
+      if (s->jitter) note(jitter_sizes(t, *s->jitter));
+      for (const InsertSpec& x : s->inserts) note(insert_ops(t, x));
+      if (s->stream_ops) note(move_to_stream(t, *s->stream_ops, s->stream));
     }
   };
 }
 
 }  // namespace
 
-const TransformDescriptor kPerturb{"perturb", "another floating dtype across the trace (fp32 -> bf16, ...), or ops dropped",
-                                   {"dtype", "drop"}, parse_perturb};
+const TransformDescriptor kPerturb{
+    "perturb",
+    "a variant of the same work: ops dropped, another dtype (with casts at the seams), all_reduce split, sizes "
+    "jittered, GEMMs or host delays inserted, ops on another stream",
+    {"dtype", "drop", "jitter", "insert", "collective", "streams"},
+    parse_perturb};
 
 }  // namespace reprise::gen

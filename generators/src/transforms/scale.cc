@@ -5,8 +5,8 @@
 #include <unordered_set>
 
 #include "group_resize.h"
-#include "reprise/comms/collective.h"
 #include "reprise/common/error.h"
+#include "reprise/comms/collective.h"
 #include "transform.h"
 
 namespace reprise::gen {
@@ -82,7 +82,7 @@ bool rewrite_source(Trace& t, uint32_t r, const ScaleSpec::Dim& d) {
   for (size_t k = 0; k < dims.size(); ++k)
     for (size_t j = 0; j < dims.size(); ++j)
       if (factor[j] != 1 && (strides[j] < strides[k] || (strides[j] == strides[k] && j > k)))
-        new_strides[k] = new_strides[k] / d.change.from * d.change.to;
+        new_strides[k] = new_strides[k] * d.change.to / d.change.from;
   x.dims = static_cast<uint32_t>(t.ints.size());
   t.ints.insert(t.ints.end(), dims.begin(), dims.end());
   if (x.has_strides) {
@@ -125,8 +125,9 @@ void scale_dims(Workspace& ws, const ScaleSpec& s) {
   for (size_t role = 0; role < ws.roles.size(); ++role) {
     Trace& t = ws.roles[role];
     std::vector<std::pair<int64_t, int64_t>> before;
-    for (const Collective& c : t.collectives) before.push_back({tensor_elems(t, t.inputs(t.nodes[c.node])),
-                                                                tensor_elems(t, t.outputs(t.nodes[c.node]))});
+    for (const Collective& c : t.collectives)
+      before.push_back({tensor_elems(t, t.inputs(t.nodes[c.node])), tensor_elems(t, t.outputs(t.nodes[c.node]))});
+    const Trace recorded = clone(t);
     std::vector<int64_t> rewritten(s.dims.size(), 0);
     for (size_t d = 0; d < s.dims.size(); ++d) {
       const std::vector<bool> source = source_tensors(t, s.dims, d);
@@ -138,7 +139,7 @@ void scale_dims(Workspace& ws, const ScaleSpec& s) {
     }
     std::vector<std::string> notes;
     try {
-      notes = ws.infer_shapes(t, changes);
+      notes = ws.infer_shapes(recorded, t, changes);
     } catch (const UserError& e) {
       throw UserError(s.where + ": scale: dims: role " + std::to_string(role) + ": " + e.what());
     }
@@ -155,8 +156,7 @@ void scale_dims(Workspace& ws, const ScaleSpec& s) {
 }
 
 void parse_dims(const YAML::Node& p, const YamlFile& f, ScaleSpec& s) {
-  if (!p.IsMap() || p.size() == 0)
-    f.fail(p, "dims: expected a map such as {batch: {from: 4, to: 8}}");
+  if (!p.IsMap() || p.size() == 0) f.fail(p, "dims: expected a map such as {batch: {from: 4, to: 8}}");
   for (const auto& kv : p) {
     const std::string name = kv.first.Scalar();
     const YAML::Node& d = kv.second;
@@ -196,7 +196,8 @@ TransformStep parse_scale(const YAML::Node& p, const ConfigContext& cx) {
   s->where = f.where(p);
   if (p["dims"]) parse_dims(p["dims"], f, *s);
   if (p["world_size"]) s->world_size = f.integer(p["world_size"], "world_size", 1, 1 << 20);
-  if (p["mode"]) s->mode = f.choice(p["mode"], "mode", {"weak", "strong"}) == "strong" ? Scaling::Strong : Scaling::Weak;
+  if (p["mode"])
+    s->mode = f.choice(p["mode"], "mode", {"weak", "strong"}) == "strong" ? Scaling::Strong : Scaling::Weak;
   if (p["messages"]) s->messages = f.number(p["messages"], "messages", 1e-6, 1e6);
   if (p["collective"]) {
     s->only = f.string(p["collective"], "collective");
@@ -228,9 +229,10 @@ TransformStep parse_scale(const YAML::Node& p, const ConfigContext& cx) {
 
 }  // namespace
 
-const TransformDescriptor kScale{"scale",
-                                 "change the world size (weak or strong scaling), collective message sizes or tensor dimensions",
-                                 {"world_size", "mode", "messages", "collective", "dims"},
-                                 parse_scale};
+const TransformDescriptor kScale{
+    "scale",
+    "change the world size (weak or strong scaling), collective message sizes or tensor dimensions",
+    {"world_size", "mode", "messages", "collective", "dims"},
+    parse_scale};
 
 }  // namespace reprise::gen

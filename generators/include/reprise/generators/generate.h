@@ -3,7 +3,7 @@
 //
 //   GenerateOptions o;
 //   o.out = "dlrm-16";
-//   o.dry_run = [](const Trace& t, const std::string& role) { ... };  // reprise-torch: every op on `meta`
+//   o.dry_run = [](const Trace& t, const std::string& role, const std::vector<int64_t>& steps) { ... };
 //   GenerateReport r = generate_from_config("configs/dlrm_16_ranks.yaml", o);
 //
 // Nothing is written until the config is valid, every transform applied, the ranks checked against each other and
@@ -24,17 +24,19 @@ struct DimChange {
   std::string name;  // "batch", "sequence", "hidden", ...: batch-first layouts put batch outermost
   int64_t from = 0, to = 0;
 };
-// Propagates the source tensors' new sizes to every op of `trace` by running it on a device that computes nothing,
-// rewriting the ops' integer size arguments on the way; returns notes on what stayed approximate. Throws UserError
-// naming (by node id) the ops whose arguments cannot be rewritten unambiguously.
-using ShapeInference = std::function<std::vector<std::string>(Trace& trace, const std::vector<DimChange>& changes)>;
+// Propagates the source tensors' new sizes to every op of `trace` (`recorded` before they changed) by running it on
+// a device that computes nothing, rewriting the ops' integer size arguments on the way; returns notes on what stayed
+// approximate. Throws UserError naming (by node id) the ops whose arguments cannot be rewritten unambiguously.
+using ShapeInference =
+    std::function<std::vector<std::string>(const Trace& recorded, Trace& trace, const std::vector<DimChange>& changes)>;
 
 struct GenerateOptions {
   std::string out;     // the bundle folder to create
   bool force = false;  // replace an existing bundle folder at `out`
-  // Runs every op of a role on a device that computes nothing, and throws UserError naming the first op that does
-  // not accept its inputs. Without it (tools that do not link LibTorch) only the structural checks run.
-  std::function<void(const Trace& trace, const std::string& role)> dry_run;
+  // Runs the ops of `steps` (ProfilerStep numbers: distinct_steps; empty = the whole trace) of a role on a device that
+  // computes nothing (reprise-torch: LibTorch's meta) and throws UserError naming the first op that does not accept
+  // its inputs. Without it (tools that do not link LibTorch) only the structural checks run.
+  std::function<void(const Trace& trace, const std::string& role, const std::vector<int64_t>& steps)> dry_run;
   // scale: dims needs it (reprise-torch: replay::infer_shapes); without it that transform fails.
   ShapeInference infer_shapes;
   std::function<void(const std::string&)> warn;
@@ -51,6 +53,10 @@ struct GenerateReport {
 GenerateReport generate_from_trace(const std::string& source, const GenerateOptions& options);
 // A bundle as the config says. Config mistakes throw UserError("CONFIG:LINE:COL: what was expected").
 GenerateReport generate_from_config(const std::string& config, const GenerateOptions& options);
+// The ProfilerStep numbers of the iterations that differ from every earlier one in their ops' names, argument types,
+// shapes, strides and scalar values (tensor ids aside): a dry run of those proves every op accepts its inputs, and a
+// trace of 10,000 identical steps is checked in one. Empty when the trace has no ProfilerStep.
+std::vector<int64_t> distinct_steps(const Trace& t);
 // Whether `path` reads as a generator config (a .yaml/.yml file) rather than a trace.
 bool is_config(const std::string& path);
 

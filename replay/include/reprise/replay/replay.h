@@ -21,6 +21,9 @@
 namespace reprise::comms {
 class Communicator;
 }
+namespace reprise::gen {
+struct DimChange;  // reprise/generators/generate.h
+}
 
 namespace reprise::replay {
 
@@ -40,6 +43,7 @@ struct ReplayOptions {
   std::string device;           // "" = the trace's own device; "cpu", "cuda", "cuda:N" or "meta" (shapes only)
   int64_t iteration = -1;       // ProfilerStep#N to replay; -1 = the first complete one
   bool all_iterations = false;  // replay every ProfilerStep of the trace, one after the other
+  std::vector<int64_t> steps;   // these ProfilerStep numbers, one after the other (overrides the two above)
   int warmup = 1;               // untimed iterations after the validation pass
   int iterations = 5;           // measured iterations
   bool per_op = false;          // a second pass timing each op (does not perturb iteration_seconds)
@@ -138,10 +142,19 @@ struct ReplayResult {
 // Skipped ops are reported in the result, never thrown: `reprise replay --strict` turns them into exit status 1.
 ReplayResult replay_trace(const Trace& trace, const ReplayOptions& options);
 
-// Runs every selected op of every iteration once on the `meta` device (shapes and dtypes only, no data) and throws
-// UserError("LABEL: node ID (OP): why") for the first op that refuses its inputs. Ops this LibTorch has no meta
-// kernel for, and ops it does not know, are not failures: they are counted in the returned result.
-ReplayResult dry_run(const Trace& trace, const std::string& label);
+// Runs every selected op of every iteration (or of `steps`, ProfilerStep numbers) once on the `meta` device (shapes and
+// dtypes only, no data) and throws UserError("LABEL: node ID (OP): why") for the first op that refuses its inputs. Ops
+// this LibTorch has no meta kernel for, and ops it does not know, are not failures: they are counted in the returned
+// result.
+ReplayResult dry_run(const Trace& trace, const std::string& label, const std::vector<int64_t>& steps = {});
+
+// scale: dims (gen::ShapeInference): the caller has rewritten the source tensors' scaled dimensions of `recorded`
+// into `trace` (the same nodes, values and tensors, but for those shapes); every operator
+// (nested ones too) runs once on `meta`, its size arguments rewritten from its inputs' new shapes (view/reshape by
+// groups of equal product, expand, factories, split, slice, arange, layer_norm; rules in docs/configs.md), and the
+// shapes it returns are written into its output tensors. Returns notes on ops left approximate (no meta kernel);
+// throws UserError listing, by node id, the ops whose arguments cannot be rewritten unambiguously.
+std::vector<std::string> infer_shapes(const Trace& recorded, Trace& trace, const std::vector<gen::DimChange>& changes);
 
 // The ranks the trace's process groups and collectives span, or `rank_files` (the rank traces it came with) when
 // that is more: the world size a distributed replay of it needs.

@@ -13,7 +13,8 @@ inline constexpr const char* kCurrentSchema = "1.1.1-chakra.0.0.4";
 
 // Writes `trace` to `path` (gzip when it ends in .gz). The file appears whole or not at all: it is written
 // beside the target and renamed into place. Tensors from schemas that recorded no strides get contiguous ones.
-void write_et(const Trace& trace, const std::string& path);
+// `gzip_level`: 1 (fastest) to 9 (smallest).
+void write_et(const Trace& trace, const std::string& path, int gzip_level = 6);
 
 // The same JSON as a string (tests, small traces).
 std::string et_json(const Trace& trace);

@@ -1,0 +1,54 @@
+// The rewrites perturb is made of, one function per variant; each edits one trace in place, reindexes, and returns
+// what it did as one line for the notes. perturb.cc parses the config into these specs (docs/configs.md).
+#pragma once
+
+#include <cstdint>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "reprise/common/dtype.h"
+#include "reprise/trace/trace.h"
+
+namespace reprise::gen {
+
+// A regular expression with its config text and YAML place, for "matches nothing" errors.
+struct OpPattern {
+  std::regex re;
+  std::string text, where;
+  bool matches(std::string_view name) const { return std::regex_search(name.begin(), name.end(), re); }
+};
+
+// dtype: every `from` tensor, type string, dtype argument and collective of the trace becomes `to`.
+std::string change_dtype(Trace& t, const Dtype& from, const Dtype& to);
+// dtype with ops: the matching ops compute in `to`, casts (aten::to.dtype) at every seam with the rest.
+std::string convert_ops(Trace& t, const Dtype& from, const Dtype& to, const OpPattern& ops);
+
+struct JitterSpec {
+  uint64_t seed = 0;
+  double fraction = 0.1;
+  bool m = true, n = true, k = true, messages = true;  // which sizes move
+};
+std::string jitter_sizes(Trace& t, const JitterSpec& s);
+
+struct InsertSpec {
+  bool gemm = false;  // else a host delay
+  int64_t m = 0, n = 0, k = 0;
+  const Dtype* dtype = nullptr;
+  int64_t delay_us = 0;
+  bool has_after = false;  // without: at the end of each iteration
+  OpPattern after;
+  int64_t every = 1;
+  std::string where;  // the insert's YAML place
+};
+std::string insert_ops(Trace& t, const InsertSpec& s);
+
+// all_reduce -> reduce_scatter + all_gather of the same total size, over a group of `world` ranks at most.
+std::string split_all_reduces(Trace& t, int world, const std::string& where);
+
+std::string move_to_stream(Trace& t, const OpPattern& ops, int64_t stream);
+
+// The schema of the host delay node replay runs as a busy wait on the host (replay/src/op_compiler.cc).
+constexpr const char* kHostDelaySchema = "reprise::host_delay(int us) -> ()";
+
+}  // namespace reprise::gen

@@ -1,0 +1,321 @@
+// perturb: dtype with casts at the seams, jitter, insert (GEMMs, host delays), collective splits, streams, and the
+// config mistakes each reports at its YAML place.
+#include <gtest/gtest.h>
+
+#include "reprise/trace/builder.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/write.h"
+#include "test_util.h"
+#include "transform.h"
+#include "workspace.h"
+#include "yaml_check.h"
+
+namespace reprise::gen {
+namespace {
+
+// Applies `perturb: PARAMS` (YAML block text, indented by two) to `t`, replayed by `world` ranks.
+Workspace apply(Trace t, const std::string& params, int world = 1) {
+  YamlFile f("x.yaml", "perturb:\n" + params);
+  TransformStep step = kPerturb.parse(f.root()["perturb"], {f, "."});
+  Workspace ws;
+  ws.roles.push_back(std::move(t));
+  ws.source_rank.push_back(0);
+  ws.role_of_rank.assign(static_cast<size_t>(world), 0);
+  step(ws);
+  return ws;
+}
+
+Trace applied(Trace t, const std::string& params, int world = 1) {
+  return std::move(apply(std::move(t), params, world).roles[0]);
+}
+
+// The message of the UserError that parsing (or, with `t`, applying) `params` throws.
+std::string error_of(const std::string& params, Trace* t = nullptr) {
+  try {
+    YamlFile f("x.yaml", "perturb:\n" + params);
+    TransformStep step = kPerturb.parse(f.root()["perturb"], {f, "."});
+    if (t) {
+      Workspace ws;
+      ws.roles.push_back(clone(*t));
+      ws.source_rank.push_back(0);
+      ws.role_of_rank.push_back(0);
+      step(ws);
+    }
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TensorSpec spec(TraceBuilder& b, std::vector<int64_t> shape) {
+  TensorSpec s;
+  s.id = b.next_id();
+  s.storage_id = s.id;
+  s.shape = std::move(shape);
+  return s;
+}
+
+constexpr const char* kMm = "aten::mm(Tensor self, Tensor mat2) -> Tensor";
+constexpr const char* kRelu = "aten::relu(Tensor self) -> Tensor";
+
+// mm(x, w) -> relu -> mm(., w) -> sum, with x [4, 8] and w [8, 8], over `steps` ProfilerSteps.
+Trace chain(int steps = 1) {
+  TraceBuilder b;
+  const int64_t thread = b.roots();
+  for (int s = 1; s <= steps; ++s) {
+    b.set_parent(b.annotation("ProfilerStep#" + std::to_string(s), thread));
+    Value x = b.tensor(spec(b, {4, 8})), w = b.tensor(spec(b, {8, 8}));
+    const TensorSpec ys = spec(b, {4, 8}), rs = spec(b, {4, 8}), us = spec(b, {4, 8}), ls = spec(b, {});
+    b.op(kMm, {x, w}, {b.tensor(ys)});
+    b.op(kRelu, {b.tensor(ys)}, {b.tensor(rs)});
+    b.op(kMm, {b.tensor(rs), w}, {b.tensor(us)});
+    b.op("aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", {b.tensor(us), b.none()}, {b.tensor(ls)});
+  }
+  return b.finish();
+}
+
+std::vector<std::string> op_names(const Trace& t) {
+  std::vector<std::string> out;
+  for (const Node& n : t.nodes)
+    if (n.kind == NodeKind::Operator) out.emplace_back(t.name(n));
+  return out;
+}
+
+std::vector<uint32_t> nodes_named(const Trace& t, std::string_view name) {
+  std::vector<uint32_t> out;
+  for (uint32_t i = 0; i < t.nodes.size(); ++i)
+    if (t.name(t.nodes[i]) == name) out.push_back(i);
+  return out;
+}
+
+const Tensor& in_tensor(const Trace& t, uint32_t node, size_t k) { return t.tensors[t.inputs(t.nodes[node])[k].ref]; }
+const Tensor& out_tensor(const Trace& t, uint32_t node) { return t.tensors[t.outputs(t.nodes[node])[0].ref]; }
+std::vector<int64_t> dims(const Trace& t, const Tensor& x) { return {t.dims(x).begin(), t.dims(x).end()}; }
+
+TEST(Perturb, DtypeOpsCastAtEverySeam) {
+  Workspace ws = apply(chain(), "  dtype: {from: fp32, to: bf16, ops: 'aten::mm'}\n");
+  const Trace& t = ws.roles[0];
+  EXPECT_EQ(op_names(t), (std::vector<std::string>{"aten::mm", "aten::to", "aten::relu", "aten::to", "aten::mm",
+                                                   "aten::to", "aten::sum"}))
+      << ws.notes.at(0);
+  const std::vector<uint32_t> mm = nodes_named(t, "aten::mm"), to = nodes_named(t, "aten::to");
+  ASSERT_EQ(to.size(), 3u);
+  // x and w are read by the GEMMs only: they become bf16 without a cast.
+  EXPECT_EQ(t.str(in_tensor(t, mm[0], 0).dtype), "c10::BFloat16");
+  EXPECT_EQ(t.str(in_tensor(t, mm[0], 1).dtype), "c10::BFloat16");
+  EXPECT_EQ(in_tensor(t, mm[0], 1).itemsize, 2);
+  EXPECT_EQ(t.str(t.input_types(t.nodes[mm[0]])[0]), "Tensor(c10::BFloat16)");
+  // bf16 -> fp32 before relu, fp32 -> bf16 before the second GEMM, bf16 -> fp32 before sum.
+  const std::vector<std::pair<std::string, int64_t>> want = {{"float", 6}, {"c10::BFloat16", 15}, {"float", 6}};
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(t.str(out_tensor(t, to[k]).dtype), want[k].first);
+    EXPECT_EQ(t.inputs(t.nodes[to[k]])[1].i, want[k].second);
+    EXPECT_EQ(dims(t, out_tensor(t, to[k])), (std::vector<int64_t>{4, 8}));
+    // The consumer reads the cast's output.
+    EXPECT_EQ(t.inputs(t.nodes[to[k] + 1])[0].ref, t.outputs(t.nodes[to[k]])[0].ref);
+  }
+  EXPECT_EQ(t.str(in_tensor(t, to[0], 0).dtype), "c10::BFloat16");
+  EXPECT_EQ(t.str(out_tensor(t, nodes_named(t, "aten::relu")[0]).dtype), "float");
+  EXPECT_FALSE(ws.timing_valid);
+  ASSERT_EQ(ws.notes.size(), 1u);
+  EXPECT_NE(ws.notes[0].find("3 casts"), std::string::npos) << ws.notes[0];
+}
+
+TEST(Perturb, DtypeWithoutOpsConvertsTheWholeTrace) {
+  const Trace t = applied(chain(), "  dtype: {to: fp16}\n");
+  EXPECT_TRUE(nodes_named(t, "aten::to").empty());
+  for (const Tensor& x : t.tensors) EXPECT_EQ(t.str(x.dtype), "c10::Half");
+}
+
+TEST(Perturb, InsertGemmEveryNthMatchingOp) {
+  const Trace t =
+      applied(chain(), "  insert: {op: gemm, m: 64, n: 32, k: 16, dtype: bf16, after: 'aten::mm', every: 2}\n");
+  EXPECT_EQ(op_names(t), (std::vector<std::string>{"aten::mm", "aten::relu", "aten::mm", "aten::mm", "aten::sum"}));
+  const uint32_t g = nodes_named(t, "aten::mm")[2];
+  EXPECT_EQ(dims(t, in_tensor(t, g, 0)), (std::vector<int64_t>{64, 16}));
+  EXPECT_EQ(dims(t, in_tensor(t, g, 1)), (std::vector<int64_t>{16, 32}));
+  EXPECT_EQ(dims(t, out_tensor(t, g)), (std::vector<int64_t>{64, 32}));
+  EXPECT_EQ(t.str(out_tensor(t, g).dtype), "c10::BFloat16");
+  EXPECT_EQ(t.str(t.nodes[g].op_schema), kMm);
+  EXPECT_EQ(t.nodes[g].parent, t.nodes[g - 1].parent);  // a sibling of the op it follows
+}
+
+TEST(Perturb, InsertWithoutAfterEndsEachIteration) {
+  const Trace t = applied(chain(2), "  insert: {op: gemm, m: 8, n: 8, k: 8}\n");
+  const std::vector<uint32_t> mm = nodes_named(t, "aten::mm");
+  ASSERT_EQ(mm.size(), 6u);
+  for (uint32_t i : {mm[2], mm[5]}) {
+    EXPECT_EQ(t.name(t.nodes[i - 1]), "aten::sum");
+    EXPECT_EQ(t.str(out_tensor(t, i).dtype), "float");
+  }
+  EXPECT_EQ(t.iterations.size(), 2u);
+  EXPECT_TRUE(t.in_subtree(mm[5], t.iterations[1].node));
+}
+
+TEST(Perturb, InsertHostDelays) {
+  Workspace ws = apply(chain(), "  insert: [{delay_us: 500, after: relu}, {delay_us: 7}]\n");
+  const Trace& t = ws.roles[0];
+  EXPECT_EQ(op_names(t), (std::vector<std::string>{"aten::mm", "aten::relu", "reprise::host_delay", "aten::mm",
+                                                   "aten::sum", "reprise::host_delay"}));
+  const std::vector<uint32_t> d = nodes_named(t, "reprise::host_delay");
+  EXPECT_EQ(t.str(t.nodes[d[0]].op_schema), "reprise::host_delay(int us) -> ()");
+  ASSERT_EQ(t.nodes[d[0]].num_inputs, 1u);
+  EXPECT_EQ(t.inputs(t.nodes[d[0]])[0].i, 500);
+  EXPECT_EQ(t.str(t.input_types(t.nodes[d[0]])[0]), "Int");
+  EXPECT_EQ(t.inputs(t.nodes[d[1]])[0].i, 7);
+  EXPECT_EQ(ws.notes.size(), 2u);
+}
+
+SyntheticSpec small_job() {
+  SyntheticSpec s;
+  s.iterations = 1;
+  s.layers = 2;
+  s.hidden = 5;
+  s.batch = 4;
+  s.world_size = 2;
+  return s;
+}
+
+TEST(Perturb, AllReduceBecomesReduceScatterAndAllGather) {
+  const Trace src = synthetic_trace(small_job());
+  size_t reduces = 0;
+  for (const Collective& c : src.collectives) reduces += c.name == "all_reduce";
+  ASSERT_GT(reduces, 0u);
+  const Trace t = applied(clone(src), "  collective: {from: all_reduce, to: reduce_scatter+all_gather}\n", 2);
+  std::vector<std::string> names;
+  for (const Collective& c : t.collectives) names.push_back(c.name);
+  ASSERT_EQ(names.size(), 2 * reduces);
+  for (size_t k = 0; k < names.size(); k += 2) {
+    const Collective& rs = t.collectives[k];
+    const Collective& ag = t.collectives[k + 1];
+    ASSERT_EQ(rs.name, "reduce_scatter");
+    ASSERT_EQ(ag.name, "all_gather");
+    // 25 elements over 2 ranks: chunks of 13.
+    EXPECT_EQ(rs.in_elems, 26);
+    EXPECT_EQ(rs.out_elems, 13);
+    EXPECT_EQ(ag.in_elems, 13);
+    EXPECT_EQ(ag.out_elems, 26);
+    EXPECT_EQ(t.name(t.nodes[t.nodes[rs.node].parent]), "c10d::_reduce_scatter_base_");
+    EXPECT_EQ(t.name(t.nodes[t.nodes[ag.node].parent]), "c10d::_allgather_base_");
+    EXPECT_LT(t.nodes[rs.node].id, t.nodes[ag.node].id);
+    EXPECT_EQ(ag.dtype, "Float");
+  }
+}
+
+TEST(Perturb, JitterIsReproducibleAndSeeded) {
+  TraceBuilder b;
+  b.roots();
+  b.set_parent(b.annotation("ProfilerStep#1"));
+  const TensorSpec as = spec(b, {64, 32}), bs = spec(b, {32, 48}), cs = spec(b, {64, 48});
+  b.op(kMm, {b.tensor(as), b.tensor(bs)}, {b.tensor(cs)});
+  const Trace src = b.finish();
+  auto shapes = [](const Trace& t) {
+    const uint32_t mm = nodes_named(t, "aten::mm")[0];
+    return std::vector<std::vector<int64_t>>{dims(t, in_tensor(t, mm, 0)), dims(t, in_tensor(t, mm, 1)),
+                                             dims(t, out_tensor(t, mm))};
+  };
+  const auto a = shapes(applied(clone(src), "  jitter: {seed: 7, fraction: 0.5}\n"));
+  const auto again = shapes(applied(clone(src), "  jitter: {seed: 7, fraction: 0.5}\n"));
+  const auto other = shapes(applied(clone(src), "  jitter: {seed: 8, fraction: 0.5}\n"));
+  EXPECT_EQ(a, again);
+  EXPECT_NE(a, other);
+  for (const auto& s : {a, other}) {
+    EXPECT_EQ(s[0][0], s[2][0]);  // M
+    EXPECT_EQ(s[0][1], s[1][0]);  // K
+    EXPECT_EQ(s[1][1], s[2][1]);  // N
+    EXPECT_GE(s[0][0], 32);
+    EXPECT_LE(s[0][0], 96);
+  }
+  EXPECT_NE(a, shapes(src));
+  // dims: [k] moves K only.
+  const auto k_only = shapes(applied(clone(src), "  jitter: {seed: 7, fraction: 0.5, dims: [k]}\n"));
+  EXPECT_EQ(k_only[2], (std::vector<int64_t>{64, 48}));
+}
+
+TEST(Perturb, JitterMovesMessagesAlikeOnEveryRank) {
+  SyntheticSpec s = small_job();
+  s.hidden = 64;
+  const Trace r0 = applied(synthetic_trace(s), "  jitter: {seed: 3, fraction: 0.3, dims: messages}\n", 2);
+  s.rank = 1;
+  const Trace r1 = applied(synthetic_trace(s), "  jitter: {seed: 3, fraction: 0.3, dims: messages}\n", 2);
+  ASSERT_EQ(r0.collectives.size(), r1.collectives.size());
+  bool changed = false;
+  for (size_t k = 0; k < r0.collectives.size(); ++k) {
+    EXPECT_EQ(r0.collectives[k].in_elems, r1.collectives[k].in_elems);
+    EXPECT_EQ(r0.collectives[k].in_elems, r0.collectives[k].out_elems);
+    changed = changed || r0.collectives[k].in_elems != 64 * 64;
+  }
+  EXPECT_TRUE(changed);
+}
+
+TEST(Perturb, StreamsMarkMatchingOps) {
+  const Trace t = applied(chain(), "  streams: {ops: relu, stream: 2}\n");
+  for (uint32_t i = 0; i < t.nodes.size(); ++i) {
+    const Value* v = t.attr(t.nodes[i], "stream");
+    if (t.name(t.nodes[i]) == "aten::relu") {
+      ASSERT_NE(v, nullptr);
+      EXPECT_EQ(v->i, 2);
+    } else {
+      EXPECT_EQ(v, nullptr) << t.name(t.nodes[i]);
+    }
+  }
+}
+
+// Every variant at once, written as ET and read back: the inserted nodes, casts and split collectives survive.
+TEST(Perturb, RewrittenTracesRoundTripThroughEt) {
+  const Trace t = applied(synthetic_trace(small_job()),
+                          "  dtype: {to: bf16, ops: 'aten::(addmm|mm)$'}\n"
+                          "  collective: {from: all_reduce, to: reduce_scatter+all_gather}\n"
+                          "  jitter: {seed: 1, fraction: 0.2}\n"
+                          "  insert: [{op: gemm, m: 8, n: 8, k: 8}, {delay_us: 10, after: relu}]\n"
+                          "  streams: {ops: '^c10d::', stream: 1}\n",
+                          2);
+  const Trace back = read_et_text(et_json(t), "back.json");
+  EXPECT_EQ(op_names(back), op_names(t));
+  ASSERT_EQ(back.collectives.size(), t.collectives.size());
+  for (size_t k = 0; k < t.collectives.size(); ++k) {
+    EXPECT_EQ(back.collectives[k].name, t.collectives[k].name);
+    EXPECT_EQ(back.collectives[k].in_elems, t.collectives[k].in_elems);
+  }
+  EXPECT_FALSE(nodes_named(back, "aten::to").empty());
+  EXPECT_FALSE(nodes_named(back, "reprise::host_delay").empty());
+  EXPECT_EQ(back.iterations.size(), t.iterations.size());
+}
+
+TEST(Perturb, MistakesAreReportedAtTheirPlace) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"  dtype: {to: bf16, ops: '('}\n", "x.yaml:2:26: ops: not a regular expression"},
+      {"  jitter: {fraction: 0.1}\n", "x.yaml:2:11: jitter: expected 'seed'"},
+      {"  jitter: {seed: 1, fraction: 1.5}\n", "x.yaml:2:31: fraction: expected a number from"},
+      {"  jitter: {seed: 1, fraction: 0.1, dims: [q]}\n", "x.yaml:2:43: dims: expected one of"},
+      {"  insert: {op: conv, m: 1, n: 1, k: 1}\n", "x.yaml:2:16: op: expected one of"},
+      {"  insert: {op: gemm, m: 1, n: 1}\n", "x.yaml:2:11: insert: op: gemm needs 'k'"},
+      {"  insert: {op: gemm, m: 1, n: 1, k: 1, delay_us: 3}\n", "x.yaml:2:11: insert: expected either op"},
+      {"  insert: {delay_us: 3, every: 0}\n", "x.yaml:2:32: every: expected an integer from 1"},
+      {"  insert: {delay_us: 3, dtype: bf16}\n", "x.yaml:2:32: insert: 'dtype' belongs to op: gemm"},
+      {"  insert: {delay: 3}\n", "x.yaml:2:12: insert: unknown key 'delay'"},
+      {"  collective: {from: all_reduce, to: all_gather}\n", "x.yaml:2:38: to: expected one of"},
+      {"  streams: {ops: relu}\n", "x.yaml:2:12: streams: expected 'ops'"},
+      {"  shuffle: 1\n", "x.yaml:2:3: perturb: unknown key 'shuffle'"},
+  };
+  for (const auto& [params, want] : cases) {
+    const std::string got = error_of(params);
+    EXPECT_EQ(got.substr(0, want.size()), want) << params;
+  }
+}
+
+TEST(Perturb, PatternsThatMatchNothingNameTheirPlace) {
+  Trace t = chain();
+  EXPECT_NE(
+      error_of("  insert: {delay_us: 3, after: conv}\n", &t).find("x.yaml:2:32: insert: after: 'conv' matches no"),
+      std::string::npos);
+  EXPECT_NE(error_of("  dtype: {to: bf16, ops: conv}\n", &t).find("x.yaml:2:26: dtype: ops: 'conv' matches no"),
+            std::string::npos);
+  EXPECT_NE(error_of("  streams: {ops: conv, stream: 1}\n", &t).find("x.yaml:2:18: streams: ops: 'conv'"),
+            std::string::npos);
+  EXPECT_NE(error_of("  collective: {from: all_reduce, to: reduce_scatter+all_gather}\n", &t).find("has no all_reduce"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace reprise::gen
