@@ -10,7 +10,6 @@ namespace {
 
 bool structural(NodeKind k) { return k == NodeKind::Root || k == NodeKind::Thread || k == NodeKind::Annotation; }
 bool comm_kind(NodeKind k) { return k == NodeKind::Collective || k == NodeKind::Wait || k == NodeKind::CommOp; }
-constexpr int kScopeBackwardFunction = 1;
 
 }  // namespace
 

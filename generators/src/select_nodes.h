@@ -11,6 +11,9 @@
 
 namespace reprise::gen {
 
+// RecordScope::BACKWARD_FUNCTION, as ET writes a node's scope.
+constexpr int kScopeBackwardFunction = 1;
+
 // The ops replay issues: nodes that are not structure (root, thread, annotation) and have no such ancestor.
 std::vector<uint32_t> outermost_ops(const Trace& t);
 // Per node: whether it is a communication op or holds one (record_param_comms, c10d:: ops, waits).

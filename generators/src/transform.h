@@ -37,5 +37,6 @@ const TransformDescriptor* find_transform(const std::string& name);
 extern const TransformDescriptor kSelect;
 extern const TransformDescriptor kScale;
 extern const TransformDescriptor kPerturb;
+extern const TransformDescriptor kSplice;
 
 }  // namespace reprise::gen

@@ -3,7 +3,7 @@
 namespace reprise::gen {
 
 const std::vector<const TransformDescriptor*>& transform_table() {
-  static const std::vector<const TransformDescriptor*> table = {&kSelect, &kScale, &kPerturb};
+  static const std::vector<const TransformDescriptor*> table = {&kSelect, &kSplice, &kScale, &kPerturb};
   return table;
 }
 

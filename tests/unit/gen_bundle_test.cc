@@ -289,3 +289,43 @@ TEST(Config, MistakesNameTheirPlaceAndWriteNothing) {
 
 }  // namespace
 }  // namespace reprise::gen
+
+namespace reprise::gen {
+namespace {
+
+TEST(Splice, RepeatIterationsAddsProfilerStepsWithFreshTensors) {
+  const std::string job = synthetic_job(1, 1);
+  const std::string out = test::temp_dir() + "/splice_it";
+  generate_from_config(config("splice_it", "source: " + job + "\ntransforms:\n  - splice: {repeat: {iterations: 3}}\n"),
+                       quiet(out));
+  Trace src = read_et(job + "/rank-0.et.json.gz");
+  Trace t = load_bundle_rank(read_bundle(out), 0);
+  int steps = 0;
+  for (const Iteration& it : t.iterations) steps += it.profiler_step;
+  EXPECT_EQ(steps, 3);
+  EXPECT_EQ(t.collectives.size(), 3 * src.collectives.size());
+  std::map<std::string, int> ops, src_ops;
+  for (const Node& n : t.nodes) ops[std::string(t.name(n))] += n.kind == NodeKind::Operator;
+  for (const Node& n : src.nodes) src_ops[std::string(src.name(n))] += n.kind == NodeKind::Operator;
+  for (const auto& [name, count] : src_ops) EXPECT_EQ(ops[name], 3 * count) << name;
+  for (size_t i = 1; i < t.nodes.size(); ++i) EXPECT_LT(t.nodes[i - 1].id, t.nodes[i].id);
+}
+
+TEST(Splice, MistakesNameTheirPlace) {
+  const std::string job = synthetic_job(1, 1);
+  EXPECT_NE(
+      config_error("splice_times", "source: " + job + "\ntransforms:\n  - splice: {repeat: {scope: x, times: 1}}\n")
+          .find(":3:40: times:"),
+      std::string::npos);
+  EXPECT_NE(
+      config_error("splice_scope",
+                   "source: " + job + "\ntransforms:\n  - splice: {repeat: {scope: \"## nowhere ##\", times: 2}}\n")
+          .find(":3:30: scope: '## nowhere ##' matches no"),
+      std::string::npos);
+  EXPECT_NE(config_error("splice_key", "source: " + job + "\ntransforms:\n  - splice: {concat: {}}\n")
+                .find(":3:14: splice: unknown key 'concat'"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace reprise::gen

@@ -43,6 +43,7 @@ int cmd_generate(int argc, char** argv) {
       transform_help() + "\noptions");
   opts.add_options()("help,h", "show this help")("out,o", po::value(&o.out), "required: the bundle folder")(
       "force", po::bool_switch(&o.force), "replace an existing bundle at --out")(
+      "no-dry-run", "skip the meta dry run (the structural checks still run)")(
       "json", "print the bundle's manifest as JSON")("quiet,q", "no progress lines or warnings")(
       "input", po::value(&input), "the config or trace");
   po::positional_options_description pos;
@@ -59,9 +60,10 @@ int cmd_generate(int argc, char** argv) {
     o.warn = [&line](const std::string& w) { line.message("warning: " + w); };
     o.progress = [&line](const std::string& s) { line.message(s); };
   }
-  o.dry_run = [](const Trace& t, const std::string& role, const std::vector<int64_t>& steps) {
-    replay::dry_run(t, role, steps);
-  };
+  if (!vm.count("no-dry-run"))
+    o.dry_run = [](const Trace& t, const std::string& role, const std::vector<int64_t>& steps) {
+      replay::dry_run(t, role, steps);
+    };
   o.infer_shapes = replay::infer_shapes;
   gen::GenerateReport r =
       gen::is_config(input) ? gen::generate_from_config(input, o) : gen::generate_from_trace(input, o);
