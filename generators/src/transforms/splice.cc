@@ -255,38 +255,31 @@ void repeat_unit(Trace& t, const std::string& name, int64_t times, Workspace& ws
   std::vector<Made> made;
   std::unordered_map<int64_t, std::pair<size_t, size_t>> forward_copy;  // (source id, copy) key below
   auto key = [](int64_t id, int64_t k) { return id * 1024 + k; };
+  // Appends copy k of the subtree at `r` to `in`.
+  auto append_copy = [&](Insertion& in, uint32_t r, int64_t k, bool record_forward) {
+    std::vector<uint32_t> nodes;
+    std::vector<int> parent;
+    subtree(t, r, nodes, parent);
+    const int base = static_cast<int>(in.nodes.size());
+    for (size_t j = 0; j < nodes.size(); ++j) {
+      if (record_forward) forward_copy[key(t.nodes[nodes[j]].id, k)] = {ins.size(), in.nodes.size()};
+      made.push_back({ins.size(), in.nodes.size(), nodes[j], k});
+      in.nodes.push_back(copy_with(t, nodes[j], remap[static_cast<size_t>(k)], k * (max_seq + 1)));
+      in.parent.push_back(parent[j] < 0 ? -1 : parent[j] + base);
+    }
+  };
   for (uint32_t r : roots) {
     Insertion in;
     in.anchor = r;
-    for (int64_t k = 1; k < times; ++k) {
-      std::vector<uint32_t> nodes;
-      std::vector<int> parent;
-      subtree(t, r, nodes, parent);
-      const int base = static_cast<int>(in.nodes.size());
-      for (size_t j = 0; j < nodes.size(); ++j) {
-        forward_copy[key(t.nodes[nodes[j]].id, k)] = {ins.size(), in.nodes.size()};
-        made.push_back({ins.size(), in.nodes.size(), nodes[j], k});
-        in.nodes.push_back(copy_with(t, nodes[j], remap[static_cast<size_t>(k)], k * (max_seq + 1)));
-        in.parent.push_back(parent[j] < 0 ? -1 : parent[j] + base);
-      }
-    }
+    for (int64_t k = 1; k < times; ++k) append_copy(in, r, k, true);
     ins.push_back(std::move(in));
   }
-  if (!back_roots.empty()) {
+  if (!back_roots.empty()) {  // backward runs last layer first: the last copy's backward comes first
     Insertion in;
-    in.anchor = back_roots.back();
+    in.anchor = back_roots.front();
+    in.before = true;
     for (int64_t k = times - 1; k >= 1; --k)
-      for (uint32_t r : back_roots) {
-        std::vector<uint32_t> nodes;
-        std::vector<int> parent;
-        subtree(t, r, nodes, parent);
-        const int base = static_cast<int>(in.nodes.size());
-        for (size_t j = 0; j < nodes.size(); ++j) {
-          made.push_back({ins.size(), in.nodes.size(), nodes[j], k});
-          in.nodes.push_back(copy_with(t, nodes[j], remap[static_cast<size_t>(k)], k * (max_seq + 1)));
-          in.parent.push_back(parent[j] < 0 ? -1 : parent[j] + base);
-        }
-      }
+      for (uint32_t r : back_roots) append_copy(in, r, k, false);
     ins.push_back(std::move(in));
   }
   // Forward parents of backward copies name their forward copies (ids known once inserted).
