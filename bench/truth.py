@@ -22,9 +22,6 @@ import tempfile
 import time
 from collections import Counter
 
-# splice repeat of a GPT block: the copy's backward reads gradient tensors the trace's reused ids tie to earlier
-# temporaries, and the meta dry run refuses it (docs/configs.md, splice). Run it with --case to see where it stands.
-UNFINISHED = {"gpt_twice_the_layers"}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -124,8 +121,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--pairs", type=int, default=5)
-    ap.add_argument("--case", action="append", help="only these cases (default: all but the unfinished "
-                    "gpt_twice_the_layers, whose spliced copy does not dry-run yet)")
+    ap.add_argument("--case", action="append", help="only these cases (default: all)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--work", default=None)
     ap.add_argument("--json", default=None)
@@ -135,7 +131,7 @@ def main():
     work = a.work or tempfile.mkdtemp(prefix="reprise-truth-")
     results, failed = [], False
     for case in cases(a.quick):
-        if (a.case and case.name not in a.case) or (not a.case and case.name in UNFINISHED):
+        if a.case and case.name not in a.case:
             continue
         d = os.path.join(work, case.name)
         os.makedirs(d, exist_ok=True)

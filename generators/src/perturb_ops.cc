@@ -91,9 +91,10 @@ bool jitter_gemm(Trace& t, uint32_t i, const GemmForm& form, const double f[3], 
       want = d[k];
     }
   }
-  if (s.m) size['M'] = scaled(size['M'], f[0]);
-  if (s.n) size['N'] = scaled(size['N'], f[1]);
-  if (s.k) size['K'] = scaled(size['K'], f[2]);
+  constexpr int M = 'M', N = 'N', K = 'K';
+  if (s.m) size[M] = scaled(size[M], f[0]);
+  if (s.n) size[N] = scaled(size[N], f[1]);
+  if (s.k) size[K] = scaled(size[K], f[2]);
   for (const Slot& x : slots) {
     const Tensor& old = t.tensors[t.values[x.value].ref];
     NewTensor spec{std::string(t.str(old.dtype)), old.itemsize, old.has_device ? old.device : 0, {}};

@@ -68,17 +68,20 @@ Node copy_with(Trace& t, uint32_t i, const std::vector<uint32_t>& remap, int64_t
   return n;
 }
 
-// A subtree in pre-order (the trace's order), with each node's parent as an index in the list (-1 for the root).
+// A subtree in the trace's order (by id: execution order, which a copy must keep), with each node's parent as an
+// index in the list (-1 for the root).
 void subtree(const Trace& t, uint32_t root, std::vector<uint32_t>& nodes, std::vector<int>& parent) {
-  const size_t base = nodes.size();
-  nodes.push_back(root);
-  parent.push_back(-1);
-  for (size_t k = base; k < nodes.size(); ++k)
-    for (uint32_t c : t.children(t.nodes[nodes[k]])) {
-      nodes.push_back(c);
-      parent.push_back(static_cast<int>(k - base));
-    }
-  // Breadth-first above; insert_nodes wants any order whose parents come first, which this is.
+  std::vector<uint32_t> found{root};
+  for (size_t k = 0; k < found.size(); ++k)
+    for (uint32_t c : t.children(t.nodes[found[k]])) found.push_back(c);
+  std::sort(found.begin(), found.end());
+  std::unordered_map<uint32_t, int> at;
+  for (uint32_t i : found) {
+    at[i] = static_cast<int>(at.size());
+    nodes.push_back(i);
+    auto p = i == root ? at.end() : at.find(t.nodes[i].parent);
+    parent.push_back(p == at.end() ? -1 : p->second);
+  }
 }
 
 struct Fresh {
