@@ -125,8 +125,6 @@ int cmd_verify(int argc, char** argv) {
       const replay::ReplayResult r = replay::dry_run(t, role.file, gen::distinct_steps(t));
       e["ops_selected"] = r.compute_selected;
       e["ops_accepted"] = r.compute_replayed;
-      int64_t no_kernel = 0;
-      for (const replay::FailedOp& f : r.failed) no_kernel += f.reason.rfind("no ", 0) == 0;
       e["without_meta_kernel"] = r.compute_selected - r.compute_replayed;
       std::cout << role.file << " (ranks " << gen::rank_ranges(role.ranks) << "): " << r.compute_replayed << " of "
                 << r.compute_selected << " compute ops accepted on meta";
