@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "reprise/common/error.h"
 #include "reprise/generators/bundle.h"
@@ -322,8 +323,38 @@ TEST(Splice, MistakesNameTheirPlace) {
                    "source: " + job + "\ntransforms:\n  - splice: {repeat: {scope: \"## nowhere ##\", times: 2}}\n")
           .find(":3:30: scope: '## nowhere ##' matches no"),
       std::string::npos);
-  EXPECT_NE(config_error("splice_key", "source: " + job + "\ntransforms:\n  - splice: {concat: {}}\n")
-                .find(":3:14: splice: unknown key 'concat'"),
+  EXPECT_NE(config_error("splice_key", "source: " + job + "\ntransforms:\n  - splice: {replace: {}}\n")
+                .find(":3:14: splice: unknown key 'replace'"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace reprise::gen
+
+namespace reprise::gen {
+namespace {
+
+TEST(Splice, ConcatAppendsAnotherSourcesIterations) {
+  const std::string a = synthetic_job(1, 1), b = synthetic_job(1, 2);
+  const std::string out = test::temp_dir() + "/concat";
+  generate_from_config(
+      config("concat", "source: " + a + "\ntransforms:\n  - splice: {concat: {sources: [" + b + "]}}\n"), quiet(out));
+  Trace ta = read_et(a + "/rank-0.et.json.gz"), tb = read_et(b + "/rank-0.et.json.gz");
+  Trace t = load_bundle_rank(read_bundle(out), 0);
+  std::vector<std::string> steps;
+  for (const Iteration& it : t.iterations)
+    if (it.profiler_step) steps.push_back(it.name);
+  EXPECT_EQ(steps, (std::vector<std::string>{"ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"}));
+  EXPECT_EQ(t.collectives.size(), ta.collectives.size() + tb.collectives.size());
+  std::set<int64_t> a_ids;
+  for (const Tensor& x : ta.tensors) a_ids.insert(x.id);
+  size_t fresh = 0;
+  for (const Tensor& x : t.tensors) fresh += a_ids.count(x.id) == 0;
+  EXPECT_GE(fresh, tb.tensors.size() / 2) << "the appended ops have tensors of their own";
+  for (size_t i = 1; i < t.nodes.size(); ++i) EXPECT_LT(t.nodes[i - 1].id, t.nodes[i].id);
+  EXPECT_NE(config_error("concat_ranks", "source: " + a + "\ntransforms:\n  - splice: {concat: {sources: [" +
+                                             synthetic_job(2, 1) + "]}}\n")
+                .find("has 2 ranks, the job 1"),
             std::string::npos);
 }
 

@@ -8,7 +8,9 @@
 
 #include "perturb_edit.h"
 #include "reprise/common/error.h"
+#include "reprise/trace/read.h"
 #include "select_nodes.h"
+#include "trace_graft.h"
 #include "transform.h"
 
 namespace reprise::gen {
@@ -18,7 +20,8 @@ struct SpliceSpec {
   std::regex scope;
   std::string scope_text, where;
   int64_t times = 2;
-  bool iterations = false;  // repeat each iteration instead of a scope
+  bool iterations = false;          // repeat each iteration instead of a scope
+  std::vector<std::string> concat;  // sources whose ops follow the trace's
 };
 
 template <typename F>
@@ -393,10 +396,48 @@ void repeat_iterations(Trace& t, const SpliceSpec& s, Workspace& ws) {
           std::to_string(made) + " new ProfilerStep(s))");
 }
 
+// concat: each source's ops after the role's; a source of one rank serves every role, else it has the job's ranks.
+void concat_sources(Workspace& ws, const SpliceSpec& s) {
+  for (const std::string& path : s.concat) {
+    ReadOptions ro;
+    ro.warn = ws.warn;
+    TraceSet src = load_traces({path}, ro);
+    const size_t n = src.ranks.size();
+    if (n != 1 && n != static_cast<size_t>(ws.world_size()))
+      throw UserError(s.where + ": concat: " + path + " has " + std::to_string(n) + " ranks, the job " +
+                      std::to_string(ws.world_size()) + ": give one rank or the job's");
+    for (size_t r = 0; r < ws.roles.size(); ++r) {
+      size_t rank = 0;
+      while (n > 1 && ws.role_of_rank[rank] != r) ++rank;
+      const size_t added = graft(ws.roles[r], src.ranks[n == 1 ? 0 : rank]);
+      ws.note("splice: " + ws.roles[r].source + ": " + std::to_string(added) + " nodes of " + path + " appended");
+    }
+  }
+}
+
 TransformStep parse_splice(const YAML::Node& p, const ConfigContext& cx) {
   const YamlFile& f = cx.file;
-  f.expect_map(p, "splice", {"repeat"});
-  if (!p["repeat"]) f.fail(p, "splice: expected repeat: {scope: REGEX, times: K} or repeat: {iterations: K}");
+  f.expect_map(p, "splice", {"repeat", "concat"});
+  if (!p["repeat"] && !p["concat"])
+    f.fail(p, "splice: expected repeat: {scope: REGEX, times: K}, repeat: {iterations: K} or concat: {sources: [...]}");
+  if (p["repeat"] && p["concat"]) f.fail(p, "splice: one of repeat and concat per entry (write two entries)");
+  if (const YAML::Node c = p["concat"]) {
+    f.expect_map(c, "concat", {"sources"});
+    if (!c["sources"]) f.fail(c, "concat: expected sources: [TRACE, ...]");
+    auto s = std::make_shared<SpliceSpec>();
+    s->where = f.where(c);
+    const YAML::Node list = c["sources"];
+    if (list.IsSequence()) {
+      for (const auto& e : list) s->concat.push_back(f.path(e, "sources"));
+    } else {
+      s->concat.push_back(f.path(list, "sources"));
+    }
+    if (s->concat.empty()) f.fail(list, "sources: expected at least one trace");
+    return [s](Workspace& ws) {
+      ws.timing_valid = false;
+      concat_sources(ws, *s);
+    };
+  }
   const YAML::Node r = p["repeat"];
   f.expect_map(r, "repeat", {"scope", "times", "iterations"});
   auto s = std::make_shared<SpliceSpec>();
@@ -428,8 +469,8 @@ TransformStep parse_splice(const YAML::Node& p, const ConfigContext& cx) {
 
 const TransformDescriptor kSplice{"splice",
                                   "repeat a scope (a layer with its backward) or an iteration, with fresh tensors "
-                                  "per copy and the seams rebound by shape and dtype",
-                                  {"repeat"},
+                                  "per copy and the seams rebound by shape and dtype; concat other sources' ops",
+                                  {"repeat", "concat"},
                                   parse_splice};
 
 }  // namespace reprise::gen
