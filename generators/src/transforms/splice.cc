@@ -366,8 +366,7 @@ void repeat_iterations(Trace& t, const SpliceSpec& s, Workspace& ws) {
     for (int64_t k = 1; k < s.times; ++k) {
       std::vector<uint32_t> m(t.tensors.size(), kNone32);
       std::unordered_map<int64_t, int64_t> id_map, storage_map;
-      const size_t count = t.tensors.size();
-      for (uint32_t x = 0; x < count; ++x)
+      for (uint32_t x = 0; x < produced.size(); ++x)  // the original's tensors, not earlier copies'
         if (produced[x] == 2) m[x] = fresh_tensor(t, x, id_map, storage_map, fresh, false);
       m.resize(t.tensors.size(), kNone32);
       for (uint32_t top : tops) {
