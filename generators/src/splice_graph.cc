@@ -4,6 +4,7 @@
 #include <climits>
 #include <set>
 
+#include "perturb_edit.h"
 #include "select_nodes.h"
 
 namespace reprise::gen {
@@ -254,7 +255,8 @@ Node NodeImporter::node(uint32_t i) {
   }
   n.attrs = attrs;
   if (n.seq_id >= 0) n.seq_id += seq_shift_;
-  n.fw_parent = 0;
+  n.fw_parent = 0;  // another trace's ids
+  n.fields &= static_cast<uint16_t>(~kHasFwParent);
   n.collective = -1;
   n.num_children = 0;
   return n;
@@ -313,6 +315,67 @@ void renumber_collective_seqs(Trace& t) {
     if (seq[c] != INT64_MIN)
       for (uint32_t v : seq_values(t, t.nodes[t.collectives[c].node])) t.values[v].i = seq[c];
   reindex(t);
+}
+
+size_t graft(Trace& into, const Trace& from) {
+  std::vector<uint32_t> threads;
+  for (uint32_t i = 0; i < into.nodes.size(); ++i)
+    if (into.nodes[i].kind == NodeKind::Thread) threads.push_back(i);
+  if (threads.empty()) throw UserError(into.source + ": no thread node to append to");
+  int64_t max_step = -1;
+  for (const Iteration& it : into.iterations)
+    if (it.profiler_step) max_step = std::max(max_step, it.step);
+  int64_t seq_shift = 0;
+  for (const Node& n : into.nodes) seq_shift = std::max(seq_shift, n.seq_id + 1);
+  NodeImporter g(into, from, {}, seq_shift);
+  // One insertion after the last top-level node of the target (in id order, over every thread), so the grafted ops
+  // run after all of the target's; each top-level copy goes under the target's thread of its tid afterwards.
+  Insertion in;
+  std::unordered_map<uint32_t, int> pos;         // source node -> index in the insertion
+  std::vector<std::pair<size_t, int64_t>> tops;  // insertion index, tid
+  size_t added = 0;
+  for (uint32_t i = 0; i < from.nodes.size(); ++i) {
+    const Node& n = from.nodes[i];
+    if (n.kind == NodeKind::Root || n.kind == NodeKind::Thread) continue;
+    uint32_t top = i;
+    while (from.nodes[top].parent != kNone32 && from.nodes[from.nodes[top].parent].kind != NodeKind::Thread &&
+           from.nodes[from.nodes[top].parent].kind != NodeKind::Root)
+      top = from.nodes[top].parent;
+    if (from.name(from.nodes[top]) == "## process_group:init ##") continue;
+    Node copy = g.node(i);
+    if (from.name(n).rfind("ProfilerStep#", 0) == 0)
+      copy.name = into.strings.intern("ProfilerStep#" + std::to_string(++max_step));
+    pos[i] = static_cast<int>(in.nodes.size());
+    auto p = i == top ? pos.end() : pos.find(n.parent);
+    if (i == top) tops.push_back({in.nodes.size(), n.tid});
+    in.parent.push_back(p == pos.end() ? -1 : p->second);
+    in.nodes.push_back(copy);
+    ++added;
+  }
+  if (added == 0) throw UserError(from.source + ": no ops to append");
+  uint32_t last = kNone32;
+  for (uint32_t th : threads)
+    for (uint32_t c : into.children(into.nodes[th])) last = last == kNone32 ? c : std::max(last, c);
+  if (last == kNone32) throw UserError(into.source + ": no ops to append after");
+  in.anchor = last;
+  std::vector<Insertion> ins;
+  ins.push_back(std::move(in));
+  const std::vector<int64_t> ids = insert_nodes(into, std::move(ins)).front();
+  std::unordered_map<int64_t, int64_t> thread_of_tid;
+  for (const Node& n : into.nodes)
+    if (n.kind == NodeKind::Thread) thread_of_tid.emplace(n.tid, n.id);
+  bool moved = false;
+  for (const auto& [k, tid] : tops) {
+    auto th = thread_of_tid.find(tid);
+    const uint32_t node = into.find(ids[k]);
+    if (th != thread_of_tid.end() && node != kNone32 && into.nodes[node].parent_id != th->second) {
+      into.nodes[node].parent_id = th->second;
+      moved = true;
+    }
+  }
+  if (moved) reindex(into);
+  into.kineto.reset();
+  return added;
 }
 
 }  // namespace reprise::gen

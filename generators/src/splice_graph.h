@@ -103,4 +103,9 @@ class NodeImporter {
 // Reindexes when it changed anything.
 void renumber_collective_seqs(Trace& t);
 
+// Appends every op of `from` (its thread roots' subtrees, ProfilerSteps renamed to follow `into`'s, the
+// process-group node left out) after `into`'s last top-level node, under `into`'s thread of the same tid (else its
+// first thread). Tensors get new ids and storages; sequence numbers are shifted past `into`'s. Returns the nodes added.
+size_t graft(Trace& into, const Trace& from);
+
 }  // namespace reprise::gen

@@ -13,7 +13,6 @@
 #include "reprise/trace/read.h"
 #include "select_nodes.h"
 #include "splice_graph.h"
-#include "trace_graft.h"
 #include "transform.h"
 
 namespace reprise::gen {
