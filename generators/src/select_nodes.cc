@@ -61,23 +61,16 @@ std::vector<bool> comm_ops(const Trace& t, const std::vector<uint32_t>& outer) {
 
 std::vector<bool> nodes_in_iterations(const Trace& t, const std::vector<int64_t>& steps, const std::string& where) {
   std::vector<std::pair<int64_t, int64_t>> ranges;
-  std::vector<const Iteration*> have;
-  for (const Iteration& it : t.iterations)
-    if (it.profiler_step) have.push_back(&it);
-  std::sort(have.begin(), have.end(),
-            [&](const Iteration* a, const Iteration* b) { return t.nodes[a->node].id < t.nodes[b->node].id; });
+  const std::vector<StepSpan> have = profiler_steps(t);
   for (int64_t s : steps) {
-    size_t k = 0;
-    while (k < have.size() && have[k]->step != s) ++k;
-    if (k == have.size()) {
+    auto k = std::find_if(have.begin(), have.end(), [&](const StepSpan& h) { return h.step->step == s; });
+    if (k == have.end()) {
       std::string list;
-      for (const Iteration* it : have) list += (list.empty() ? "" : ", ") + it->name;
+      for (const StepSpan& h : have) list += (list.empty() ? "" : ", ") + h.step->name;
       throw UserError(where + ": iterations: " + t.source + " has no ProfilerStep#" + std::to_string(s) +
                       (have.empty() ? " (it has no ProfilerStep at all)" : " (it has " + list + ")"));
     }
-    const int64_t first = t.nodes[have[k]->node].id;
-    const int64_t last = k + 1 < have.size() ? t.nodes[have[k + 1]->node].id - 1 : INT64_MAX;
-    ranges.push_back({first, last});
+    ranges.push_back({k->first_id, k->end_id == INT64_MAX ? INT64_MAX : k->end_id - 1});
   }
   return nodes_in_id_ranges(t, ranges);
 }

@@ -153,13 +153,9 @@ std::vector<int64_t> group_members(const Trace& t, const Collective& c, int worl
 }
 
 std::vector<IdRange> step_ranges(const Trace& t) {
-  std::vector<int64_t> starts;
-  for (const Iteration& it : t.iterations)
-    if (it.profiler_step) starts.push_back(t.nodes[it.node].id);
-  std::sort(starts.begin(), starts.end());
   std::vector<IdRange> out;
-  for (size_t k = 0; k < starts.size(); ++k)
-    out.push_back({starts[k], k + 1 < starts.size() ? starts[k + 1] - 1 : INT64_MAX});
+  for (const StepSpan& s : profiler_steps(t))
+    out.push_back({s.first_id, s.end_id == INT64_MAX ? INT64_MAX : s.end_id - 1});
   return out;
 }
 
@@ -203,22 +199,16 @@ void hash_value(const Trace& t, const Value& v, Fnv& f, bool scalars) {
 }  // namespace
 
 std::vector<int64_t> distinct_steps(const Trace& t) {
-  std::vector<const Iteration*> steps;
-  for (const Iteration& it : t.iterations)
-    if (it.profiler_step) steps.push_back(&it);
-  std::sort(steps.begin(), steps.end(),
-            [&](const Iteration* a, const Iteration* b) { return t.nodes[a->node].id < t.nodes[b->node].id; });
   std::vector<int64_t> out;
   std::unordered_set<uint64_t> seen;
   size_t i = 0;
-  for (size_t k = 0; k < steps.size(); ++k) {
-    const int64_t first = t.nodes[steps[k]->node].id;
-    const int64_t end = k + 1 < steps.size() ? t.nodes[steps[k + 1]->node].id : INT64_MAX;
+  for (const StepSpan& step : profiler_steps(t)) {
+    const int64_t first = step.first_id, end = step.end_id;
     while (i < t.nodes.size() && t.nodes[i].id < first) ++i;
     Fnv f;
     for (; i < t.nodes.size() && t.nodes[i].id < end; ++i) {
       const Node& n = t.nodes[i];
-      if (i == steps[k]->node) continue;  // ProfilerStep#N differs by its number
+      if (i == step.step->node) continue;  // ProfilerStep#N differs by its number
       f.add(n.name);
       f.add(n.op_schema);
       f.add(n.num_inputs);
@@ -230,7 +220,7 @@ std::vector<int64_t> distinct_steps(const Trace& t) {
       }
       for (uint32_t a = n.outputs; a < n.outputs + n.num_outputs; ++a) hash_value(t, t.values[a], f, scalars);
     }
-    if (seen.insert(f.h).second) out.push_back(steps[k]->step);
+    if (seen.insert(f.h).second) out.push_back(step.step->step);
   }
   return out;
 }

@@ -20,17 +20,14 @@ enum WalkState : uint8_t {
 
 std::vector<StepRange> select_steps(const Trace& t, const ReplayOptions& o) {
   std::vector<const Iteration*> steps;
-  for (const Iteration& it : t.iterations)
-    if (it.profiler_step) steps.push_back(&it);
-  std::sort(steps.begin(), steps.end(),
-            [&](const Iteration* a, const Iteration* b) { return t.nodes[a->node].id < t.nodes[b->node].id; });
   std::vector<StepRange> all;
-  for (size_t k = 0; k < steps.size(); ++k) {
+  for (const StepSpan& s : profiler_steps(t)) {
+    steps.push_back(s.step);
     StepRange r;
-    r.name = steps[k]->name;
-    r.node = steps[k]->node;
-    r.first_id = t.nodes[r.node].id;
-    r.end_id = k + 1 < steps.size() ? t.nodes[steps[k + 1]->node].id : INT64_MAX;
+    r.name = s.step->name;
+    r.node = s.step->node;
+    r.first_id = s.first_id;
+    r.end_id = s.end_id;
     all.push_back(r);
   }
   if (all.empty()) {

@@ -114,6 +114,16 @@ bool Trace::in_subtree(uint32_t node, uint32_t ancestor) const {
   return false;
 }
 
+std::vector<StepSpan> profiler_steps(const Trace& t) {
+  std::vector<StepSpan> out;
+  for (const Iteration& it : t.iterations) {
+    if (!it.profiler_step) continue;
+    if (!out.empty()) out.back().end_id = t.nodes[it.node].id;
+    out.push_back({&it, t.nodes[it.node].id, INT64_MAX});
+  }
+  return out;
+}
+
 size_t Trace::memory_bytes() const {
   size_t b = strings.bytes();
   b += nodes.capacity() * sizeof(Node) + values.capacity() * sizeof(Value) + arg_types.capacity() * sizeof(StrId);

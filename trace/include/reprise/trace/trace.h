@@ -244,7 +244,7 @@ class Trace {
   std::vector<uint32_t> child_index;
   std::vector<Collective> collectives;
   std::vector<ProcessGroup> process_groups;
-  std::vector<Iteration> iterations;
+  std::vector<Iteration> iterations;  // in node order
   std::optional<KinetoInfo> kineto;
 
   std::string_view str(StrId id) const { return strings.str(id); }
@@ -274,6 +274,15 @@ class Trace {
 void reindex(Trace& t);
 // A deep copy (a Trace owns its string table, which does not copy implicitly); string ids stay the same.
 Trace clone(const Trace& t);
+
+// A ProfilerStep and the node ids it spans: from its marker up to the next step's (so the backward on the autograd
+// thread belongs to its step), the last one to the end of the trace. end_id is exclusive.
+struct StepSpan {
+  const Iteration* step = nullptr;
+  int64_t first_id = 0, end_id = INT64_MAX;
+};
+// The ProfilerSteps in execution order (Trace::iterations is in node order, and nodes are in id order).
+std::vector<StepSpan> profiler_steps(const Trace& t);
 
 // A set of traces, one per rank, as loaded from files, folders or archives.
 struct TraceSet {
