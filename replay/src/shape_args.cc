@@ -22,7 +22,7 @@ struct Candidate {
   const gen::DimChange* change = nullptr;
 };
 
-// One candidate, or the batch dimension's leftmost one (batch-first layouts), or why none.
+// One candidate, or the batch (or world) dimension's leftmost one, or why none.
 std::string choose(const std::vector<Candidate>& all, const Shape& sizes, Candidate& out) {
   std::vector<Candidate> c;
   for (const Candidate& x : all)
@@ -32,9 +32,10 @@ std::string choose(const std::vector<Candidate>& all, const Shape& sizes, Candid
     out = c.front();
     return {};
   }
-  bool batch = true;
-  for (const Candidate& x : c) batch = batch && x.change && x.change->name == "batch";
-  if (batch) {
+  // Batch-first layouts put the batch outermost; rank-major ones (what an all_to_all exchanges) the world.
+  bool outer = true;
+  for (const Candidate& x : c) outer = outer && x.change && (x.change->name == "batch" || x.change->name == "world");
+  if (outer) {
     out = c.front();
     return {};
   }

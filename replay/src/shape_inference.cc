@@ -4,6 +4,7 @@
 // shapes and strides it returned are written into its output tensors.
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "executor.h"
 #include "plan.h"
@@ -25,16 +26,21 @@ Shape contiguous(const Shape& s) {
   return st;
 }
 
-// Operators nested in operators (matmul's expand, bmm, _unsafe_view) become outermost, so they run too.
-void flatten(Trace& t) {
+// Operators nested in operators (matmul's expand, bmm, _unsafe_view) become outermost, so they run too. Returns the
+// ids of those that were nested.
+std::unordered_set<int64_t> flatten(Trace& t) {
+  std::unordered_set<int64_t> nested;
   for (Node& n : t.nodes) {
     if (n.kind != NodeKind::Operator) continue;
     uint32_t top = kNone32;
     for (uint32_t p = n.parent; p != kNone32 && t.nodes[p].parent != p; p = t.nodes[p].parent)
       if (t.nodes[p].kind == NodeKind::Operator) top = p;
-    if (top != kNone32) n.parent_id = t.nodes[top].parent_id;
+    if (top == kNone32) continue;
+    n.parent_id = t.nodes[top].parent_id;
+    nested.insert(n.id);
   }
   reindex(t);
+  return nested;
 }
 
 void tensors_of(const Trace& t, const Value& v, std::vector<uint32_t>& out) {
@@ -43,10 +49,63 @@ void tensors_of(const Trace& t, const Value& v, std::vector<uint32_t>& out) {
     for (const Value& e : t.items(v)) tensors_of(t, e, out);
 }
 
+bool is_one_of(std::string_view name, std::initializer_list<std::string_view> names) {
+  for (std::string_view x : names)
+    if (name == x) return true;
+  return false;
+}
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// Output `position` of an embedding lookup (no meta kernel in CPU builds; the generic guess cannot tell the bag count
+// from the table width when they are equal): [bags, width] or indices.shape + [width]; the bookkeeping outputs follow
+// the index or bag count they were recorded with. False for other ops.
+bool lookup_shape(const Trace& old, const Trace& t, const Node& n, size_t position, const Shape& was, Shape& now) {
+  const std::string_view name = t.name(n);
+  const bool bag =
+      is_one_of(name, {"aten::embedding_bag", "aten::_embedding_bag", "aten::_embedding_bag_forward_only"});
+  if (!bag && name != "aten::embedding") return false;
+  Span<Value> in = t.inputs(n);
+  const size_t need = bag ? 3 : 2;
+  if (in.size() < need) return false;
+  for (size_t k = 0; k < need; ++k)
+    if (in[k].kind != ValueKind::Tensor) return false;
+  const Shape weight = dims_of(t, in[0].ref), indices = dims_of(t, in[1].ref);
+  if (weight.size() != 2) return false;
+  if (!bag) {
+    if (position != 0) return false;
+    now = indices;
+    now.push_back(weight[1]);
+    return true;
+  }
+  const bool end_offset = in.size() > 7 && in[7].kind == ValueKind::Bool && in[7].i != 0;
+  auto bags = [&](const Trace& x) { return numel(dims_of(x, in[2].ref)) - (end_offset ? 1 : 0); };
+  if (position == 0) {
+    now = {bags(t), weight[1]};
+    return true;
+  }
+  if (was.size() != 1) return false;
+  if (was[0] == numel(dims_of(old, in[1].ref)))
+    now = {numel(indices)};
+  else if (was[0] == bags(old))
+    now = {bags(t)};
+  return true;
+}
+
 class ShapeInferer {
  public:
-  ShapeInferer(const Trace& old, Trace& work, Plan& plan, const std::vector<gen::DimChange>& changes)
-      : old_(old), t_(work), plan_(plan), changes_(changes), fresh_(work.tensors.size(), false) {}
+  ShapeInferer(const Trace& old, Trace& work, Plan& plan, const std::vector<gen::DimChange>& changes,
+               std::unordered_set<int64_t> nested)
+      : old_(old),
+        t_(work),
+        plan_(plan),
+        changes_(changes),
+        nested_(std::move(nested)),
+        fresh_(work.tensors.size(), false) {}
 
   void before(uint32_t i) {
     follow_aliases(plan_.instrs[i]);
@@ -68,6 +127,8 @@ class ShapeInferer {
   }
 
   std::vector<std::string> problems, notes;
+  // Ops nested in an op that ran (its internals: replay issues the outer op) whose sizes could not be rewritten.
+  std::vector<std::string> nested_problems;
 
  private:
   void set_shape(uint32_t r, const Shape& sizes, const Shape& strides) {
@@ -84,7 +145,8 @@ class ShapeInferer {
     fresh_[r] = true;
   }
   void problem(const Node& n, const std::string& why) {
-    problems.push_back("node " + std::to_string(n.id) + " (" + std::string(t_.name(n)) + "): " + why);
+    (nested_.count(n.id) ? nested_problems : problems)
+        .push_back("node " + std::to_string(n.id) + " (" + std::string(t_.name(n)) + "): " + why);
   }
   void infer_without_kernel(uint32_t i, detail::Executor& ex);
   void follow_aliases(const detail::Instr& in);
@@ -96,6 +158,7 @@ class ShapeInferer {
   Trace& t_;
   Plan& plan_;
   const std::vector<gen::DimChange>& changes_;
+  const std::unordered_set<int64_t> nested_;
   // A recorded shape and the one LibTorch computed for it, from ops that ran; a shape seen becoming two different
   // ones is ambiguous (empty). Sizes no input determines (factories, internal tensors) follow it.
   std::map<Shape, Shape> learned_;
@@ -154,7 +217,7 @@ void ShapeInferer::infer_without_kernel(uint32_t i, detail::Executor& ex) {
       const uint32_t r = v->ref;
       const Shape was = dims_of(old_, r);
       Shape now = was;
-      bool found = false;
+      bool found = lookup_shape(old_, t_, n, o->position, was, now);
       for (uint32_t x : inputs)
         if (!found && dims_of(old_, x) == was) {
           now = dims_of(t_, x);
@@ -260,12 +323,6 @@ void ShapeInferer::set_list(const detail::Instr& in, size_t position, const Shap
   for (size_t k = 0; k < now.size(); ++k) t_.values[list.ref + k].i = now[k];
 }
 
-bool is_one_of(std::string_view name, std::initializer_list<std::string_view> names) {
-  for (std::string_view x : names)
-    if (name == x) return true;
-  return false;
-}
-
 void ShapeInferer::rewrite_args(const detail::Instr& in) {
   const Node& n = t_.nodes[in.node];
   const std::string_view name = t_.name(n);
@@ -290,7 +347,7 @@ void ShapeInferer::rewrite_args(const detail::Instr& in) {
   const bool expand = is_one_of(name, {"aten::expand", "aten::broadcast_to"});
   const bool factory = is_one_of(
       name, {"aten::zeros", "aten::ones", "aten::empty", "aten::full", "aten::rand", "aten::randn", "aten::new_zeros",
-             "aten::new_ones", "aten::new_empty", "aten::new_full", "aten::empty_strided"});
+             "aten::new_ones", "aten::new_empty", "aten::new_full", "aten::empty_strided", "aten::new_empty_strided"});
   if ((view || expand || factory) && list < inputs.size()) {
     ArgSolution s;
     const Shape out_old = outs.empty() || outs[0].kind != ValueKind::Tensor ? Shape{} : dims_of(old_, outs[0].ref);
@@ -305,16 +362,26 @@ void ShapeInferer::rewrite_args(const detail::Instr& in) {
       s.values = *learned(out_old);  // an internal tensor shaped as one an op already returned
     } else if (view && self) {
       s = detail::solve_view(in_old, in_new, sizes, changes_);
+      // Products unchanged but the factors moved (the backward of a reshape whose input was permuted): the shape an
+      // earlier op turned this recorded shape into, when it has the input's size.
+      const Shape* was_seen = out_old.empty() ? nullptr : learned(out_old);
+      if (s.why.empty() && s.values == sizes && was_seen && *was_seen != out_old && numel(*was_seen) == numel(in_new) &&
+          was_seen->size() == sizes.size())
+        s.values = *was_seen;
     } else if (expand && self) {
       s = detail::solve_expand(in_old, in_new, sizes, changes_);
     } else {
       s = detail::solve_free(sizes, std::vector<bool>(sizes.size(), true), changes_);
     }
     if (!s.why.empty()) return problem(n, s.why);
-    if (name == "aten::_reshape_alias" && list + 1 < inputs.size() && s.values != sizes) {
+    const bool strided = is_one_of(name, {"aten::_reshape_alias", "aten::empty_strided", "aten::new_empty_strided"});
+    if (strided && list + 1 < inputs.size() && s.values != sizes) {
       Shape st;
       for (const Value& e : t_.items(inputs[list + 1])) st.push_back(e.i);
-      if (st == contiguous(sizes)) set_list(in, list + 1, contiguous(s.values));
+      if (matches)  // the strides of the view its parent returned (a view of a non-contiguous input)
+        set_list(in, list + 1, t_.strides(t_.tensors[outs[0].ref]));
+      else if (st == contiguous(sizes))
+        set_list(in, list + 1, contiguous(s.values));
     }
     set_list(in, list, s.values);
     return;
@@ -376,14 +443,14 @@ void ShapeInferer::rewrite_args(const detail::Instr& in) {
 
 std::vector<std::string> infer_shapes(const Trace& old, Trace& trace, const std::vector<gen::DimChange>& changes) {
   Trace work = clone(trace);
-  flatten(work);
+  std::unordered_set<int64_t> nested = flatten(work);
   ReplayOptions o;
   o.device = "meta";
   o.all_iterations = true;
   Plan plan = detail::compile_plan(work, o);
   for (uint32_t& s : plan.out_slots)  // every returned tensor is kept: its shape is written back
     if (s == detail::kNoSlot) s = plan.num_slots++;
-  ShapeInferer shapes(old, work, plan, changes);
+  ShapeInferer shapes(old, work, plan, changes, std::move(nested));
   {
     detail::Executor ex(work, plan, detail::create_input_tensors(plan, 0));
     for (uint32_t i = 0; i < plan.instrs.size(); ++i) {
@@ -400,6 +467,10 @@ std::vector<std::string> infer_shapes(const Trace& old, Trace& trace, const std:
     if (shapes.problems.size() > 5) what += "; ...";
     throw UserError(what);
   }
+  if (!shapes.nested_problems.empty())
+    shapes.notes.push_back(std::to_string(shapes.nested_problems.size()) +
+                           " op(s) nested in ops that ran keep recorded sizes (replay issues the outer op), first " +
+                           shapes.nested_problems.front());
   trace.values = std::move(work.values);
   trace.tensors = std::move(work.tensors);
   trace.ints = std::move(work.ints);
