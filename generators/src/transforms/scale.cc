@@ -1,5 +1,6 @@
 // scale: the job's world size (weak or strong scaling, collective sizes recomputed by the rules in
-// docs/configs.md), collective message sizes, and named dimensions of the tensors (dims).
+// docs/configs.md; embedding tables resharded over the new world with tables: reshard), collective message sizes,
+// and named dimensions of the tensors (dims).
 #include <optional>
 #include <regex>
 #include <unordered_set>
@@ -7,6 +8,7 @@
 #include "group_resize.h"
 #include "reprise/common/error.h"
 #include "reprise/comms/collective.h"
+#include "reshard.h"
 #include "transform.h"
 
 namespace reprise::gen {
@@ -15,6 +17,7 @@ namespace {
 struct ScaleSpec {
   int64_t world_size = 0;
   Scaling mode = Scaling::Weak;
+  bool reshard = false;  // tables: reshard
   double messages = 0;
   std::string only;
   std::string where;
@@ -191,13 +194,14 @@ void parse_dims(const YAML::Node& p, const YamlFile& f, ScaleSpec& s) {
 
 TransformStep parse_scale(const YAML::Node& p, const ConfigContext& cx) {
   const YamlFile& f = cx.file;
-  f.expect_map(p, "scale", {"world_size", "mode", "messages", "collective", "dims"});
+  f.expect_map(p, "scale", {"world_size", "mode", "tables", "messages", "collective", "dims"});
   auto s = std::make_shared<ScaleSpec>();
   s->where = f.where(p);
   if (p["dims"]) parse_dims(p["dims"], f, *s);
   if (p["world_size"]) s->world_size = f.integer(p["world_size"], "world_size", 1, 1 << 20);
   if (p["mode"])
     s->mode = f.choice(p["mode"], "mode", {"weak", "strong"}) == "strong" ? Scaling::Strong : Scaling::Weak;
+  if (p["tables"]) s->reshard = f.choice(p["tables"], "tables", {"reshard", "keep"}) == "reshard";
   if (p["messages"]) s->messages = f.number(p["messages"], "messages", 1e-6, 1e6);
   if (p["collective"]) {
     s->only = f.string(p["collective"], "collective");
@@ -205,12 +209,20 @@ TransformStep parse_scale(const YAML::Node& p, const ConfigContext& cx) {
     if (!comms::parse_kind(s->only, k)) f.fail(p["collective"], "collective: not a collective name: " + s->only);
     s->only = comms::describe(k).name;
   }
+  if (p["tables"] && s->world_size == 0) f.fail(p["tables"], "tables: goes with world_size");
   if (s->world_size == 0 && s->messages == 0 && s->dims.empty())
     f.fail(p, "scale: expected world_size, messages or dims");
   if (p["mode"] && s->world_size == 0) f.fail(p["mode"], "mode: goes with world_size");
+  if (s->reshard && s->mode == Scaling::Strong)
+    f.fail(p["tables"], "tables: reshard keeps each rank's batch (weak scaling): drop mode: strong");
   if (p["collective"] && s->messages == 0) f.fail(p["collective"], "collective: goes with messages");
   return [s](Workspace& ws) {
-    if (s->world_size > 0) {
+    if (s->reshard) {
+      const int old = ws.world_size();
+      reshard_tables(ws, s->world_size, s->where + ": scale");
+      ws.note("scale: world size " + std::to_string(old) + " -> " + std::to_string(s->world_size) +
+              " (weak), tables resharded, " + std::to_string(ws.roles.size()) + " role(s)");
+    } else if (s->world_size > 0) {
       const int old = ws.world_size();
       std::vector<int64_t> sources;
       for (int64_t k = 0; k < s->world_size; ++k) sources.push_back(k % old);
@@ -231,8 +243,8 @@ TransformStep parse_scale(const YAML::Node& p, const ConfigContext& cx) {
 
 const TransformDescriptor kScale{
     "scale",
-    "change the world size (weak or strong scaling), collective message sizes or tensor dimensions",
-    {"world_size", "mode", "messages", "collective", "dims"},
+    "change the world size (weak or strong scaling, tables resharded), collective message sizes or tensor dimensions",
+    {"world_size", "mode", "tables", "messages", "collective", "dims"},
     parse_scale};
 
 }  // namespace reprise::gen

@@ -1,0 +1,211 @@
+// scale: {world_size: M, tables: reshard}: a model-parallel rank's embedding tables spread over the ranks that
+// replay it. The end-to-end check against real 2- and 4-rank DLRM captures is bench/truth.py --quick (a ctest).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "reprise/common/error.h"
+#include "reprise/replay/replay.h"
+#include "reprise/trace/builder.h"
+#include "transform.h"
+
+namespace reprise {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+constexpr int64_t kRows = 100, kDim = 8, kBags = 4, kLookups = 12;  // 2 ranks x batch 2, 3 lookups per bag
+
+struct Dlrm {
+  Trace t;
+  std::vector<int64_t> weights;  // storage ids, table order
+};
+
+// One rank of a 2-rank DLRM-like step with `tables` tables: lookups, stack -> view [T, 2, 2, D] -> permute ->
+// contiguous (what the all_to_all sends), a relu on it; then per table, last first: select of the gradient, the
+// lookup's backward, an SGD update and the gradient's zeroing.
+Dlrm dlrm(int64_t tables) {
+  TraceBuilder b;
+  b.roots();
+  b.set_parent(b.annotation("ProfilerStep#1"));
+  Dlrm d;
+  auto spec = [&](Shape shape, std::string dtype = "float", int64_t storage = 0) {
+    TensorSpec s;
+    s.id = b.next_id();
+    s.storage_id = storage ? storage : s.id;
+    s.shape = std::move(shape);
+    s.dtype = dtype;
+    s.itemsize = dtype == "float" ? 4 : 8;
+    return s;
+  };
+  const Value offsets = b.tensor(spec({kBags}, "long int"));
+  std::vector<Value> weight, indices, bags, o2b, sizes, maxi;
+  for (int64_t k = 0; k < tables; ++k) {
+    const TensorSpec w = spec({kRows, kDim});
+    d.weights.push_back(w.storage_id);
+    weight.push_back(b.tensor(w));
+    indices.push_back(b.tensor(spec({kLookups}, "long int")));
+    bags.push_back(b.tensor(spec({kBags, kDim})));
+    o2b.push_back(b.tensor(spec({0}, "long int")));
+    sizes.push_back(b.tensor(spec({kBags}, "long int")));
+    maxi.push_back(b.tensor(spec({kBags}, "long int")));
+    b.op(
+        "aten::embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int "
+        "mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False) -> (Tensor, "
+        "Tensor, Tensor, Tensor)",
+        {weight[k], indices[k], offsets, b.boolean(false), b.integer(0), b.boolean(false), b.none(), b.boolean(false)},
+        {bags[k], o2b[k], sizes[k], maxi[k]});
+  }
+  const TensorSpec stacked = spec({tables, kBags, kDim});
+  const Value s = b.tensor(stacked);
+  b.op("aten::stack(Tensor[] tensors, int dim=0) -> Tensor", {b.list(bags), b.integer(0)}, {s});
+  const Value v = b.tensor(spec({tables, 2, 2, kDim}, "float", stacked.storage_id));
+  b.op("aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)",
+       {s, b.list({b.integer(tables), b.integer(2), b.integer(2), b.integer(kDim)})}, {v});
+  TensorSpec ps = spec({2, tables, 2, kDim}, "float", stacked.storage_id);
+  ps.strides = {2 * kDim, 4 * kDim, kDim, 1};
+  const Value p = b.tensor(ps);
+  b.op("aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)",
+       {v, b.list({b.integer(1), b.integer(0), b.integer(2), b.integer(3)})}, {p});
+  const Value send = b.tensor(spec({2, tables, 2, kDim}));
+  b.op("aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor", {p, b.none()}, {send});
+  b.op("aten::relu(Tensor self) -> Tensor", {send}, {b.tensor(spec({2, tables, 2, kDim}))});
+  const TensorSpec gs = spec({tables, kBags, kDim});
+  const Value grad = b.tensor(gs);
+  b.op(
+      "aten::ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? "
+      "pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+      {s, b.none(), b.none(), b.none(), b.none(), b.none()}, {grad});
+  for (int64_t k = tables; k-- > 0;) {
+    TensorSpec rs = spec({kBags, kDim}, "float", gs.storage_id);
+    rs.offset = k * kBags * kDim;
+    const Value row = b.tensor(rs);
+    b.op("aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)", {grad, b.integer(0), b.integer(k)},
+         {row});
+    const Value dense = b.tensor(spec({kRows, kDim}));
+    b.op(
+        "aten::_embedding_bag_backward(Tensor grad, Tensor indices, Tensor offsets, Tensor offset2bag, Tensor "
+        "bag_size, Tensor maximum_indices, SymInt num_weights, bool scale_grad_by_freq, int mode, bool sparse, "
+        "Tensor? per_sample_weights, int padding_idx=-1) -> Tensor",
+        {row, indices[k], offsets, o2b[k], sizes[k], maxi[k], b.integer(kRows), b.boolean(false), b.integer(0),
+         b.boolean(false), b.none(), b.integer(-1)},
+        {dense});
+    b.op("aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
+         {weight[k], dense, b.real(-0.1)}, {weight[k]});
+    b.op("aten::zero_(Tensor(a!) self) -> Tensor(a!)", {dense}, {dense});
+  }
+  d.t = b.finish();
+  return d;
+}
+
+// A 2-rank job whose ranks share the one role, scaled by `params` (YAML flow text).
+gen::Workspace scaled(Trace t, const std::string& params, bool infer = true) {
+  gen::YamlFile f("cfg.yaml", "scale:\n  " + params + "\n");
+  gen::TransformStep step = gen::kScale.parse(f.root()["scale"], {f, "."});
+  gen::Workspace ws;
+  ws.roles.push_back(std::move(t));
+  ws.source_rank.push_back(0);
+  ws.role_of_rank = {0, 0};
+  if (infer) ws.infer_shapes = replay::infer_shapes;
+  step(ws);
+  return ws;
+}
+
+Shape shape(const Trace& t, const Value& v) {
+  return Shape(t.dims(t.tensors[v.ref]).begin(), t.dims(t.tensors[v.ref]).end());
+}
+
+std::vector<const Node*> ops(const Trace& t, std::string_view name) {
+  std::vector<const Node*> out;
+  for (const Node& n : t.nodes)
+    if (t.name(n) == name) out.push_back(&n);
+  return out;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(GenReshard, EachSliceKeepsItsTablesOverTwiceTheBatch) {
+  Dlrm d = dlrm(4);
+  gen::Workspace ws = scaled(std::move(d.t), "{world_size: 4, tables: reshard}");
+  ASSERT_EQ(ws.roles.size(), 2u);
+  EXPECT_EQ(ws.role_of_rank, (std::vector<uint32_t>{0, 1, 0, 1}));  // ranks 2j, 2j+1 share source rank j
+  EXPECT_FALSE(ws.timing_valid);
+  for (size_t slice = 0; slice < 2; ++slice) {
+    SCOPED_TRACE("slice " + std::to_string(slice));
+    const Trace& t = ws.roles[slice];
+    const std::vector<const Node*> lookups = ops(t, "aten::embedding_bag");
+    ASSERT_EQ(lookups.size(), 2u);
+    for (size_t k = 0; k < 2; ++k) {
+      Span<Value> in = t.inputs(*lookups[k]);
+      EXPECT_EQ(t.tensors[in[0].ref].storage_id, d.weights[2 * slice + k]);
+      EXPECT_EQ(shape(t, in[1]), (Shape{2 * kLookups}));
+      EXPECT_EQ(shape(t, in[2]), (Shape{2 * kBags}));
+      EXPECT_EQ(shape(t, t.outputs(*lookups[k])[0]), (Shape{2 * kBags, kDim}));
+    }
+    const Node& stack = *ops(t, "aten::stack").at(0);
+    EXPECT_EQ(t.inputs(stack)[0].count, 2u);
+    EXPECT_EQ(t.str(t.input_types(stack)[0]), "GenericList[Tensor(float),Tensor(float)]");
+    EXPECT_EQ(shape(t, t.outputs(stack)[0]), (Shape{2, 2 * kBags, kDim}));
+    const Node& view = *ops(t, "aten::view").at(0);
+    EXPECT_EQ(shape(t, t.outputs(view)[0]), (Shape{2, 4, 2, kDim}));  // [T/M, M, B, D]
+    EXPECT_EQ(shape(t, t.outputs(*ops(t, "aten::clone").at(0))[0]), (Shape{4, 2, 2, kDim}));
+    // The gradient's rows of the kept tables, renumbered; their results start at their new rows.
+    const std::vector<const Node*> selects = ops(t, "aten::select");
+    ASSERT_EQ(selects.size(), 2u);
+    for (size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(t.inputs(*selects[k])[2].i, static_cast<int64_t>(1 - k));
+      EXPECT_EQ(t.tensors[t.outputs(*selects[k])[0].ref].offset, static_cast<int64_t>(1 - k) * 2 * kBags * kDim);
+      EXPECT_EQ(shape(t, t.outputs(*selects[k])[0]), (Shape{2 * kBags, kDim}));
+    }
+    EXPECT_EQ(ops(t, "aten::_embedding_bag_backward").size(), 2u);
+    const std::vector<const Node*> updates = ops(t, "aten::add_");
+    ASSERT_EQ(updates.size(), 2u);
+    EXPECT_EQ(t.tensors[t.inputs(*updates[0])[0].ref].storage_id, d.weights[2 * slice + 1]);  // backward: last first
+    EXPECT_EQ(ops(t, "aten::zero_").size(), 2u);
+    EXPECT_EQ(ops(t, "aten::relu").size(), 1u);
+    EXPECT_NO_THROW(replay::dry_run(t, "slice"));
+  }
+  bool noted = false;
+  for (const std::string& n : ws.notes) noted = noted || n.find("keeps tables 2..3 of 4") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+TEST(GenReshard, FourTimesTheWorldKeepsOneTablePerRank) {
+  gen::Workspace ws = scaled(dlrm(4).t, "{world_size: 8, tables: reshard}");
+  ASSERT_EQ(ws.roles.size(), 4u);
+  for (const Trace& t : ws.roles) {
+    EXPECT_EQ(ops(t, "aten::embedding_bag").size(), 1u);
+    EXPECT_EQ(ops(t, "aten::select").size(), 1u);
+    EXPECT_EQ(t.inputs(*ops(t, "aten::select")[0])[2].i, 0);
+    EXPECT_EQ(shape(t, t.outputs(*ops(t, "aten::view")[0])[0]), (Shape{1, 8, 2, kDim}));
+  }
+}
+
+TEST(GenReshard, MistakesAreOneLineErrorsAtTheirPlace) {
+  EXPECT_NE(error_of([] {
+              scaled(dlrm(4).t, "{world_size: 3, tables: reshard}");
+            }).find("cfg.yaml:2:3: scale: tables: reshard: world_size 3 is not a multiple"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              scaled(dlrm(3).t, "{world_size: 4, tables: reshard}");
+            }).find("its 3 embedding tables do not split into 2 equal slices"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of([] { scaled(dlrm(4).t, "{world_size: 4, tables: reshard}", false); }).find("needs shape inference"),
+      std::string::npos);
+  EXPECT_NE(error_of([] { scaled(dlrm(4).t, "{world_size: 4, mode: strong, tables: reshard}"); }).find("weak scaling"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { scaled(dlrm(4).t, "{tables: reshard}"); }).find("tables: goes with world_size"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { scaled(dlrm(4).t, "{world_size: 4, tables: shard}"); }).find("tables"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace reprise
