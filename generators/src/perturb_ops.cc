@@ -111,24 +111,17 @@ struct Uses {
   std::vector<uint32_t> producer;   // per tensor index: the outer op that first wrote it, or kNone32
   std::vector<uint32_t> last_read;  // per tensor index: the last outer op that read its storage
 };
-void tensors_of(const Trace& t, const Value& v, std::vector<uint32_t>& out) {
-  if (v.kind == ValueKind::Tensor) out.push_back(v.ref);
-  if (v.kind == ValueKind::List || v.kind == ValueKind::Tuple)
-    for (const Value& e : t.items(v)) tensors_of(t, e, out);
-}
 Uses tensor_uses(const Trace& t, const std::vector<uint32_t>& outer) {
   Uses u{std::vector<uint32_t>(t.tensors.size(), kNone32), std::vector<uint32_t>(t.tensors.size(), kNone32)};
   std::unordered_map<int64_t, uint32_t> last_by_storage;
-  std::vector<uint32_t> xs;
   const std::vector<uint32_t> same = same_tensor(t);
   for (uint32_t i : outer) {
-    xs.clear();
-    for (const Value& v : t.inputs(t.nodes[i])) tensors_of(t, v, xs);
-    for (uint32_t x : xs) last_by_storage[t.tensors[x].storage_id > 0 ? t.tensors[x].storage_id : -1 - x] = i;
-    xs.clear();
-    for (const Value& v : t.outputs(t.nodes[i])) tensors_of(t, v, xs);
-    for (uint32_t x : xs)
+    each_arg_tensor(t, t.nodes[i], false, [&](uint32_t x) {
+      last_by_storage[t.tensors[x].storage_id > 0 ? t.tensors[x].storage_id : -1 - int64_t{x}] = i;
+    });
+    each_arg_tensor(t, t.nodes[i], true, [&](uint32_t x) {
       if (u.producer[same[x]] == kNone32) u.producer[same[x]] = i;
+    });
   }
   for (uint32_t x = 0; x < t.tensors.size(); ++x) u.producer[x] = u.producer[same[x]];
   for (uint32_t x = 0; x < t.tensors.size(); ++x) {
@@ -143,19 +136,16 @@ std::string jitter_gemms(Trace& t, const JitterSpec& s) {
   const Uses u = tensor_uses(t, outer);
   std::mt19937_64 rng(s.seed);
   size_t done = 0;
-  std::vector<uint32_t> xs;
   for (uint32_t i : outer) {
     const GemmForm* form = nullptr;
     for (const GemmForm& g : gemm_forms())
       if (t.name(t.nodes[i]) == g.name) form = &g;
     if (!form) continue;
     const double f[3] = {factor(rng(), s.fraction), factor(rng(), s.fraction), factor(rng(), s.fraction)};
-    xs.clear();
-    for (const Value& v : t.inputs(t.nodes[i])) tensors_of(t, v, xs);
-    bool standalone = std::all_of(xs.begin(), xs.end(), [&](uint32_t x) { return u.producer[x] == kNone32; });
-    xs.clear();
-    for (const Value& v : t.outputs(t.nodes[i])) tensors_of(t, v, xs);
-    for (uint32_t x : xs) standalone = standalone && (u.last_read[x] == kNone32 || u.last_read[x] < i);
+    bool standalone = true;
+    each_arg_tensor(t, t.nodes[i], false, [&](uint32_t x) { standalone = standalone && u.producer[x] == kNone32; });
+    each_arg_tensor(t, t.nodes[i], true,
+                    [&](uint32_t x) { standalone = standalone && (u.last_read[x] == kNone32 || u.last_read[x] < i); });
     if (standalone && jitter_gemm(t, i, *form, f, s)) ++done;
   }
   return std::to_string(done) + " standalone GEMMs";

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "group_resize.h"
 #include "reprise/common/error.h"
@@ -33,23 +31,6 @@ bool wrapper_kind(NodeKind k) {
   return k == NodeKind::Root || k == NodeKind::Thread || k == NodeKind::Annotation || k == NodeKind::Autograd;
 }
 
-void tensors_in(const Trace& t, const Value& v, std::vector<uint32_t>& out) {
-  if (v.kind == ValueKind::Tensor) out.push_back(v.ref);
-  if (v.kind == ValueKind::List || v.kind == ValueKind::Tuple)
-    for (const Value& e : t.items(v)) tensors_in(t, e, out);
-}
-
-std::vector<uint32_t> subtree(const Trace& t, uint32_t node) {
-  std::vector<uint32_t> out, stack{node};
-  while (!stack.empty()) {
-    const uint32_t i = stack.back();
-    stack.pop_back();
-    out.push_back(i);
-    for (uint32_t c : t.children(t.nodes[i])) stack.push_back(c);
-  }
-  return out;
-}
-
 // A list argument losing some elements: (value index of the list, element records to drop).
 struct Prune {
   uint32_t list = 0;
@@ -64,7 +45,7 @@ class TableCut {
   // Returns the number of ops removed; throws UserError (without a place) for a trace it cannot cut.
   size_t run();
   int64_t tables() const { return static_cast<int64_t>(tables_.size()); }
-  int64_t first_kept() const { return first_; }
+  int64_t first_kept() const { return slice_ * tables() / slices_; }
   const std::vector<int64_t>& kept_embeddings() const { return kept_embeddings_; }  // node ids
   // After shape inference: the renumbered selects' results start where their new row does.
   void place_selects();
@@ -76,19 +57,20 @@ class TableCut {
   bool remove_dead_views();
   void compact_selects();
   void apply();
-
-  bool dead(uint32_t node) const { return unit_of_[node] != kNone32 && removed_[unit_of_[node]]; }
+  // Per node: whether it goes: a node of a removed op, or an autograd wrapper whose every op went (wrappers
+  // without ops stay).
+  std::vector<bool> gone_nodes() const;
 
   Trace& t_;
   int64_t slice_, slices_;
-  std::vector<uint32_t> units_;    // nodes replay issues: the first below wrappers (autograd, annotations)
-  std::vector<uint32_t> unit_of_;  // per node: index in units_ of its unit, kNone32 for wrappers
-  std::vector<bool> removed_;      // per unit
-  std::vector<int64_t> tables_;    // weight storages, in order of first use
-  int64_t first_ = 0;
-  std::vector<bool> tainted_;         // per tensor record: holds data of removed tables
-  std::map<uint32_t, Prune> prunes_;  // by list value index
-  std::vector<int64_t> compacted_;    // node ids of the kept selects over rows some of which went
+  std::vector<uint32_t> units_;                 // nodes replay issues: the first below wrappers (autograd, annotations)
+  std::vector<uint32_t> unit_of_;               // per node: index in units_ of its unit, kNone32 for wrappers
+  std::vector<std::vector<uint32_t>> members_;  // per unit: its nodes (the op and those nested in it), in order
+  std::vector<bool> removed_;                   // per unit
+  std::vector<int64_t> tables_;                 // weight storages, in order of first use
+  std::vector<bool> tainted_;                   // per tensor record: holds data of removed tables
+  std::map<uint32_t, Prune> prunes_;            // by list value index
+  std::vector<int64_t> compacted_;              // node ids of the kept selects over rows some of which went
   std::vector<int64_t> kept_embeddings_;
 };
 
@@ -102,7 +84,9 @@ void TableCut::find_units() {
     } else if (!wrapper_kind(n.kind) && (p == kNone32 || p == i || wrapper_kind(t_.nodes[p].kind))) {
       unit_of_[i] = static_cast<uint32_t>(units_.size());
       units_.push_back(i);
+      members_.emplace_back();
     }
+    if (unit_of_[i] != kNone32) members_[unit_of_[i]].push_back(i);
   }
   removed_.assign(units_.size(), false);
 }
@@ -135,41 +119,33 @@ void TableCut::taint_removed_tables() {
   if (tables_.size() % static_cast<size_t>(slices_) != 0)
     throw UserError("its " + std::to_string(tables_.size()) + " embedding tables do not split into " +
                     std::to_string(slices_) + " equal slices");
-  first_ = slice_ * static_cast<int64_t>(per);
   tainted_.assign(t_.tensors.size(), false);
   std::vector<bool> kept_reads(t_.tensors.size(), false);
   for (auto [u, table] : lookups) {
     const bool kept = table / per == static_cast<size_t>(slice_);
     removed_[u] = !kept;
-    std::vector<uint32_t> in;
-    for (const Value& v : t_.inputs(t_.nodes[units_[u]])) tensors_in(t_, v, in);
-    for (uint32_t r : in)
-      if (kept) kept_reads[r] = true;
-    if (kept) kept_embeddings_.push_back(t_.nodes[units_[u]].id);
+    if (!kept) continue;
+    each_arg_tensor(t_, t_.nodes[units_[u]], false, [&](uint32_t r) { kept_reads[r] = true; });
+    kept_embeddings_.push_back(t_.nodes[units_[u]].id);
   }
-  for (auto [u, table] : lookups) {
-    if (!removed_[u]) continue;
-    std::vector<uint32_t> in;
-    for (const Value& v : t_.inputs(t_.nodes[units_[u]])) tensors_in(t_, v, in);
-    for (uint32_t r : in)
-      if (!kept_reads[r]) tainted_[r] = true;
-  }
+  for (auto [u, table] : lookups)
+    if (removed_[u])
+      each_arg_tensor(t_, t_.nodes[units_[u]], false, [&](uint32_t r) { tainted_[r] = tainted_[r] || !kept_reads[r]; });
 }
 
 // In execution order: an op reading removed data goes and what it writes holds removed data; a list that mixes
 // removed and kept elements loses the removed ones. What a kept op writes is clean (a record's ids may be reused).
 void TableCut::remove_tainted() {
   for (uint32_t u = 0; u < units_.size(); ++u) {
-    std::vector<uint32_t> nodes = subtree(t_, units_[u]);
-    std::sort(nodes.begin(), nodes.end());
     std::vector<Prune> prunes;
-    std::unordered_set<uint32_t> internal;  // written inside the op before it is read there
+    std::vector<uint32_t> written;  // inside the op, in order: a read of one of them is the op's own data
     bool remove = removed_[u];
-    for (uint32_t i : nodes) {
+    for (uint32_t i : members_[u]) {
       const Node& n = t_.nodes[i];
       for (uint32_t k = 0; k < n.num_inputs && !remove; ++k) {
         const Value& v = t_.values[n.inputs + k];
-        if (v.kind == ValueKind::Tensor) remove = tainted_[v.ref] && !internal.count(v.ref);
+        if (v.kind == ValueKind::Tensor)
+          remove = tainted_[v.ref] && std::find(written.begin(), written.end(), v.ref) == written.end();
         if (v.kind != ValueKind::List) continue;
         Prune p{n.inputs + k, {}};
         for (const Value& e : t_.items(v))
@@ -178,16 +154,10 @@ void TableCut::remove_tainted() {
         if (p.drop.size() == v.count) remove = true;
         prunes.push_back(std::move(p));
       }
-      std::vector<uint32_t> out;
-      for (const Value& v : t_.outputs(n)) tensors_in(t_, v, out);
-      internal.insert(out.begin(), out.end());
+      each_arg_tensor(t_, n, true, [&](uint32_t r) { written.push_back(r); });
     }
     removed_[u] = remove;
-    for (uint32_t i : nodes) {
-      std::vector<uint32_t> out;
-      for (const Value& v : t_.outputs(t_.nodes[i])) tensors_in(t_, v, out);
-      for (uint32_t r : out) tainted_[r] = remove;
-    }
+    for (uint32_t r : written) tainted_[r] = remove;
     if (!remove)
       for (Prune& p : prunes) prunes_[p.list] = std::move(p);
   }
@@ -197,35 +167,22 @@ void TableCut::remove_tainted() {
 // views (unbind), the elements only removed ops read go. Returns whether anything changed.
 bool TableCut::remove_dead_views() {
   std::vector<uint8_t> read(t_.tensors.size(), 0);  // bit 0: a kept op reads it, bit 1: a removed one
-  for (uint32_t i = 0; i < t_.nodes.size(); ++i) {
-    if (unit_of_[i] == kNone32 && wrapper_kind(t_.nodes[i].kind) && t_.nodes[i].kind != NodeKind::Autograd) continue;
-    std::vector<uint32_t> in;
-    for (const Value& v : t_.inputs(t_.nodes[i])) tensors_in(t_, v, in);
-    // Autograd functions are wrappers: they read what their ops read, and go with them.
-    bool gone = dead(i);
-    if (unit_of_[i] == kNone32) {
-      const std::vector<uint32_t> below = subtree(t_, i);
-      bool any = false, all = true;
-      for (uint32_t c : below)
-        if (unit_of_[c] != kNone32) {
-          any = true;
-          all = all && dead(c);
-        }
-      gone = any && all;
-    }
-    for (uint32_t r : in) read[r] |= gone ? 2 : 1;
-  }
+  const std::vector<bool> gone = gone_nodes();
+  for (uint32_t i = 0; i < t_.nodes.size(); ++i)
+    if (unit_of_[i] != kNone32 || t_.nodes[i].kind == NodeKind::Autograd)  // autograd functions go with their ops
+      each_arg_tensor(t_, t_.nodes[i], false, [&](uint32_t r) { read[r] |= gone[i] ? 2 : 1; });
   bool changed = false;
   for (uint32_t u = 0; u < units_.size(); ++u) {
     if (removed_[u] || !view_op(t_.name(t_.nodes[units_[u]]))) continue;
     const Node& n = t_.nodes[units_[u]];
-    std::vector<uint32_t> out;
-    for (const Value& v : t_.outputs(n)) tensors_in(t_, v, out);
     // Its own nested ops read its input, never its outputs: a read of an output is someone else's.
-    size_t only_removed = 0;
-    for (uint32_t r : out) only_removed += read[r] == 2;
+    size_t outputs = 0, only_removed = 0;
+    each_arg_tensor(t_, n, true, [&](uint32_t r) {
+      ++outputs;
+      only_removed += read[r] == 2;
+    });
     if (only_removed == 0) continue;
-    if (only_removed == out.size()) {
+    if (only_removed == outputs) {
       removed_[u] = changed = true;
       continue;
     }
@@ -288,21 +245,21 @@ void TableCut::apply() {
     t_.arg_types.resize(t_.values.size(), 0);
     if (list < t_.arg_types.size() && t_.arg_types[list] != 0) t_.arg_types[list] = t_.strings.intern(type + "]");
   }
-  std::vector<bool> keep(t_.nodes.size(), true);
-  for (uint32_t u = 0; u < units_.size(); ++u)
-    if (removed_[u]) keep[units_[u]] = false;
-  // Autograd wrappers whose every op went.
-  for (uint32_t i = static_cast<uint32_t>(t_.nodes.size()); i-- > 0;) {
-    if (unit_of_[i] != kNone32 || t_.nodes[i].kind != NodeKind::Autograd) continue;
-    bool any = false, all = true;
-    for (uint32_t c : subtree(t_, i))
-      if (unit_of_[c] != kNone32) {
-        any = true;
-        all = all && dead(c);
-      }
-    if (any && all) keep[i] = false;
-  }
+  std::vector<bool> keep = gone_nodes();
+  keep.flip();
   keep_nodes(t_, keep);
+}
+
+std::vector<bool> TableCut::gone_nodes() const {
+  std::vector<bool> gone(t_.nodes.size(), false);
+  std::vector<uint8_t> below(t_.nodes.size(), 0);                        // bit 0: an op below, bit 1: a kept op below
+  for (uint32_t i = static_cast<uint32_t>(t_.nodes.size()); i-- > 0;) {  // children after their parents
+    const uint32_t u = unit_of_[i], p = t_.nodes[i].parent;
+    if (u != kNone32) below[i] = removed_[u] ? 1 : 3;
+    gone[i] = u != kNone32 ? removed_[u] : t_.nodes[i].kind == NodeKind::Autograd && below[i] == 1;
+    if (p != kNone32 && p != i) below[p] |= below[i];
+  }
+  return gone;
 }
 
 size_t TableCut::run() {
@@ -353,17 +310,10 @@ void grow_rows(Trace& t, uint32_t r, int64_t factor, bool end_offset) {
 // must come from outside the iteration (a data loader's output): a tensor an op of the trace makes would be made
 // again at its recorded size.
 size_t grow_lookups(Trace& t, const std::vector<int64_t>& embedding_ids, int64_t factor) {
-  std::vector<bool> produced(t.tensors.size(), false), grown(t.tensors.size(), false);
-  std::unordered_map<uint32_t, uint32_t> producer;
-  for (uint32_t i = 0; i < t.nodes.size(); ++i) {
-    std::vector<uint32_t> out;
-    for (const Value& v : t.outputs(t.nodes[i])) tensors_in(t, v, out);
-    for (uint32_t r : out)
-      if (!produced[r]) {
-        produced[r] = true;
-        producer[r] = i;
-      }
-  }
+  std::vector<bool> grown(t.tensors.size(), false);
+  std::vector<uint32_t> producer(t.tensors.size(), kNone32);  // the first node that returns it
+  for (uint32_t i = static_cast<uint32_t>(t.nodes.size()); i-- > 0;)
+    each_arg_tensor(t, t.nodes[i], true, [&](uint32_t r) { producer[r] = i; });
   size_t count = 0;
   for (int64_t id : embedding_ids) {
     const uint32_t i = t.find(id);
@@ -375,7 +325,7 @@ size_t grow_lookups(Trace& t, const std::vector<int64_t>& embedding_ids, int64_t
     for (size_t k : positions) {
       if (k >= in.size() || in[k].kind != ValueKind::Tensor || grown[in[k].ref]) continue;
       const uint32_t r = in[k].ref;
-      if (produced[r] && producer[r] < i)
+      if (producer[r] < i)
         throw UserError("node " + std::to_string(n.id) + " (" + std::string(t.name(n)) + ") looks up indices node " +
                         std::to_string(t.nodes[producer[r]].id) +
                         " makes in the iteration: only indices read from outside it are resharded");

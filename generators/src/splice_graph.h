@@ -12,19 +12,6 @@
 
 namespace reprise::gen {
 
-template <typename F>
-void each_tensor(const Trace& t, const Value& v, F&& f) {
-  if (v.kind == ValueKind::Tensor) f(v.ref);
-  if (v.kind == ValueKind::List || v.kind == ValueKind::Tuple)
-    for (uint32_t k = 0; k < v.count; ++k) each_tensor(t, t.values[v.ref + k], f);
-}
-
-template <typename F>
-void each_arg_tensor(const Trace& t, const Node& n, bool outputs, F&& f) {
-  const uint32_t first = outputs ? n.outputs : n.inputs, count = outputs ? n.num_outputs : n.num_inputs;
-  for (uint32_t a = first; a < first + count; ++a) each_tensor(t, t.values[a], f);
-}
-
 // Every subtree named `name` (a match inside a match belongs to the outer one), and their backward: autograd nodes
 // with the sequence number of one of their ops or a forward parent among them, taken with their autograd wrappers,
 // and the gradient accumulations of what that backward wrote.

@@ -43,12 +43,6 @@ std::unordered_set<int64_t> flatten(Trace& t) {
   return nested;
 }
 
-void tensors_of(const Trace& t, const Value& v, std::vector<uint32_t>& out) {
-  if (v.kind == ValueKind::Tensor) out.push_back(v.ref);
-  if (v.kind == ValueKind::List || v.kind == ValueKind::Tuple)
-    for (const Value& e : t.items(v)) tensors_of(t, e, out);
-}
-
 bool is_one_of(std::string_view name, std::initializer_list<std::string_view> names) {
   for (std::string_view x : names)
     if (name == x) return true;
@@ -204,7 +198,7 @@ void ShapeInferer::infer_without_kernel(uint32_t i, detail::Executor& ex) {
   const detail::Instr& in = plan_.instrs[i];
   const Node& n = t_.nodes[in.node];
   std::vector<uint32_t> inputs, outputs;
-  for (const Value& v : t_.inputs(n)) tensors_of(t_, v, inputs);
+  each_arg_tensor(t_, n, false, [&](uint32_t r) { inputs.push_back(r); });
   Span<Value> outs = t_.outputs(n);
   uint32_t f = in.fallback;
   bool approximate = false;
@@ -264,7 +258,7 @@ void ShapeInferer::infer_without_kernel(uint32_t i, detail::Executor& ex) {
 // that storage with its recorded shape and strides.
 void ShapeInferer::follow_aliases(const detail::Instr& in) {
   std::vector<uint32_t> inputs;
-  for (const Value& v : t_.inputs(t_.nodes[in.node])) tensors_of(t_, v, inputs);
+  each_arg_tensor(t_, t_.nodes[in.node], false, [&](uint32_t r) { inputs.push_back(r); });
   for (uint32_t k = 0; k < in.num_args; ++k) {
     const detail::ArgSpec& a = plan_.args[in.args + k];
     if (a.kind == detail::ArgSpec::Const) continue;

@@ -19,10 +19,9 @@ enum WalkState : uint8_t {
 }  // namespace
 
 std::vector<StepRange> select_steps(const Trace& t, const ReplayOptions& o) {
-  std::vector<const Iteration*> steps;
+  const std::vector<StepSpan> steps = profiler_steps(t);
   std::vector<StepRange> all;
-  for (const StepSpan& s : profiler_steps(t)) {
-    steps.push_back(s.step);
+  for (const StepSpan& s : steps) {
     StepRange r;
     r.name = s.step->name;
     r.node = s.step->node;
@@ -42,7 +41,7 @@ std::vector<StepRange> select_steps(const Trace& t, const ReplayOptions& o) {
     std::vector<StepRange> chosen;
     for (int64_t want : o.steps)
       for (size_t k = 0; k < steps.size(); ++k)
-        if (steps[k]->step == want) chosen.push_back(all[k]);
+        if (steps[k].step->step == want) chosen.push_back(all[k]);
     if (chosen.size() != o.steps.size())
       throw UserError(t.source + ": not every ProfilerStep asked for is in the trace");
     return chosen;
@@ -50,9 +49,10 @@ std::vector<StepRange> select_steps(const Trace& t, const ReplayOptions& o) {
   if (o.all_iterations) return all;
   if (o.iteration >= 0) {
     for (size_t k = 0; k < steps.size(); ++k)
-      if (steps[k]->step == o.iteration) return {all[k]};
+      if (steps[k].step->step == o.iteration) return {all[k]};
     std::string have;
-    for (const Iteration* it : steps) have += (have.empty() ? "" : ", ") + ("ProfilerStep#" + std::to_string(it->step));
+    for (const StepSpan& s : steps)
+      have += (have.empty() ? "" : ", ") + ("ProfilerStep#" + std::to_string(s.step->step));
     throw UserError(t.source + ": iteration " + std::to_string(o.iteration) + ": no ProfilerStep#" +
                     std::to_string(o.iteration) + " in the trace (it has " + have +
                     (steps.size() == 1 ? " only)" : ")"));
@@ -60,7 +60,7 @@ std::vector<StepRange> select_steps(const Trace& t, const ReplayOptions& o) {
   // The first complete step: one whose marker holds operators (an observer started mid-step records the
   // step's ops without their marker).
   for (size_t k = 0; k < steps.size(); ++k) {
-    const Node& n = t.nodes[steps[k]->node];
+    const Node& n = t.nodes[steps[k].step->node];
     for (uint32_t c : t.children(n))
       if (t.nodes[c].kind == NodeKind::Operator || t.nodes[c].num_children > 0) return {all[k]};
   }

@@ -217,19 +217,19 @@ TransformStep parse_scale(const YAML::Node& p, const ConfigContext& cx) {
     f.fail(p["tables"], "tables: reshard keeps each rank's batch (weak scaling): drop mode: strong");
   if (p["collective"] && s->messages == 0) f.fail(p["collective"], "collective: goes with messages");
   return [s](Workspace& ws) {
-    if (s->reshard) {
+    if (s->world_size > 0) {
       const int old = ws.world_size();
-      reshard_tables(ws, s->world_size, s->where + ": scale");
-      ws.note("scale: world size " + std::to_string(old) + " -> " + std::to_string(s->world_size) +
-              " (weak), tables resharded, " + std::to_string(ws.roles.size()) + " role(s)");
-    } else if (s->world_size > 0) {
-      const int old = ws.world_size();
-      std::vector<int64_t> sources;
-      for (int64_t k = 0; k < s->world_size; ++k) sources.push_back(k % old);
-      resize_world(ws, sources, s->mode, s->where + ": scale");
+      if (s->reshard) {
+        reshard_tables(ws, s->world_size, s->where + ": scale");
+      } else {
+        std::vector<int64_t> sources;
+        for (int64_t k = 0; k < s->world_size; ++k) sources.push_back(k % old);
+        resize_world(ws, sources, s->mode, s->where + ": scale");
+      }
       ws.timing_valid = false;
       ws.note("scale: world size " + std::to_string(old) + " -> " + std::to_string(s->world_size) + " (" +
-              (s->mode == Scaling::Strong ? "strong" : "weak") + "), " + std::to_string(ws.roles.size()) + " role(s)");
+              (s->mode == Scaling::Strong ? "strong" : "weak") + (s->reshard ? ", tables resharded" : "") + "), " +
+              std::to_string(ws.roles.size()) + " role(s)");
     }
     if (s->messages > 0) {
       scale_messages(ws, s->messages, s->only);

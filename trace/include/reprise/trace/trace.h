@@ -275,6 +275,20 @@ void reindex(Trace& t);
 // A deep copy (a Trace owns its string table, which does not copy implicitly); string ids stay the same.
 Trace clone(const Trace& t);
 
+// Calls f(tensor index) for each tensor of a value, lists and tuples included (recursively).
+template <typename F>
+void each_tensor(const Trace& t, const Value& v, F&& f) {
+  if (v.kind == ValueKind::Tensor) f(v.ref);
+  if (v.kind == ValueKind::List || v.kind == ValueKind::Tuple)
+    for (uint32_t k = 0; k < v.count; ++k) each_tensor(t, t.values[v.ref + k], f);
+}
+// The same over a node's inputs, or its outputs.
+template <typename F>
+void each_arg_tensor(const Trace& t, const Node& n, bool outputs, F&& f) {
+  const uint32_t first = outputs ? n.outputs : n.inputs, count = outputs ? n.num_outputs : n.num_inputs;
+  for (uint32_t a = first; a < first + count; ++a) each_tensor(t, t.values[a], f);
+}
+
 // A ProfilerStep and the node ids it spans: from its marker up to the next step's (so the backward on the autograd
 // thread belongs to its step), the last one to the end of the trace. end_id is exclusive.
 struct StepSpan {
