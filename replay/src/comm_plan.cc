@@ -7,10 +7,7 @@
 namespace reprise::replay::detail {
 
 void Compiler::compile_comm(uint32_t node, uint16_t step) {
-  const Node& n = t_.nodes[node];
-  int32_t ci = n.collective;
-  for (uint32_t ch : t_.children(n))  // c10d:: wrappers hold the record_param_comms that describes them
-    if (ci < 0) ci = t_.nodes[ch].collective;
+  const int32_t ci = collective_of(t_, node);  // c10d:: wrappers hold the record_param_comms that describes them
   if (ci < 0) {
     p_.comm_skips.push_back({node, "collective: no record_param_comms describes it"});
     return;

@@ -23,16 +23,6 @@ namespace {
 using detail::Plan;
 
 // Collectives named by what they do: "all_gather (c10d::allgather_)".
-std::string collective_label(const Trace& t, uint32_t node) {
-  const Node& n = t.nodes[node];
-  int32_t k = n.collective;
-  for (uint32_t ch : t.children(n))
-    if (k < 0) k = t.nodes[ch].collective;
-  std::string label(t.name(n));
-  if (k >= 0) label = (t.collectives[k].is_wait ? std::string("wait") : t.collectives[k].name) + " (" + label + ")";
-  return label;
-}
-
 void gather_skips(const Trace& t, const Plan& plan, ReplayResult& r) {
   std::map<std::pair<std::string, std::string>, int64_t> skipped, decomposed;
   for (const detail::Skip& s : plan.skips) ++skipped[{std::string(t.name(t.nodes[s.node])), s.reason}];

@@ -57,14 +57,7 @@ std::vector<StepRange> select_steps(const Trace& t, const ReplayOptions& o) {
                     std::to_string(o.iteration) + " in the trace (it has " + have +
                     (steps.size() == 1 ? " only)" : ")"));
   }
-  // The first complete step: one whose marker holds operators (an observer started mid-step records the
-  // step's ops without their marker).
-  for (size_t k = 0; k < steps.size(); ++k) {
-    const Node& n = t.nodes[steps[k].step->node];
-    for (uint32_t c : t.children(n))
-      if (t.nodes[c].kind == NodeKind::Operator || t.nodes[c].num_children > 0) return {all[k]};
-  }
-  return {all.front()};
+  return {all[first_complete_step(t, steps)]};
 }
 
 std::string trace_main_device(const Trace& t) {

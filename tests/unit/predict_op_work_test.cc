@@ -60,19 +60,21 @@ TEST(OpWork, ConvolutionForwardAndBackward) {
   Built x;
   // [2, 3, 32, 32] * [16, 3, 3, 3] -> [2, 16, 30, 30]
   Value in = x.t({2, 3, 32, 32}), wt = x.t({16, 3, 3, 3}), out = x.t({2, 16, 30, 30});
-  x.b.op("aten::convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, "
-         "bool transposed, int[] output_padding, int groups) -> Tensor",
-         {in, wt, x.b.none(), x.b.list({x.b.integer(1), x.b.integer(1)}), x.b.list({x.b.integer(0), x.b.integer(0)}),
-          x.b.list({x.b.integer(1), x.b.integer(1)}), x.b.boolean(false), x.b.list({x.b.integer(0), x.b.integer(0)}),
-          x.b.integer(1)},
-         {out});
-  x.b.op("aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, int[]? bias_sizes, int[] "
-         "stride, int[] padding, int[] dilation, bool transposed, int[] output_padding, int groups, bool[3] "
-         "output_mask) -> (Tensor, Tensor, Tensor)",
-         {x.t({2, 16, 30, 30}), in, wt, x.b.none(), x.b.list({x.b.integer(1)}), x.b.list({x.b.integer(0)}),
-          x.b.list({x.b.integer(1)}), x.b.boolean(false), x.b.list({x.b.integer(0)}), x.b.integer(1),
-          x.b.list({x.b.boolean(false), x.b.boolean(true), x.b.boolean(true)})},
-         {x.b.none(), x.t({16, 3, 3, 3}), x.t({16})});
+  x.b.op(
+      "aten::convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, "
+      "bool transposed, int[] output_padding, int groups) -> Tensor",
+      {in, wt, x.b.none(), x.b.list({x.b.integer(1), x.b.integer(1)}), x.b.list({x.b.integer(0), x.b.integer(0)}),
+       x.b.list({x.b.integer(1), x.b.integer(1)}), x.b.boolean(false), x.b.list({x.b.integer(0), x.b.integer(0)}),
+       x.b.integer(1)},
+      {out});
+  x.b.op(
+      "aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, int[]? bias_sizes, int[] "
+      "stride, int[] padding, int[] dilation, bool transposed, int[] output_padding, int groups, bool[3] "
+      "output_mask) -> (Tensor, Tensor, Tensor)",
+      {x.t({2, 16, 30, 30}), in, wt, x.b.none(), x.b.list({x.b.integer(1)}), x.b.list({x.b.integer(0)}),
+       x.b.list({x.b.integer(1)}), x.b.boolean(false), x.b.list({x.b.integer(0)}), x.b.integer(1),
+       x.b.list({x.b.boolean(false), x.b.boolean(true), x.b.boolean(true)})},
+      {x.b.none(), x.t({16, 3, 3, 3}), x.t({16})});
   Trace tr = x.b.finish();
   const double fwd = 2.0 * 2 * 16 * 30 * 30 * 3 * 9;
   EXPECT_EQ(op_work(tr, last_op(tr) - 1).family, OpFamily::Conv);
@@ -83,11 +85,12 @@ TEST(OpWork, ConvolutionForwardAndBackward) {
 TEST(OpWork, EmbeddingBagAndAttention) {
   Built x;
   // 1000 x 16 table, 40 indices in 8 bags
-  x.b.op("aten::embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq, int mode, "
-         "bool sparse, Tensor? per_sample_weights, bool include_last_offset) -> (Tensor, Tensor, Tensor, Tensor)",
-         {x.t({1000, 16}), x.t({40}, "long int", 8), x.t({8}, "long int", 8), x.b.boolean(false), x.b.integer(0),
-          x.b.boolean(false), x.b.none(), x.b.boolean(false)},
-         {x.t({8, 16})});
+  x.b.op(
+      "aten::embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq, int mode, "
+      "bool sparse, Tensor? per_sample_weights, bool include_last_offset) -> (Tensor, Tensor, Tensor, Tensor)",
+      {x.t({1000, 16}), x.t({40}, "long int", 8), x.t({8}, "long int", 8), x.b.boolean(false), x.b.integer(0),
+       x.b.boolean(false), x.b.none(), x.b.boolean(false)},
+      {x.t({8, 16})});
   x.b.op("aten::_scaled_dot_product_flash_attention(Tensor query, Tensor key, Tensor value) -> Tensor",
          {x.t({2, 4, 128, 64}, "c10::Half", 2), x.t({2, 4, 256, 64}, "c10::Half", 2),
           x.t({2, 4, 256, 64}, "c10::Half", 2)},
@@ -113,8 +116,7 @@ TEST(OpWork, MemoryViewsAndUnmodeled) {
          {x.t({1024})});
   x.b.op("aten::view(Tensor(a) self, int[] size) -> Tensor(a)", {a, x.b.list({x.b.integer(32), x.b.integer(32)})},
          {x.t({32, 32}, "float", 4, 77)});
-  x.b.op("aten::reshape(Tensor(a) self, int[] shape) -> Tensor(a)", {b, x.b.list({x.b.integer(-1)})},
-         {x.t({1024})});
+  x.b.op("aten::reshape(Tensor(a) self, int[] shape) -> Tensor(a)", {b, x.b.list({x.b.integer(-1)})}, {x.t({1024})});
   x.b.op("fbgemm::custom(Tensor x) -> Tensor", {a}, {x.t({1024})});
   x.b.op("aten::manual_seed(int seed) -> Generator", {x.b.integer(1)}, {});
   Trace tr = x.b.finish();

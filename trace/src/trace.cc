@@ -124,6 +124,28 @@ std::vector<StepSpan> profiler_steps(const Trace& t) {
   return out;
 }
 
+size_t first_complete_step(const Trace& t, const std::vector<StepSpan>& steps) {
+  for (size_t k = 0; k < steps.size(); ++k)
+    for (uint32_t c : t.children(t.nodes[steps[k].step->node]))
+      if (t.nodes[c].kind == NodeKind::Operator || t.nodes[c].num_children > 0) return k;
+  return 0;
+}
+
+int32_t collective_of(const Trace& t, uint32_t node) {
+  const Node& n = t.nodes[node];
+  if (n.collective >= 0) return n.collective;
+  for (uint32_t c : t.children(n))
+    if (t.nodes[c].collective >= 0) return t.nodes[c].collective;
+  return -1;
+}
+
+std::string collective_label(const Trace& t, uint32_t node) {
+  const int32_t k = collective_of(t, node);
+  std::string label(t.name(t.nodes[node]));
+  if (k >= 0) label = (t.collectives[k].is_wait ? std::string("wait") : t.collectives[k].name) + " (" + label + ")";
+  return label;
+}
+
 size_t Trace::memory_bytes() const {
   size_t b = strings.bytes();
   b += nodes.capacity() * sizeof(Node) + values.capacity() * sizeof(Value) + arg_types.capacity() * sizeof(StrId);

@@ -26,14 +26,12 @@ bool attention_work(const Trace& t, const Node& n, OpWork& w) {
 
 }  // namespace
 
-const Family kAttention{OpFamily::Attention,
-                        {"scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
-                         "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
-                         "_flash_attention_forward", "_efficient_attention_forward",
-                         "_scaled_dot_product_flash_attention_backward",
-                         "_scaled_dot_product_efficient_attention_backward",
-                         "_scaled_dot_product_cudnn_attention_backward", "_flash_attention_backward",
-                         "_efficient_attention_backward"},
-                        attention_work};
+const Family kAttention{
+    OpFamily::Attention,
+    {"scaled_dot_product_attention", "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+     "_scaled_dot_product_cudnn_attention", "_flash_attention_forward", "_efficient_attention_forward",
+     "_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention_backward",
+     "_scaled_dot_product_cudnn_attention_backward", "_flash_attention_backward", "_efficient_attention_backward"},
+    attention_work};
 
 }  // namespace reprise::predict::detail

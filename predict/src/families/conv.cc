@@ -18,8 +18,8 @@ bool conv_work(const Trace& t, const Node& n, OpWork& w) {
   double kernel = 1, spatial = 1;
   for (size_t d = 2; d < sw.size(); ++d) kernel *= static_cast<double>(sw[d]);
   for (size_t d = 2; d < sy.size(); ++d) spatial *= static_cast<double>(sy[d]);
-  double fwd = 2.0 * static_cast<double>(sy[0]) * static_cast<double>(sy[1]) * spatial *
-               static_cast<double>(sw[1]) * kernel;
+  double fwd =
+      2.0 * static_cast<double>(sy[0]) * static_cast<double>(sy[1]) * spatial * static_cast<double>(sw[1]) * kernel;
   double passes = 1;
   if (backward) {
     std::vector<int64_t> mask = int_list(t, n, n.num_inputs - 1);  // output_mask: grad input, weight, bias
@@ -35,11 +35,26 @@ bool conv_work(const Trace& t, const Node& n, OpWork& w) {
 }  // namespace
 
 const Family kConv{OpFamily::Conv,
-                   {"convolution", "_convolution", "conv1d", "conv2d", "conv3d", "cudnn_convolution",
-                    "mkldnn_convolution", "miopen_convolution", "convolution_overrideable", "_slow_conv2d_forward",
-                    "thnn_conv2d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-                    "cudnn_convolution_transpose", "convolution_backward", "_slow_conv2d_backward",
-                    "cudnn_convolution_backward", "mkldnn_convolution_backward", "convolution_backward_overrideable"},
+                   {"convolution",
+                    "_convolution",
+                    "conv1d",
+                    "conv2d",
+                    "conv3d",
+                    "cudnn_convolution",
+                    "mkldnn_convolution",
+                    "miopen_convolution",
+                    "convolution_overrideable",
+                    "_slow_conv2d_forward",
+                    "thnn_conv2d",
+                    "conv_transpose1d",
+                    "conv_transpose2d",
+                    "conv_transpose3d",
+                    "cudnn_convolution_transpose",
+                    "convolution_backward",
+                    "_slow_conv2d_backward",
+                    "cudnn_convolution_backward",
+                    "mkldnn_convolution_backward",
+                    "convolution_backward_overrideable"},
                    conv_work};
 
 }  // namespace reprise::predict::detail

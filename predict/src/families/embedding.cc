@@ -36,7 +36,9 @@ bool embedding_work(const Trace& t, const Node& n, OpWork& w) {
     std::vector<int64_t> s = shape_of(t, *grad);
     dim = static_cast<double>(s.back()), item = grad->itemsize;
     w.dtype = dtype_of(t, *grad);
-    const size_t num_weights_at = name == "_embedding_bag_backward" ? 6 : name == "_embedding_bag_dense_backward" ? 5 : 2;
+    const size_t num_weights_at = name == "_embedding_bag_backward"         ? 6
+                                  : name == "_embedding_bag_dense_backward" ? 5
+                                                                            : 2;
     rows = static_cast<double>(input_int(t, n, num_weights_at, 0));
     bags = name == "embedding_dense_backward" || name == "embedding_backward" ? lookups : static_cast<double>(s[0]);
   }

@@ -118,15 +118,24 @@ bool returns_views(const Trace& t, const Node& n) {
 
 const char* family_name(OpFamily f) {
   switch (f) {
-    case OpFamily::Gemm: return "gemm";
-    case OpFamily::Conv: return "conv";
-    case OpFamily::Attention: return "attention";
-    case OpFamily::Embedding: return "embedding";
-    case OpFamily::Memory: return "memory";
-    case OpFamily::View: return "view";
-    case OpFamily::Collective: return "collective";
-    case OpFamily::Sync: return "sync";
-    case OpFamily::Unmodeled: return "unmodeled";
+    case OpFamily::Gemm:
+      return "gemm";
+    case OpFamily::Conv:
+      return "conv";
+    case OpFamily::Attention:
+      return "attention";
+    case OpFamily::Embedding:
+      return "embedding";
+    case OpFamily::Memory:
+      return "memory";
+    case OpFamily::View:
+      return "view";
+    case OpFamily::Collective:
+      return "collective";
+    case OpFamily::Sync:
+      return "sync";
+    case OpFamily::Unmodeled:
+      return "unmodeled";
   }
   return "unmodeled";
 }
@@ -145,11 +154,11 @@ OpWork op_work(const Trace& t, uint32_t node) {
   const Node& n = t.nodes[node];
   OpWork w;
   if (n.kind == NodeKind::Collective || n.kind == NodeKind::CommOp || n.kind == NodeKind::Wait) {
-    w.collective = n.collective;
-    bool wait = n.kind == NodeKind::Wait || (n.collective >= 0 && t.collectives[n.collective].is_wait);
+    w.collective = collective_of(t, node);
+    bool wait = n.kind == NodeKind::Wait || (w.collective >= 0 && t.collectives[w.collective].is_wait);
     w.family = wait ? OpFamily::Sync : OpFamily::Collective;
-    if (!wait && n.collective >= 0) {
-      const Collective& c = t.collectives[n.collective];
+    if (!wait && w.collective >= 0) {
+      const Collective& c = t.collectives[w.collective];
       w.bytes = static_cast<double>(std::max(c.in_bytes(), c.out_bytes()));
       w.dtype = c.dtype;
       w.key = {w.bytes, static_cast<double>(c.pg_size), 0, 0};
@@ -179,8 +188,8 @@ OpWork op_work(const Trace& t, uint32_t node) {
 
 bool syncs_host(std::string_view op) {
   static const std::vector<std::string_view> names{
-      "item",   "_local_scalar_dense", "is_nonzero", "nonzero", "masked_select", "unique", "_unique", "_unique2",
-      "unique_consecutive", "unique_dim", "equal", "allclose", "tolist", "_assert_async"};
+      "item",     "_local_scalar_dense", "is_nonzero", "nonzero", "masked_select", "unique", "_unique",
+      "_unique2", "unique_consecutive",  "unique_dim", "equal",   "allclose",      "tolist", "_assert_async"};
   std::string_view bare = detail::bare_name(op);
   return std::find(names.begin(), names.end(), bare) != names.end();
 }

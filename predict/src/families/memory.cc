@@ -14,7 +14,8 @@ bool memory_work(const Trace& t, const Node& n, OpWork& w) {
   each_arg_tensor(t, n, false, [&](uint32_t k) {
     if (!first) first = &t.tensors[k];
   });
-  if (!first) each_arg_tensor(t, n, true, [&](uint32_t k) {
+  if (!first)
+    each_arg_tensor(t, n, true, [&](uint32_t k) {
       if (!first) first = &t.tensors[k];
     });
   w.flops = out_elems;

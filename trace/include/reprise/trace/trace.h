@@ -297,6 +297,15 @@ struct StepSpan {
 };
 // The ProfilerSteps in execution order (Trace::iterations is in node order, and nodes are in id order).
 std::vector<StepSpan> profiler_steps(const Trace& t);
+// The step a replay or a prediction takes by default: the first whose marker holds operators (an observer started
+// mid-step records that step's ops without their marker). 0 when none does; `steps` must not be empty.
+size_t first_complete_step(const Trace& t, const std::vector<StepSpan>& steps);
+
+// The collective a communication node carries: its own, or, for a c10d:: wrapper, its record_param_comms child's;
+// -1 when none describes it.
+int32_t collective_of(const Trace& t, uint32_t node);
+// How tables name a communication node: "all_reduce (c10d::allreduce_)", "wait (record_param_comms)".
+std::string collective_label(const Trace& t, uint32_t node);
 
 // A set of traces, one per rank, as loaded from files, folders or archives.
 struct TraceSet {

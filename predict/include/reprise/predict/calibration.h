@@ -1,0 +1,92 @@
+// What a machine was measured to do, and the fits made from it: per-op samples (work and measured time), per-op
+// host overheads, per-family residuals, and bandwidth curves per collective and group size.
+//
+//   Calibration c = fit_calibration(samples_from_trace(sweep, measured), comm_sweeps);
+//   write_calibration(c, "calibration.json");          // reprise predict --calibration calibration.json
+//
+// The samples come from `reprise calibrate`'s microbenchmarks (a sweep trace replayed op by op) or from any replay's
+// per-op measurements (`--from-replay`); the file format is in docs/predict.md.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "reprise/predict/op_work.h"
+#include "reprise/trace/trace.h"
+
+namespace reprise::predict {
+
+// One measured op.
+struct OpSample {
+  std::string op;
+  OpFamily family = OpFamily::Memory;
+  std::string dtype;
+  std::array<double, 4> key{};
+  double flops = 0, bytes = 0;
+  double seconds = 0;
+};
+
+// A collective's time against message size, as the multi-GPU modeling seed fits it: latency below a turning point,
+// a sigmoid of log bandwidth against log size between, the saturated bus bandwidth above:
+//   busbw(s) = bandwidth / (1 + exp(-(log2 s - mid) / width)),  t(s) = latency + s * factor / busbw(s)
+// with s the nccl-tests size (the larger buffer of one rank) and factor nccl-tests' bus-bandwidth factor.
+struct CollectiveCurve {
+  std::string op;             // "all_reduce", "all_gather", ... (comms descriptor names)
+  int64_t group = 0;          // ranks in the group
+  std::string level;          // link level the sweep crossed ("" = any)
+  double latency = 0;         // seconds
+  double bandwidth = 0;       // saturated bus bandwidth, bytes/s
+  double mid = 0, width = 0;  // log2(bytes); width 0 = a step (no sigmoid)
+  double sigma = 0;           // standard deviation of log(measured / fitted)
+  int points = 0;
+  double seconds(double bytes, double factor) const;
+};
+
+// One size of a collective sweep (reprise comms --json rows).
+struct CommPoint {
+  std::string op;
+  int64_t group = 0;
+  std::string level;
+  double bytes = 0, seconds = 0;
+};
+
+struct Calibration {
+  std::string source;   // what was measured: "microbenchmarks", or the replay results files
+  std::string device;   // "cpu", "cuda:0"
+  std::string machine;  // CPU or GPU model
+  std::string torch_version;
+  int threads = 1;
+  std::vector<OpSample> samples;
+  std::map<std::string, double> overheads;  // host seconds per call, by op name
+  double default_overhead = 0;              // for ops without their own
+  std::map<std::string, double> sigma;      // by family name: std of leave-one-out log residuals
+  std::vector<CollectiveCurve> collectives;
+};
+
+// Samples from a trace and the seconds measured for some of its nodes (by node index); nodes of no family with a
+// model (views, waits, unmodeled ops) still give overhead samples.
+std::vector<OpSample> samples_from_trace(const Trace& t, const std::vector<std::pair<uint32_t, double>>& measured);
+
+// Fits overheads, residuals and collective curves. Throws UserError when there is nothing to fit.
+Calibration fit_calibration(std::vector<OpSample> samples, const std::vector<CommPoint>& comms = {});
+CollectiveCurve fit_collective(const std::vector<CommPoint>& points, double factor);
+
+void write_calibration(const Calibration& c, const std::string& path);
+Calibration read_calibration(const std::string& path);  // UserError naming the file and key
+
+// Per-node seconds from a replay results JSON written with --per-op (its "op_times"), keyed by node id, and the
+// trace it replayed.
+struct OpTimes {
+  std::string trace;
+  int64_t rank = 0;
+  std::unordered_map<int64_t, double> seconds;  // node id -> seconds
+};
+OpTimes read_op_times(const std::string& results_json_path);
+// Points of `reprise comms --json` output files.
+std::vector<CommPoint> read_comm_sweeps(const std::vector<std::string>& paths);
+
+}  // namespace reprise::predict

@@ -1,0 +1,307 @@
+#include "reprise/predict/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <tuple>
+
+#include "rate_index.h"
+#include "reprise/common/error.h"
+#include "reprise/common/stats.h"
+#include "reprise/comms/collective.h"
+#include "reprise/trace/write.h"
+
+namespace reprise::predict {
+namespace {
+
+using json = nlohmann::json;
+
+// Host overhead of one op name: the intercept of time against work over its three smallest sizes, kept between
+// zero and its fastest call. Ops measured at one size only get the median of the others (at most their fastest).
+std::map<std::string, double> fit_overheads(const std::vector<OpSample>& samples, double& fallback) {
+  std::map<std::string, std::map<double, std::vector<double>>> by_op;  // op -> work -> seconds
+  for (const OpSample& s : samples) by_op[s.op][detail::work_measure(s)].push_back(s.seconds);
+  std::map<std::string, double> fitted, single;
+  std::vector<double> intercepts;
+  for (auto& [op, sizes] : by_op) {
+    std::vector<std::pair<double, double>> pts;  // work, median seconds
+    double fastest = INFINITY;
+    for (auto& [work, secs] : sizes) {
+      pts.emplace_back(work, median(secs));
+      fastest = std::min(fastest, *std::min_element(secs.begin(), secs.end()));
+    }
+    if (pts.size() == 1 || pts.front().first <= 0) {
+      single[op] = pts.front().first <= 0 ? pts.front().second : fastest;  // no work: the call is all overhead
+      if (pts.front().first <= 0) intercepts.push_back(single[op]);
+      continue;
+    }
+    pts.resize(std::min<size_t>(pts.size(), 3));
+    double mx = 0, my = 0;
+    for (auto& [x, y] : pts) mx += x / pts.size(), my += y / pts.size();
+    double sxx = 0, sxy = 0;
+    for (auto& [x, y] : pts) sxx += (x - mx) * (x - mx), sxy += (x - mx) * (y - my);
+    const double slope = sxx > 0 ? std::max(sxy / sxx, 0.0) : 0;
+    const double a = std::clamp(my - slope * mx, 0.0, fastest);
+    fitted[op] = a;
+    intercepts.push_back(a);
+  }
+  fallback = intercepts.empty() ? 0 : median(intercepts);
+  for (auto& [op, fastest] : single)
+    if (!fitted.count(op)) fitted[op] = std::min(fastest, std::max(fallback, 0.0));
+  return fitted;
+}
+
+std::vector<double> overhead_per_sample(const Calibration& c) {
+  std::vector<double> out;
+  out.reserve(c.samples.size());
+  for (const OpSample& s : c.samples) {
+    auto it = c.overheads.find(s.op);
+    out.push_back(it != c.overheads.end() ? it->second : c.default_overhead);
+  }
+  return out;
+}
+
+// Leave-one-out: each sample's time predicted from the others, by family.
+std::map<std::string, double> fit_residuals(const Calibration& c, const std::vector<double>& overhead) {
+  detail::RateIndex index;
+  index.build(c.samples, overhead);
+  std::map<std::string, std::pair<double, int>> acc;
+  for (size_t i = 0; i < c.samples.size(); ++i) {
+    const OpSample& s = c.samples[i];
+    const double work = detail::work_measure(s);
+    double log_rate = 0;
+    if (work <= 0 || s.seconds <= 0 || !index.estimate(s.op, s.family, s.dtype, s.key, log_rate, true)) continue;
+    const double predicted = overhead[i] + work / std::exp(log_rate);
+    const double r = std::log(s.seconds / predicted);
+    auto& [sum, n] = acc[family_name(s.family)];
+    sum += r * r;
+    ++n;
+  }
+  std::map<std::string, double> sigma;
+  for (auto& [fam, sn] : acc) sigma[fam] = std::sqrt(sn.first / sn.second);
+  return sigma;
+}
+
+double curve_log_error(const CollectiveCurve& c, const std::vector<CommPoint>& pts, double factor) {
+  double e = 0;
+  for (const CommPoint& p : pts) {
+    const double r = std::log(p.seconds / c.seconds(p.bytes, factor));
+    e += r * r;
+  }
+  return e;
+}
+
+const char* family_json_name(OpFamily f) { return family_name(f); }
+
+OpFamily family_from_name(const std::string& name, const std::string& where) {
+  for (int k = 0; k < kOpFamilyCount; ++k)
+    if (name == family_name(static_cast<OpFamily>(k))) return static_cast<OpFamily>(k);
+  throw UserError(where + ": unknown op family '" + name + "'");
+}
+
+json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UserError(path + ": cannot read");
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw UserError(path + ": not JSON (" + std::string(e.what()) + ")");
+  }
+}
+
+}  // namespace
+
+double CollectiveCurve::seconds(double bytes, double factor) const {
+  if (bytes <= 0 || bandwidth <= 0) return latency;
+  double bw = bandwidth;
+  if (width > 0) bw = bandwidth / (1 + std::exp(-(std::log2(bytes) - mid) / width));
+  return latency + bytes * factor / bw;
+}
+
+std::vector<OpSample> samples_from_trace(const Trace& t, const std::vector<std::pair<uint32_t, double>>& measured) {
+  std::vector<OpSample> out;
+  out.reserve(measured.size());
+  for (const auto& [node, seconds] : measured) {
+    const Node& n = t.nodes[node];
+    if (n.kind != NodeKind::Operator || seconds <= 0) continue;
+    const OpWork w = op_work(t, node);
+    OpSample s;
+    s.op = std::string(t.name(n));
+    s.family = w.family;
+    s.dtype = w.dtype;
+    s.key = w.key;
+    s.flops = w.flops;
+    s.bytes = w.bytes;
+    s.seconds = seconds;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+CollectiveCurve fit_collective(const std::vector<CommPoint>& points, double factor) {
+  if (points.empty()) throw UserError("collective fit: no points");
+  std::vector<CommPoint> pts = points;
+  std::sort(pts.begin(), pts.end(), [](const CommPoint& a, const CommPoint& b) { return a.bytes < b.bytes; });
+  CollectiveCurve c;
+  c.op = pts.front().op;
+  c.group = pts.front().group;
+  c.level = pts.front().level;
+  c.points = static_cast<int>(pts.size());
+  c.latency = pts.front().seconds;
+  std::vector<double> busbw;
+  for (const CommPoint& p : pts) busbw.push_back(p.bytes * factor / std::max(p.seconds - c.latency, 1e-12));
+  std::sort(busbw.rbegin(), busbw.rend());
+  c.bandwidth = busbw.size() >= 2 ? (busbw[0] + busbw[1]) / 2 : busbw[0];
+  // The turning point and the width of the sigmoid by grid search on the squared log error.
+  const double lo = std::log2(std::max(pts.front().bytes, 1.0)), hi = std::log2(std::max(pts.back().bytes, 1.0));
+  CollectiveCurve best = c;
+  double best_err = curve_log_error(c, pts, factor);
+  for (double width : {0.25, 0.5, 1.0, 1.5, 2.0, 3.0})
+    for (double mid = lo - 2; mid <= hi + 2; mid += 0.25) {
+      CollectiveCurve t = c;
+      t.mid = mid, t.width = width;
+      const double e = curve_log_error(t, pts, factor);
+      if (e < best_err) best = t, best_err = e;
+    }
+  best.sigma = std::sqrt(best_err / static_cast<double>(pts.size()));
+  return best;
+}
+
+Calibration fit_calibration(std::vector<OpSample> samples, const std::vector<CommPoint>& comms) {
+  if (samples.empty() && comms.empty()) throw UserError("calibration: no measured ops to fit");
+  Calibration c;
+  c.samples = std::move(samples);
+  c.overheads = fit_overheads(c.samples, c.default_overhead);
+  c.sigma = fit_residuals(c, overhead_per_sample(c));
+  std::map<std::tuple<std::string, int64_t, std::string>, std::vector<CommPoint>> by_curve;
+  for (const CommPoint& p : comms) by_curve[{p.op, p.group, p.level}].push_back(p);
+  for (auto& [key, pts] : by_curve) {
+    comms::Kind kind;
+    if (!comms::parse_kind(std::get<0>(key), kind))
+      throw UserError("calibration: unknown collective '" + std::get<0>(key) + "'");
+    c.collectives.push_back(
+        fit_collective(pts, comms::describe(kind).busbw_factor(static_cast<int>(std::get<1>(key)))));
+  }
+  return c;
+}
+
+void write_calibration(const Calibration& c, const std::string& path) {
+  json j;
+  j["format"] = "reprise-calibration/1";
+  j["source"] = c.source;
+  j["device"] = c.device;
+  j["machine"] = c.machine;
+  j["torch_version"] = c.torch_version;
+  j["threads"] = c.threads;
+  j["default_overhead"] = c.default_overhead;
+  j["overheads"] = c.overheads;
+  j["sigma"] = c.sigma;
+  json curves = json::array();
+  for (const CollectiveCurve& k : c.collectives)
+    curves.push_back({{"op", k.op},
+                      {"group", k.group},
+                      {"level", k.level},
+                      {"latency", k.latency},
+                      {"bandwidth", k.bandwidth},
+                      {"mid", k.mid},
+                      {"width", k.width},
+                      {"sigma", k.sigma},
+                      {"points", k.points}});
+  j["collectives"] = curves;
+  // Samples as rows: op, family, dtype, key (4), flops, bytes, seconds.
+  json rows = json::array();
+  for (const OpSample& s : c.samples)
+    rows.push_back({s.op, family_json_name(s.family), s.dtype, s.key, s.flops, s.bytes, s.seconds});
+  j["samples"] = rows;
+  write_text_file(path, j.dump(1) + "\n");
+}
+
+Calibration read_calibration(const std::string& path) {
+  const json j = read_json_file(path);
+  if (!j.is_object() || j.value("format", "") != "reprise-calibration/1")
+    throw UserError(path + ": not a Reprise calibration (format reprise-calibration/1)");
+  Calibration c;
+  try {
+    c.source = j.value("source", "");
+    c.device = j.value("device", "");
+    c.machine = j.value("machine", "");
+    c.torch_version = j.value("torch_version", "");
+    c.threads = j.value("threads", 1);
+    c.default_overhead = j.at("default_overhead").get<double>();
+    c.overheads = j.at("overheads").get<std::map<std::string, double>>();
+    c.sigma = j.value("sigma", std::map<std::string, double>{});
+    for (const json& k : j.at("collectives")) {
+      CollectiveCurve x;
+      x.op = k.at("op");
+      x.group = k.at("group");
+      x.level = k.value("level", "");
+      x.latency = k.at("latency");
+      x.bandwidth = k.at("bandwidth");
+      x.mid = k.value("mid", 0.0);
+      x.width = k.value("width", 0.0);
+      x.sigma = k.value("sigma", 0.0);
+      x.points = k.value("points", 0);
+      c.collectives.push_back(x);
+    }
+    size_t row = 0;
+    for (const json& r : j.at("samples")) {
+      const std::string where = path + ": samples[" + std::to_string(row++) + "]";
+      if (!r.is_array() || r.size() != 7)
+        throw UserError(where + ": expected [op, family, dtype, key, flops, bytes, seconds]");
+      OpSample s;
+      s.op = r[0];
+      s.family = family_from_name(r[1], where);
+      s.dtype = r[2];
+      s.key = r[3].get<std::array<double, 4>>();
+      s.flops = r[4];
+      s.bytes = r[5];
+      s.seconds = r[6];
+      c.samples.push_back(std::move(s));
+    }
+  } catch (const json::exception& e) {
+    throw UserError(path + ": " + std::string(e.what()));
+  }
+  return c;
+}
+
+OpTimes read_op_times(const std::string& path) {
+  const json j = read_json_file(path);
+  OpTimes o;
+  try {
+    o.trace = j.at("trace").get<std::string>();
+    o.rank = j.value("rank", 0);
+    if (!j.contains("op_times")) throw UserError(path + ": no op_times (replay with --per-op to measure each op)");
+    const json& ot = j.at("op_times");
+    const std::vector<int64_t> ids = ot.at("node_ids");
+    const std::vector<double> secs = ot.at("seconds");
+    if (ids.size() != secs.size()) throw UserError(path + ": op_times: node_ids and seconds differ in length");
+    for (size_t i = 0; i < ids.size(); ++i) o.seconds[ids[i]] = secs[i];
+  } catch (const json::exception& e) {
+    throw UserError(path + ": " + std::string(e.what()));
+  }
+  return o;
+}
+
+std::vector<CommPoint> read_comm_sweeps(const std::vector<std::string>& paths) {
+  std::vector<CommPoint> out;
+  for (const std::string& path : paths) {
+    const json j = read_json_file(path);
+    try {
+      const std::string op = j.at("op");
+      const int64_t group = j.at("world_size");
+      const std::string level = j.value("level", "");
+      for (const json& r : j.at("rows")) {
+        CommPoint p{op, group, level, r.at("bytes").get<double>(), r.at("time_us").get<double>() * 1e-6};
+        if (p.bytes > 0 && p.seconds > 0) out.push_back(p);
+      }
+    } catch (const json::exception& e) {
+      throw UserError(path + ": not a reprise comms --json result (" + std::string(e.what()) + ")");
+    }
+  }
+  return out;
+}
+
+}  // namespace reprise::predict

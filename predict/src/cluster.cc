@@ -1,0 +1,212 @@
+#include "reprise/predict/cluster.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "reprise/common/dtype.h"
+#include "reprise/common/error.h"
+#include "yaml_check.h"
+
+namespace reprise::predict {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// "bfloat16", "fp16", "Half", "tf32" -> the c10 name the trace model uses ("BFloat16", "Half", "TF32").
+std::string dtype_key(const gen::YamlFile& f, const YAML::Node& key) {
+  std::string k = key.Scalar();
+  std::string lower = k;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (lower == "tf32") return "TF32";
+  if (lower == "fp16" || lower == "float16") return "Half";
+  if (lower == "fp32" || lower == "float32") return "Float";
+  if (lower == "fp64" || lower == "float64") return "Double";
+  if (lower == "fp8" || lower == "float8") return "Float8_e4m3fn";
+  if (lower == "int8") return "Char";
+  if (const Dtype* d = find_dtype_ignoring_case(k)) return std::string(d->name);
+  f.fail(key, "unknown dtype '" + k + "'");
+}
+
+std::map<std::string, double> rates(const gen::YamlFile& f, const YAML::Node& n, const std::string& what) {
+  std::map<std::string, double> out;
+  if (!n) return out;
+  if (!n.IsMap()) f.fail(n, what + ": expected a map of dtype to FLOP/s");
+  for (auto it = n.begin(); it != n.end(); ++it)
+    out[dtype_key(f, it->first)] = f.number(it->second, what + "." + it->first.Scalar(), 1, kInf);
+  return out;
+}
+
+double optional_number(const gen::YamlFile& f, const YAML::Node& n, const std::string& key, double fallback, double min,
+                       double max) {
+  return n[key] ? f.number(n[key], key, min, max) : fallback;
+}
+
+DeviceSpec read_device(const gen::YamlFile& f, const YAML::Node& n) {
+  f.expect_map(n, "device",
+               {"kind", "name", "peak_flops", "tf32", "memory_bandwidth", "memory_bytes", "caches", "launch_overhead",
+                "op_overhead", "efficiency"});
+  DeviceSpec d;
+  d.kind = f.choice(n["kind"], "kind", {"gpu", "cpu"});
+  if (n["name"]) d.name = f.string(n["name"], "name");
+  const YAML::Node peak = n["peak_flops"];
+  if (!peak) f.fail(n, "device: peak_flops is required");
+  f.expect_map(peak, "peak_flops", {"matrix", "vector"});
+  d.matrix_flops = rates(f, peak["matrix"], "matrix");
+  d.vector_flops = rates(f, peak["vector"], "vector");
+  if (d.matrix_flops.empty() && d.vector_flops.empty()) f.fail(peak, "peak_flops: give matrix or vector rates");
+  if (n["tf32"]) d.tf32 = f.boolean(n["tf32"], "tf32");
+  if (!n["memory_bandwidth"]) f.fail(n, "device: memory_bandwidth is required");
+  d.memory_bandwidth = f.number(n["memory_bandwidth"], "memory_bandwidth", 1, kInf);
+  d.memory_bytes = optional_number(f, n, "memory_bytes", 0, 0, kInf);
+  if (const YAML::Node c = n["caches"]) {
+    if (!c.IsMap()) f.fail(c, "caches: expected a map of cache name to bytes");
+    for (auto it = c.begin(); it != c.end(); ++it)
+      d.caches[it->first.Scalar()] = f.number(it->second, it->first.Scalar(), 0, kInf);
+  }
+  d.launch_overhead = optional_number(f, n, "launch_overhead", d.kind == "gpu" ? 4e-6 : 0, 0, 1);
+  d.op_overhead = optional_number(f, n, "op_overhead", 5e-6, 0, 1);
+  if (const YAML::Node e = n["efficiency"]) {
+    f.expect_map(e, "efficiency", {"compute", "memory", "random_access"});
+    d.compute_efficiency = optional_number(f, e, "compute", d.compute_efficiency, 1e-3, 1);
+    d.memory_efficiency = optional_number(f, e, "memory", d.memory_efficiency, 1e-3, 1);
+    d.random_access_efficiency = optional_number(f, e, "random_access", d.random_access_efficiency, 1e-3, 1);
+  }
+  return d;
+}
+
+void read_topology(const gen::YamlFile& f, const YAML::Node& n, Cluster& c) {
+  f.expect_map(n, "topology", {"devices_per_node", "nodes", "levels"});
+  c.devices_per_node = f.integer(n["devices_per_node"], "devices_per_node", 1, 1 << 20);
+  c.nodes = n["nodes"] ? f.integer(n["nodes"], "nodes", 1, 1 << 24) : 1;
+  const YAML::Node levels = n["levels"];
+  if (!levels || !levels.IsSequence() || levels.size() == 0)
+    f.fail(levels ? levels : n, "topology: levels must list at least one link level");
+  for (size_t k = 0; k < levels.size(); ++k) {
+    const YAML::Node l = levels[k];
+    f.expect_map(l, "level", {"name", "span", "bandwidth", "latency", "efficiency"});
+    LinkLevel lv;
+    lv.name = f.string(l["name"], "name");
+    // Default spans: the first level joins a node's devices, the last one the whole cluster.
+    const bool last = k + 1 == levels.size();
+    lv.span = l["span"] ? f.integer(l["span"], "span", 1, int64_t{1} << 40) : (last ? 0 : c.devices_per_node);
+    if (!l["bandwidth"]) f.fail(l, "level " + lv.name + ": bandwidth is required");
+    lv.bandwidth = f.number(l["bandwidth"], "bandwidth", 1, kInf);
+    lv.latency = optional_number(f, l, "latency", 0, 0, 1);
+    lv.efficiency = optional_number(f, l, "efficiency", lv.efficiency, 1e-3, 1);
+    if (!c.levels.empty() && lv.span != 0 && c.levels.back().span != 0 && lv.span <= c.levels.back().span)
+      f.fail(l, "level " + lv.name + ": span must grow outwards (levels are listed innermost first)");
+    c.levels.push_back(lv);
+  }
+}
+
+}  // namespace
+
+double DeviceSpec::peak_flops(const std::string& dtype, bool matrix) const {
+  const bool is_float32 = dtype == "Float" || dtype.empty();
+  if (matrix) {
+    if (is_float32 && tf32) {
+      if (auto it = matrix_flops.find("TF32"); it != matrix_flops.end()) return it->second;
+    }
+    if (auto it = matrix_flops.find(is_float32 ? "Float" : dtype); it != matrix_flops.end()) return it->second;
+  }
+  if (auto it = vector_flops.find(is_float32 ? "Float" : dtype); it != vector_flops.end()) return it->second;
+  if (matrix)
+    if (auto it = matrix_flops.find("Float"); it != matrix_flops.end()) return it->second;
+  if (auto it = vector_flops.find("Float"); it != vector_flops.end()) return it->second;
+  return 0;
+}
+
+double DeviceSpec::largest_cache() const {
+  double m = 0;
+  for (const auto& cache : caches) m = std::max(m, cache.second);
+  return m;
+}
+
+const LinkLevel& Cluster::level_for(const std::vector<int64_t>& ranks) const {
+  for (const LinkLevel& l : levels) {
+    if (l.span == 0) return l;
+    bool together = true;
+    for (int64_t r : ranks) together = together && r / l.span == ranks.front() / l.span;
+    if (together) return l;
+  }
+  return levels.back();
+}
+
+Cluster parse_cluster(const std::string& yaml, const std::string& source) {
+  gen::YamlFile f(source, yaml);
+  const YAML::Node& root = f.root();
+  f.expect_map(root, "cluster", {"name", "description", "device", "topology", "launch"});
+  Cluster c;
+  c.source = source;
+  c.name = root["name"] ? f.string(root["name"], "name") : source;
+  if (root["description"]) c.description = f.string(root["description"], "description");
+  if (!root["device"]) f.fail(root, "cluster: device is required");
+  c.device = read_device(f, root["device"]);
+  if (!root["topology"]) f.fail(root, "cluster: topology is required");
+  read_topology(f, root["topology"], c);
+  if (const YAML::Node l = root["launch"]) {
+    if (!l.IsMap()) f.fail(l, "launch: expected a map of launcher name to command template");
+    for (auto it = l.begin(); it != l.end(); ++it)
+      c.launch[it->first.Scalar()] = f.string(it->second, it->first.Scalar());
+  }
+  return c;
+}
+
+Cluster load_cluster(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UserError(path + ": cannot read");
+  std::stringstream raw;
+  raw << in.rdbuf();
+  return parse_cluster(raw.str(), path);
+}
+
+std::string cluster_yaml(const Cluster& c) {
+  YAML::Emitter e;
+  e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << c.name;
+  if (!c.description.empty()) e << YAML::Key << "description" << YAML::Value << c.description;
+  const DeviceSpec& d = c.device;
+  e << YAML::Key << "device" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "kind" << YAML::Value << d.kind;
+  if (!d.name.empty()) e << YAML::Key << "name" << YAML::Value << d.name;
+  e << YAML::Key << "peak_flops" << YAML::Value << YAML::BeginMap;
+  for (const auto* m : {&d.matrix_flops, &d.vector_flops}) {
+    if (m->empty()) continue;
+    e << YAML::Key << (m == &d.matrix_flops ? "matrix" : "vector") << YAML::Value << YAML::BeginMap;
+    for (const auto& [dtype, v] : *m) e << YAML::Key << dtype << YAML::Value << v;
+    e << YAML::EndMap;
+  }
+  e << YAML::EndMap;
+  e << YAML::Key << "memory_bandwidth" << YAML::Value << d.memory_bandwidth;
+  if (d.memory_bytes > 0) e << YAML::Key << "memory_bytes" << YAML::Value << d.memory_bytes;
+  if (!d.caches.empty()) {
+    e << YAML::Key << "caches" << YAML::Value << YAML::BeginMap;
+    for (const auto& [name, v] : d.caches) e << YAML::Key << name << YAML::Value << v;
+    e << YAML::EndMap;
+  }
+  e << YAML::Key << "launch_overhead" << YAML::Value << d.launch_overhead;
+  e << YAML::Key << "op_overhead" << YAML::Value << d.op_overhead;
+  e << YAML::EndMap;
+  e << YAML::Key << "topology" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "devices_per_node" << YAML::Value << c.devices_per_node;
+  e << YAML::Key << "nodes" << YAML::Value << c.nodes;
+  e << YAML::Key << "levels" << YAML::Value << YAML::BeginSeq;
+  for (const LinkLevel& l : c.levels) {
+    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << l.name;
+    if (l.span) e << YAML::Key << "span" << YAML::Value << l.span;
+    e << YAML::Key << "bandwidth" << YAML::Value << l.bandwidth;
+    e << YAML::Key << "latency" << YAML::Value << l.latency << YAML::EndMap;
+  }
+  e << YAML::EndSeq << YAML::EndMap;
+  if (!c.launch.empty()) {
+    e << YAML::Key << "launch" << YAML::Value << YAML::BeginMap;
+    for (const auto& [k, v] : c.launch) e << YAML::Key << k << YAML::Value << v;
+    e << YAML::EndMap;
+  }
+  e << YAML::EndMap;
+  return std::string(e.c_str()) + "\n";
+}
+
+}  // namespace reprise::predict

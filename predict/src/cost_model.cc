@@ -1,0 +1,146 @@
+#include "reprise/predict/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "rate_index.h"
+#include "reprise/comms/collective.h"
+
+namespace reprise::predict {
+namespace {
+
+// The spread assumed for a model with no measurements behind it: public peak rates times a typical efficiency.
+constexpr double kUncalibratedSigma = 0.3;
+
+double efficiency(const OpWork& w, const DeviceSpec& d) {
+  switch (w.family) {
+    case OpFamily::Gemm:
+    case OpFamily::Conv:
+    case OpFamily::Attention:
+      return d.compute_efficiency;
+    case OpFamily::Embedding:
+      return w.key[2] > d.largest_cache() ? d.random_access_efficiency : d.memory_efficiency;
+    default:
+      return d.memory_efficiency;
+  }
+}
+
+// Messages a collective's ring sends one after another (each pays the link latency).
+double latency_steps(comms::Kind k, double n) {
+  switch (k) {
+    case comms::Kind::AllReduce:
+      return 2 * (n - 1);
+    case comms::Kind::Send:
+    case comms::Kind::Recv:
+      return 1;
+    case comms::Kind::Barrier:
+      return 2 * std::ceil(std::log2(n));
+    default:
+      return n - 1;
+  }
+}
+
+}  // namespace
+
+double roofline_seconds(const OpWork& w, const DeviceSpec& d) {
+  const double bw = d.memory_bandwidth > 0 ? d.memory_bandwidth : 0;
+  const double mem = bw > 0 ? w.bytes / bw : 0;
+  switch (w.family) {
+    case OpFamily::Gemm:
+    case OpFamily::Conv:
+    case OpFamily::Attention: {
+      const double peak = d.peak_flops(w.dtype, true);
+      return peak > 0 ? std::max(w.flops / peak, mem) : 0;
+    }
+    case OpFamily::Memory: {
+      const double peak = d.peak_flops(w.dtype, false);
+      return std::max(peak > 0 ? w.flops / peak : 0, mem);
+    }
+    case OpFamily::Embedding:
+      return mem;
+    default:
+      return 0;
+  }
+}
+
+struct CostModel::Impl {
+  Cluster cluster;
+  const Calibration* cal = nullptr;
+  detail::RateIndex index;
+
+  double overhead(const std::string& op) const {
+    if (!cal) return cluster.device.op_overhead;
+    auto it = cal->overheads.find(op);
+    return it != cal->overheads.end() ? it->second : cal->default_overhead;
+  }
+};
+
+CostModel::CostModel(const Cluster& cluster, const Calibration* calibration) : impl_(std::make_unique<Impl>()) {
+  impl_->cluster = cluster;
+  impl_->cal = calibration;
+  if (calibration) {
+    std::vector<double> overhead;
+    for (const OpSample& s : calibration->samples) overhead.push_back(impl_->overhead(s.op));
+    impl_->index.build(calibration->samples, overhead);
+  }
+}
+CostModel::~CostModel() = default;
+CostModel::CostModel(CostModel&&) noexcept = default;
+
+const Cluster& CostModel::cluster() const { return impl_->cluster; }
+
+OpCost CostModel::op(const Trace& t, uint32_t node) const {
+  const DeviceSpec& d = impl_->cluster.device;
+  OpCost c;
+  c.work = op_work(t, node);
+  const OpWork& w = c.work;
+  const std::string op(t.name(t.nodes[node]));
+  const double work = detail::work_measure(w);
+  double busy = 0;
+  c.modeled = w.family == OpFamily::View || w.family == OpFamily::Sync || w.family == OpFamily::Collective;
+  if (work > 0) {
+    double log_rate = 0;
+    if (impl_->cal && impl_->index.estimate(op, w.family, w.dtype, w.key, log_rate)) {
+      busy = work / std::exp(log_rate);
+      auto s = impl_->cal->sigma.find(family_name(w.family));
+      c.sigma = s != impl_->cal->sigma.end() ? s->second : kUncalibratedSigma;
+      c.modeled = w.by_name;
+    } else if (const double roof = roofline_seconds(w, d); roof > 0) {
+      busy = roof / efficiency(w, d);
+      c.sigma = kUncalibratedSigma;
+      c.modeled = w.by_name;
+    }
+  }
+  const double overhead = impl_->overhead(op);
+  if (d.kind == "cpu") {
+    c.host = overhead + busy;
+  } else {
+    c.host = overhead + (busy > 0 ? d.launch_overhead : 0);
+    c.device = busy;
+  }
+  return c;
+}
+
+double CostModel::collective(const Collective& c, const std::vector<int64_t>& group, double* sigma) const {
+  const double n = static_cast<double>(group.size());
+  if (sigma) *sigma = kUncalibratedSigma;
+  comms::Kind kind;
+  if (n < 2 || !comms::parse_kind(c.name, kind)) return 0;
+  const double bytes = static_cast<double>(std::max(c.in_bytes(), c.out_bytes()));
+  const double factor = c.p2p ? 1.0 : comms::describe(kind).busbw_factor(static_cast<int>(n));
+  const LinkLevel& level = impl_->cluster.level_for(group);
+  if (impl_->cal) {
+    const CollectiveCurve* best = nullptr;
+    for (const CollectiveCurve& k : impl_->cal->collectives)
+      if (k.op == comms::describe(kind).name && k.group == static_cast<int64_t>(n) &&
+          (k.level.empty() || k.level == level.name))
+        best = &k;
+    if (best) {
+      if (sigma) *sigma = best->sigma;
+      return best->seconds(bytes, factor);
+    }
+  }
+  return level.latency * latency_steps(kind, n) + bytes * factor / (level.bandwidth * level.efficiency);
+}
+
+}  // namespace reprise::predict

@@ -1,0 +1,48 @@
+// A rank's trace as the simulator runs it: the ops a replay issues in the chosen steps, each timed by the cost model
+// (or by a measured replay), with the streams, collectives, waits and cross-stream dependencies the trace implies.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "reprise/predict/calibration.h"
+#include "reprise/predict/cost_model.h"
+#include "reprise/predict/simulator.h"
+#include "reprise/trace/trace.h"
+
+namespace reprise::predict::detail {
+
+struct OpTotals {
+  OpFamily family = OpFamily::Unmodeled;
+  int64_t count = 0;
+  double seconds = 0;  // host + device, as a replay's per-op pass measures each op alone
+};
+
+struct BuiltProgram {
+  SimProgram program;
+  std::vector<double> op_sigma;            // per program op
+  std::vector<double> coll_sigma;          // per program collective
+  std::vector<std::string> steps;          // step names
+  std::map<std::string, OpTotals> per_op;  // by op label, per iteration
+  int64_t ops = 0, modeled = 0, fallback = 0, measured = 0;
+  std::map<std::string, int64_t> unmodeled;  // op -> count
+};
+
+struct BuildOptions {
+  std::vector<int64_t> steps;  // ProfilerStep numbers; empty: the first complete step
+  bool all_steps = false;
+  const OpTimes* op_times = nullptr;  // measured seconds by node id, for this rank's trace
+  // The SimInput group of a process group name ("" = the default group), and its members.
+  std::function<int32_t(const std::string& pg)> group_of;
+  std::function<const std::vector<int64_t>&(int32_t group)> members;
+};
+
+// Throws UserError for steps the trace does not have.
+BuiltProgram build_program(const Trace& t, const CostModel& model, const BuildOptions& o);
+
+// The program with every op and collective time scaled by exp(z * sigma) (the interval's bounds).
+SimProgram scaled_program(const BuiltProgram& b, double z);
+
+}  // namespace reprise::predict::detail
