@@ -267,22 +267,38 @@ Calibration read_calibration(const std::string& path) {
   return c;
 }
 
-OpTimes read_op_times(const std::string& path) {
+std::vector<OpTimes> read_op_times(const std::string& path) {
   const json j = read_json_file(path);
-  OpTimes o;
-  try {
-    o.trace = j.at("trace").get<std::string>();
-    o.rank = j.value("rank", 0);
-    if (!j.contains("op_times")) throw UserError(path + ": no op_times (replay with --per-op to measure each op)");
-    const json& ot = j.at("op_times");
+  std::vector<OpTimes> out;
+  auto one = [&](const json& d, const std::string& where) {
+    OpTimes o;
+    o.trace = d.value("trace", j.value("trace", ""));
+    o.rank = d.value("rank", int64_t{0});
+    const json& ot = d.at("op_times");
     const std::vector<int64_t> ids = ot.at("node_ids");
     const std::vector<double> secs = ot.at("seconds");
-    if (ids.size() != secs.size()) throw UserError(path + ": op_times: node_ids and seconds differ in length");
-    for (size_t i = 0; i < ids.size(); ++i) o.seconds[ids[i]] = secs[i];
+    if (ids.size() != secs.size()) throw UserError(where + ": op_times: node_ids and seconds differ in length");
+    for (size_t i = 0; i < ids.size(); ++i) {
+      o.seconds[ids[i]] = secs[i];
+      o.in_order.emplace_back(ids[i], secs[i]);
+    }
+    out.push_back(std::move(o));
+  };
+  try {
+    if (!j.is_object() || !j.contains("reprise_replay")) throw UserError(path + ": not a reprise replay results file");
+    if (j.contains("ranks")) {
+      size_t k = 0;
+      for (const json& r : j.at("ranks")) {
+        if (r.contains("op_times")) one(r, path + ": ranks[" + std::to_string(k) + "]");
+        ++k;
+      }
+    }
+    if (out.empty() && j.contains("op_times")) one(j, path);
   } catch (const json::exception& e) {
     throw UserError(path + ": " + std::string(e.what()));
   }
-  return o;
+  if (out.empty()) throw UserError(path + ": no op_times (replay with --per-op to measure each op)");
+  return out;
 }
 
 std::vector<CommPoint> read_comm_sweeps(const std::vector<std::string>& paths) {

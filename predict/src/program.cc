@@ -81,7 +81,6 @@ class Builder {
   std::unordered_map<uint32_t, std::pair<uint32_t, uint16_t>> writer_;  // tensor -> (program op, stream)
 
   void add(SimOp op, double sigma, const std::string& label, OpFamily family, double seconds) {
-    op.node = op.node;
     b_.program.ops.push_back(op);
     b_.op_sigma.push_back(sigma);
     OpTotals& tot = b_.per_op[label];
@@ -156,7 +155,7 @@ void Builder::comm(uint32_t node) {
     return;
   }
   SimCollective sc;
-  sc.group = o_.group_of(c.pg_name);
+  sc.group = o_.group_of(c);
   sc.seq = seq_[sc.group]++;
   double sigma = 0;
   sc.seconds = m_.collective(c, o_.members(sc.group), &sigma);

@@ -34,8 +34,8 @@ struct BuildOptions {
   std::vector<int64_t> steps;  // ProfilerStep numbers; empty: the first complete step
   bool all_steps = false;
   const OpTimes* op_times = nullptr;  // measured seconds by node id, for this rank's trace
-  // The SimInput group of a process group name ("" = the default group), and its members.
-  std::function<int32_t(const std::string& pg)> group_of;
+  // The SimInput group a collective runs on (resolved from its process group), and that group's members.
+  std::function<int32_t(const Collective& c)> group_of;
   std::function<const std::vector<int64_t>&(int32_t group)> members;
 };
 

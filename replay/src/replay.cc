@@ -13,6 +13,7 @@
 #include "plan.h"
 #include "progress.h"
 #include "reprise/common/clock.h"
+#include "reprise/common/stats.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/device/device.h"
 #include "reprise/trace/summary.h"
@@ -181,14 +182,25 @@ void time_each_op(const Trace& trace, detail::Executor& ex, const Plan& plan, co
                   detail::PhaseProgress& progress) {
   double iteration = 0;  // about what the per-op pass takes, less the synchronization after each op
   for (double x : r.iteration_seconds) iteration += x / static_cast<double>(o.iterations);
-  progress.begin("per-op", static_cast<int64_t>(plan.instrs.size()), "op", iteration);
+  const int passes = std::max(o.per_op_passes, 1);
+  progress.begin("per-op", static_cast<int64_t>(plan.instrs.size()) * passes, "op", iteration * passes);
   std::vector<OpSpan> spans;
-  double origin = now_seconds();
-  for (size_t s = 0; s < plan.step_names.size(); ++s) {
-    ex.run_step_per_op(s, spans, origin);
-    progress.advance(plan.step_begin[s + 1]);
+  std::vector<std::vector<double>> each;  // per span position: its time in every pass
+  for (int pass = 0; pass < passes; ++pass) {
+    spans.clear();
+    double origin = now_seconds();
+    for (size_t s = 0; s < plan.step_names.size(); ++s) {
+      ex.run_step_per_op(s, spans, origin);
+      progress.advance(static_cast<int64_t>(plan.instrs.size()) * pass + plan.step_begin[s + 1]);
+    }
+    ex.end_iteration();
+    each.resize(spans.size());
+    for (size_t k = 0; k < spans.size(); ++k) each[k].push_back(spans[k].dur_us);
   }
-  ex.end_iteration();
+  for (size_t k = 0; k < spans.size(); ++k) {
+    spans[k].dur_us = median(each[k]);
+    r.op_times.emplace_back(trace.nodes[spans[k].node].id, spans[k].dur_us * 1e-6);
+  }
   r.per_op = per_op_timings(trace, spans);
   if (o.timeline) r.timeline = std::move(spans);
   progress.end();

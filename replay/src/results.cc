@@ -62,6 +62,11 @@ std::string result_json(const ReplayResult& r) {
     }
     j["per_op"] = a;
   }
+  if (!r.op_times.empty()) {
+    json ids = json::array(), secs = json::array();
+    for (const auto& [id, sec] : r.op_times) ids.push_back(id), secs.push_back(sec);
+    j["op_times"] = {{"node_ids", ids}, {"seconds", secs}};
+  }
   j["world_size"] = r.world_size;
   if (!r.comm_backend.empty()) j["comm_backend"] = r.comm_backend;
   if (!r.collective_timing.empty()) {
@@ -104,6 +109,7 @@ std::string merged_result_json(const std::vector<std::string>& rank_jsons) {
               {"peak_memory_bytes", d["peak_memory_bytes"]}};
     if (d.contains("original_iteration_seconds")) e["original_iteration_seconds"] = d["original_iteration_seconds"];
     if (d.contains("collective_timing")) e["collective_timing"] = d["collective_timing"];
+    if (d.contains("op_times")) e["op_times"] = d["op_times"];
     if (!d["skipped"].empty()) e["skipped"] = d["skipped"];
     ranks.push_back(e);
     std::vector<double> it = d["iteration_seconds"].get<std::vector<double>>();

@@ -2,7 +2,10 @@
 // the one place where errors become one line on stderr and an exit status.
 #pragma once
 
+#include <unistd.h>
+
 #include <boost/program_options.hpp>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <new>
@@ -42,6 +45,15 @@ inline int guarded(const std::function<int()>& body) {
     std::cerr << "reprise: " << e.what() << "\n";
     return 1;
   }
+}
+
+// An output file's folder must exist and be writable before any work starts, so a long run is not lost at the end.
+inline void check_output_path(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) throw UserError(path + ": folder " + dir.string() + " does not exist");
+  if (access(dir.c_str(), W_OK) != 0) throw UserError(path + ": folder " + dir.string() + " is not writable");
 }
 
 }  // namespace reprise::cli

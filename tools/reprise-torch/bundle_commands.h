@@ -1,9 +1,11 @@
-// The bundle commands of reprise-torch (they dry-run roles through LibTorch).
+// The commands of reprise-torch besides replay and capture: the bundle commands (they dry-run roles through
+// LibTorch) and calibrate (it replays its microbenchmarks).
 #pragma once
 
 namespace reprise::cli {
 
 int cmd_generate(int argc, char** argv);
 int cmd_verify(int argc, char** argv);
+int cmd_calibrate(int argc, char** argv);  // calibrate_command.cc
 
 }  // namespace reprise::cli

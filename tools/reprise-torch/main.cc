@@ -75,6 +75,8 @@ po::options_description replay_options(reprise::replay::LaunchOptions& job, doub
       "warmup", po::value(&o.warmup)->default_value(1), "untimed iterations before measuring")(
       "iterations", po::value(&o.iterations)->default_value(5), "measured iterations")(
       "per-op", po::bool_switch(&o.per_op), "time each op in a second pass (the iteration times are not perturbed)")(
+      "per-op-passes", po::value(&o.per_op_passes)->default_value(1),
+      "per-op passes (implies --per-op); each op's time is its median over them")(
       "out", po::value(&job.out), "write the results as JSON to this file")(
       "timeline", po::value(&job.timeline), "write a Chrome/Perfetto trace of the per-op pass to this file")(
       "strict", "fail (exit 1) when any selected op was not replayed")(
@@ -100,6 +102,9 @@ int cmd_replay(int argc, char** argv) {
     return 0;
   }
   if (job.trace.empty()) throw UserError("replay: no trace given (see reprise replay --help)");
+  if (job.replay.per_op_passes < 1 || job.replay.per_op_passes > 1000)
+    throw UserError("replay: --per-op-passes must be between 1 and 1000");
+  if (!vm["per-op-passes"].defaulted()) job.replay.per_op = true;
   if (timeout > 0) start_watchdog(timeout);
   job.replay.timeline = !job.timeline.empty();
   job.threads_from_manifest = vm["threads"].defaulted();
@@ -248,6 +253,7 @@ int main(int argc, char** argv) {
     if (cmd == "capture") return cmd_capture(argc - 1, argv + 1);
     if (cmd == "generate") return reprise::cli::cmd_generate(argc - 1, argv + 1);
     if (cmd == "verify") return reprise::cli::cmd_verify(argc - 1, argv + 1);
+    if (cmd == "calibrate") return reprise::cli::cmd_calibrate(argc - 1, argv + 1);
     std::cerr << "reprise: unknown command '" << cmd << "' (see reprise --help)\n";
     return kBadInput;
   });

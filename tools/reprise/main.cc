@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "commands.h"
 #include "reprise/common/clock.h"
 #include "reprise/generators/bundle.h"
 #include "reprise/trace/builder.h"
@@ -220,7 +221,8 @@ int main(int argc, char** argv) {
     if (cmd == "inspect") return cmd_inspect(argc - 1, argv + 1);
     if (cmd == "convert") return cmd_convert(argc - 1, argv + 1);
     if (cmd == "synth") return cmd_synth(argc - 1, argv + 1);
-    if (cmd == "replay" || cmd == "capture" || cmd == "generate" || cmd == "verify")
+    if (cmd == "predict") return reprise::cli::cmd_predict(argc - 1, argv + 1);
+    if (cmd == "replay" || cmd == "capture" || cmd == "generate" || cmd == "verify" || cmd == "calibrate")
       return exec_tool("reprise-torch", "LibTorch", argc, argv);
     if (cmd == "comms") return exec_tool("reprise-comms", "MPI", argc, argv);
     if (cmd == "--version") {

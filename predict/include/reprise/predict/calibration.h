@@ -10,11 +10,13 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "reprise/predict/cluster.h"
 #include "reprise/predict/op_work.h"
 #include "reprise/trace/trace.h"
 
@@ -67,6 +69,19 @@ struct Calibration {
   std::vector<CollectiveCurve> collectives;
 };
 
+// The microbenchmarks of `reprise calibrate` as a trace of one step: GEMMs (mm, addmm, linear, bmm over shapes),
+// elementwise, reduction and normalization ops from one element to 16 MiB, embedding lookups (tables from cache-sized
+// to 256 MiB, pooled and not, forward and backward), convolutions. Replaying it with per-op passes measures each op;
+// samples_from_trace() turns the times into samples. One descriptor per family in src/sweep.cc.
+struct SweepOptions {
+  std::string device = "cpu";         // as the trace records tensors: "cpu", "cuda:0"
+  std::string dtype = "float";        // ET type spelling: "float", "c10::BFloat16", "c10::Half"
+  bool quick = false;                 // a few sizes per op (tests, a first look)
+  std::vector<std::string> families;  // of sweep_families(); empty = all
+};
+Trace calibration_sweep(const SweepOptions& options);
+std::vector<std::string> sweep_families();  // "gemm", "memory", "embedding", "conv"
+
 // Samples from a trace and the seconds measured for some of its nodes (by node index); nodes of no family with a
 // model (views, waits, unmodeled ops) still give overhead samples.
 std::vector<OpSample> samples_from_trace(const Trace& t, const std::vector<std::pair<uint32_t, double>>& measured);
@@ -75,17 +90,26 @@ std::vector<OpSample> samples_from_trace(const Trace& t, const std::vector<std::
 Calibration fit_calibration(std::vector<OpSample> samples, const std::vector<CommPoint>& comms = {});
 CollectiveCurve fit_collective(const std::vector<CommPoint>& points, double factor);
 
+// The machine a calibration measured, as a cluster description (what `reprise calibrate --cluster-out` writes): peak
+// FLOP/s by dtype = the fastest GEMM it timed, memory bandwidth = the fastest memory-bound op of at least 1 MiB, the
+// fitted per-op overhead; one node of `devices` devices joined by the level its collective curves measured (else an
+// estimate, said in the description).
+Cluster measured_cluster(const Calibration& c, const std::string& name, int64_t devices = 1);
+// A table for people: samples and achieved rates by family, overheads, residuals, collective curves.
+void print_calibration(std::FILE* out, const Calibration& c);
+
 void write_calibration(const Calibration& c, const std::string& path);
 Calibration read_calibration(const std::string& path);  // UserError naming the file and key
 
-// Per-node seconds from a replay results JSON written with --per-op (its "op_times"), keyed by node id, and the
-// trace it replayed.
+// Per-node seconds measured by a replay written with --per-op ("op_times"): one entry per rank the file holds (a
+// distributed replay's ranks[i].op_times, else the top level's), keyed by node id, with the trace each replayed.
 struct OpTimes {
   std::string trace;
   int64_t rank = 0;
-  std::unordered_map<int64_t, double> seconds;  // node id -> seconds
+  std::unordered_map<int64_t, double> seconds;       // node id -> seconds (the last occurrence of a repeated node)
+  std::vector<std::pair<int64_t, double>> in_order;  // as replayed: (node id, seconds)
 };
-OpTimes read_op_times(const std::string& results_json_path);
+std::vector<OpTimes> read_op_times(const std::string& results_json_path);
 // Points of `reprise comms --json` output files.
 std::vector<CommPoint> read_comm_sweeps(const std::vector<std::string>& paths);
 

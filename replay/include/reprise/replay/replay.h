@@ -47,6 +47,7 @@ struct ReplayOptions {
   int warmup = 1;               // untimed iterations after the validation pass
   int iterations = 5;           // measured iterations
   bool per_op = false;          // a second pass timing each op (does not perturb iteration_seconds)
+  int per_op_passes = 1;        // per-op passes; each op's time is its median over them (calibration wants several)
   bool timeline = false;        // keep the per-op spans for a Chrome trace (implies the per-op pass)
   int threads = 0;              // intra-op threads for CPU replay; 0 = LibTorch's default
   uint64_t seed = 0;            // seed of the generated tensor data
@@ -124,12 +125,16 @@ struct ReplayResult {
 
   // One entry per replayed trace iteration per measured repetition.
   std::vector<double> iteration_seconds;
-  std::vector<double> original_iteration_seconds;   // per step, when the trace carries the original times
-  int64_t original_peak_memory_bytes = -1;          // from a capture manifest
-  double setup_seconds = 0;                         // compile plan + create input tensors
-  int64_t peak_memory_bytes = 0;                    // during the measured iterations, inputs included
-  int64_t input_bytes = 0;                          // tensors created before the loop
-  std::vector<OpTiming> per_op;                     // when per_op
+  std::vector<double> original_iteration_seconds;  // per step, when the trace carries the original times
+  int64_t original_peak_memory_bytes = -1;         // from a capture manifest
+  double setup_seconds = 0;                        // compile plan + create input tensors
+  int64_t peak_memory_bytes = 0;                   // during the measured iterations, inputs included
+  int64_t input_bytes = 0;                         // tensors created before the loop
+  std::vector<OpTiming> per_op;                    // when per_op
+  // When per_op: each replayed instruction's median time over the per-op passes, by trace node id (ops of several
+  // steps or repeated nodes keep every occurrence, in plan order). What `reprise calibrate --from-replay` and
+  // `reprise predict --op-times` read.
+  std::vector<std::pair<int64_t, double>> op_times;
   std::vector<CollectiveTiming> collective_timing;  // with a communicator
   int world_size = 1;
   std::string comm_backend;      // "mpi", "nccl", "self", or "" when collectives were skipped

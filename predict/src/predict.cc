@@ -1,0 +1,306 @@
+#include "reprise/predict/predict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "program.h"
+#include "reprise/common/clock.h"
+#include "reprise/common/error.h"
+#include "reprise/generators/bundle.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/summary.h"
+
+namespace reprise::predict {
+namespace {
+
+// The standard normal quantile of (1 + confidence) / 2: the z of a two-sided interval, by bisection on erfc.
+double two_sided_z(double confidence) {
+  const double p = (1 + std::clamp(confidence, 0.0, 0.9999)) / 2;
+  double lo = 0, hi = 10;
+  for (int i = 0; i < 100; ++i) {
+    const double mid = (lo + hi) / 2;
+    (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+// The ranks the traces span: their process groups, their collectives' group sizes, the rank files given.
+int world_of(const Trace& t, int rank_files) {
+  int64_t world = std::max(1, rank_files);
+  for (const ProcessGroup& pg : t.process_groups) {
+    world = std::max<int64_t>(world, std::max<int64_t>(pg.size, static_cast<int64_t>(pg.ranks.size())));
+    for (int64_t r : pg.ranks) world = std::max<int64_t>(world, r + 1);
+  }
+  for (const Collective& c : t.collectives) world = std::max<int64_t>(world, c.pg_size);
+  return static_cast<int>(world);
+}
+
+// Process groups of the whole run, keyed by their members (as replay keys them: group names of old traces differ
+// between ranks).
+class Groups {
+ public:
+  explicit Groups(int world) : world_(world) {}
+
+  // The members of a collective's group: the process-group node's list, else global_rank_start/stride and pg_size,
+  // else every rank of the world (replay's rule, docs/distributed.md).
+  int32_t of(const Trace& t, const Collective& c, const std::vector<ProcessGroup>& extra) {
+    const ProcessGroup* pg = nullptr;
+    for (const auto* list : {&extra, &t.process_groups})
+      for (const ProcessGroup& x : *list)
+        if (!pg && x.name == c.pg_name) pg = &x;
+    std::vector<int64_t> ranks;
+    if (pg && !pg->ranks.empty()) {
+      ranks = pg->ranks;
+    } else if (c.global_rank_start >= 0 && c.pg_size > 0 && c.pg_size < world_) {
+      for (int64_t k = 0; k < c.pg_size; ++k)
+        ranks.push_back(c.global_rank_start + k * std::max<int64_t>(c.global_rank_stride, 1));
+    } else {
+      const int64_t n = pg && pg->size > 0 ? pg->size : (c.pg_size > 0 ? c.pg_size : world_);
+      for (int64_t r = 0; r < n; ++r) ranks.push_back(r);
+    }
+    std::sort(ranks.begin(), ranks.end());
+    auto [it, fresh] = index_.emplace(ranks, static_cast<int32_t>(groups_.size()));
+    if (fresh) {
+      SimGroup g;
+      g.name = ranks.size() == static_cast<size_t>(world_) ? "world"
+                                                           : (pg && !pg->desc.empty() ? pg->desc : "pg " + c.pg_name);
+      g.ranks = ranks;
+      groups_.push_back(std::move(g));
+    }
+    return it->second;
+  }
+  const std::vector<SimGroup>& all() const { return groups_; }
+
+ private:
+  int world_;
+  std::map<std::vector<int64_t>, int32_t> index_;
+  std::vector<SimGroup> groups_;
+};
+
+struct Built {
+  std::unique_ptr<Trace> trace;
+  detail::BuiltProgram b;
+  SimProgram lo, hi;
+  std::vector<int32_t> groups_used;
+  int64_t rank = 0;  // the rank whose trace it was built from
+};
+
+class Predictor {
+ public:
+  Predictor(const std::string& input, const PredictOptions& o)
+      : input_(input), o_(o), model_(o.cluster, o.calibration) {}
+  Prediction run();
+
+ private:
+  const std::string& input_;
+  const PredictOptions& o_;
+  CostModel model_;
+  std::unique_ptr<Groups> groups_;
+  std::vector<ProcessGroup> bundle_groups_;
+  std::vector<OpTimes> op_times_;
+  std::vector<std::unique_ptr<Built>> built_;
+  std::vector<const Built*> rank_program_;  // per world rank
+  Prediction p_;
+
+  void note(const std::string& phase, int64_t done, int64_t total) const {
+    if (o_.progress) o_.progress(phase, done, total);
+  }
+  const OpTimes* op_times_for(int64_t rank) const {
+    for (const OpTimes& t : op_times_)
+      if (t.rank == rank) return &t;
+    return op_times_.size() == 1 && rank == 0 ? &op_times_[0] : nullptr;
+  }
+  Built* build(std::unique_ptr<Trace> t, int64_t rank);
+  bool serves(const Built& b, int64_t rank) const;
+  void load_bundle();
+  void load_traces();
+};
+
+Built* Predictor::build(std::unique_ptr<Trace> t, int64_t rank) {
+  auto b = std::make_unique<Built>();
+  b->trace = std::move(t);
+  b->rank = rank;
+  const Trace& tr = *b->trace;
+  detail::BuildOptions bo;
+  bo.steps = o_.steps;
+  bo.all_steps = o_.all_steps;
+  bo.op_times = op_times_for(rank);
+  bo.group_of = [&](const Collective& c) {
+    const int32_t g = groups_->of(tr, c, bundle_groups_);
+    if (std::find(b->groups_used.begin(), b->groups_used.end(), g) == b->groups_used.end()) b->groups_used.push_back(g);
+    return g;
+  };
+  bo.members = [&](int32_t g) -> const std::vector<int64_t>& { return groups_->all()[g].ranks; };
+  b->b = detail::build_program(tr, model_, bo);
+  const double z = two_sided_z(o_.confidence);
+  b->lo = detail::scaled_program(b->b, -z);
+  b->hi = detail::scaled_program(b->b, z);
+  built_.push_back(std::move(b));
+  return built_.back().get();
+}
+
+// Whether a program built from one rank's trace serves another rank of its role: a member of every group it uses,
+// and no measured op times of its own.
+bool Predictor::serves(const Built& b, int64_t rank) const {
+  if (op_times_for(rank) != op_times_for(b.rank)) return false;
+  for (int32_t g : b.groups_used) {
+    const std::vector<int64_t>& m = groups_->all()[g].ranks;
+    if (!std::binary_search(m.begin(), m.end(), rank)) return false;
+  }
+  return true;
+}
+
+void Predictor::load_bundle() {
+  const gen::Bundle bundle = gen::read_bundle(input_);
+  p_.name = bundle.name;
+  p_.world_size = bundle.world_size;
+  bundle_groups_ = bundle.process_groups;
+  groups_ = std::make_unique<Groups>(bundle.world_size);
+  rank_program_.assign(bundle.world_size, nullptr);
+  ReadOptions ro;
+  ro.warn = o_.warn;
+  int64_t done = 0;
+  for (const gen::BundleRole& role : bundle.roles) {
+    note("build", done, bundle.world_size);
+    const Built* first = nullptr;
+    for (int64_t r : role.ranks) {
+      if (r < 0 || r >= bundle.world_size)
+        throw UserError(input_ + ": role " + role.file + " names rank " + std::to_string(r));
+      if (!first || !serves(*first, r)) {
+        const Built* b = build(std::make_unique<Trace>(gen::load_bundle_rank(bundle, r, ro)), r);
+        if (!first) first = b;
+        rank_program_[r] = b;
+      } else {
+        rank_program_[r] = first;
+      }
+      ++done;
+    }
+  }
+}
+
+void Predictor::load_traces() {
+  ReadOptions ro;
+  ro.warn = o_.warn;
+  TraceSet set = reprise::load_traces({input_}, ro);
+  if (set.ranks.empty()) throw UserError(input_ + ": no trace");
+  for (const Trace& t : set.ranks)
+    if (t.from_kineto_only)
+      throw UserError(t.source + ": a Kineto trace alone has no ops to predict (an ET is needed)");
+  std::filesystem::path stem(input_);
+  p_.name = stem.filename().string();
+  for (const char* ext : {".gz", ".json", ".et"})
+    if (p_.name.size() > std::strlen(ext) &&
+        p_.name.compare(p_.name.size() - std::strlen(ext), std::string::npos, ext) == 0)
+      p_.name.resize(p_.name.size() - std::strlen(ext));
+  int world = 1;
+  for (const Trace& t : set.ranks) world = std::max(world, world_of(t, static_cast<int>(set.ranks.size())));
+  p_.world_size = world;
+  groups_ = std::make_unique<Groups>(world);
+  rank_program_.assign(world, nullptr);
+  if (set.ranks.size() == 1) {  // one trace of a larger job: every rank replays it, as replay does
+    const Built* b = build(std::make_unique<Trace>(std::move(set.ranks[0])), 0);
+    for (int64_t r = 0; r < world; ++r) rank_program_[r] = b;
+    return;
+  }
+  for (size_t k = 0; k < set.ranks.size(); ++k) {
+    note("build", static_cast<int64_t>(k), static_cast<int64_t>(set.ranks.size()));
+    const int64_t r = set.ranks[k].rank >= 0 ? set.ranks[k].rank : static_cast<int64_t>(k);
+    if (r >= world)
+      throw UserError(set.ranks[k].source + ": rank " + std::to_string(r) + " outside a world of " +
+                      std::to_string(world));
+    rank_program_[r] = build(std::make_unique<Trace>(std::move(set.ranks[k])), r);
+  }
+  for (int64_t r = 0; r < world; ++r)
+    if (!rank_program_[r])
+      throw UserError(input_ + ": no trace for rank " + std::to_string(r) + " of " + std::to_string(world));
+}
+
+Prediction Predictor::run() {
+  p_.source = input_;
+  p_.cluster = o_.cluster.name;
+  p_.confidence = o_.confidence;
+  for (const std::string& f : o_.op_times_files)
+    for (OpTimes& t : read_op_times(f)) op_times_.push_back(std::move(t));
+  const double t0 = now_seconds();
+  if (gen::is_bundle(input_))
+    load_bundle();
+  else
+    load_traces();
+  if (!o_.name.empty()) p_.name = o_.name;
+  p_.programs = static_cast<int>(built_.size());
+  p_.build_seconds = now_seconds() - t0;
+
+  const Built& zero = *rank_program_[0];
+  p_.steps = zero.b.steps;
+  auto input_of = [&](SimProgram Built::*which, bool timeline) {
+    SimInput in;
+    in.groups = groups_->all();
+    for (const Built* b : rank_program_) in.programs.push_back(which ? &(b->*which) : &b->b.program);
+    in.critical_path = timeline;
+    if (timeline) in.timeline_ranks = o_.timeline_ranks;
+    return in;
+  };
+  note("simulate", 0, 3);
+  const double t1 = now_seconds();
+  SimResult mid = simulate(input_of(nullptr, true));
+  p_.simulate_seconds = now_seconds() - t1;
+  note("simulate", 1, 3);
+  SimResult lo = simulate(input_of(&Built::lo, false));
+  note("simulate", 2, 3);
+  SimResult hi = simulate(input_of(&Built::hi, false));
+  note("simulate", 3, 3);
+  p_.simulated_ops = mid.ops;
+
+  auto mean_step = [](const SimRank& r) {
+    double s = 0;
+    for (double x : r.step_seconds) s += x;
+    return r.step_seconds.empty() ? 0 : s / static_cast<double>(r.step_seconds.size());
+  };
+  for (size_t r = 0; r < mid.ranks.size(); ++r) {
+    RankPrediction rp;
+    rp.rank = static_cast<int64_t>(r);
+    rp.seconds = mean_step(mid.ranks[r]);
+    rp.lo = std::min(rp.seconds, mean_step(lo.ranks[r]));
+    rp.hi = std::max(rp.seconds, mean_step(hi.ranks[r]));
+    rp.sim = mid.ranks[r];
+    p_.seconds = std::max(p_.seconds, rp.seconds);
+    p_.lo = std::max(p_.lo, rp.lo);
+    p_.hi = std::max(p_.hi, rp.hi);
+    p_.ranks.push_back(std::move(rp));
+  }
+  p_.critical_path = std::move(mid.critical_path);
+  p_.timeline = std::move(mid.timeline);
+
+  const detail::BuiltProgram& b = zero.b;
+  p_.ops = b.ops;
+  p_.modeled = b.modeled;
+  p_.fallback = b.fallback;
+  p_.measured = b.measured;
+  p_.unmodeled = b.unmodeled;
+  for (const auto& [label, tot] : b.per_op) {
+    FamilyTime& f = p_.families[family_name(tot.family)];
+    f.count += tot.count;
+    f.seconds += tot.seconds;
+    p_.per_op.push_back({label, family_name(tot.family), tot.count, tot.seconds});
+  }
+  std::sort(p_.per_op.begin(), p_.per_op.end(), [](const auto& x, const auto& y) { return x.seconds > y.seconds; });
+  if (b.fallback > 0)
+    p_.warnings.push_back(std::to_string(b.fallback) +
+                          " op(s) of rank 0 have no family model and were timed by the bytes they move");
+  if (!p_.unmodeled.empty()) {
+    int64_t n = 0;
+    for (const auto& [op, c] : p_.unmodeled) n += c;
+    p_.warnings.push_back(std::to_string(n) + " op(s) of rank 0 have no model: host time only (see coverage)");
+  }
+  return std::move(p_);
+}
+
+}  // namespace
+
+Prediction predict(const std::string& input, const PredictOptions& options) { return Predictor(input, options).run(); }
+
+}  // namespace reprise::predict

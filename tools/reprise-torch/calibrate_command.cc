@@ -1,0 +1,158 @@
+// reprise calibrate: microbenchmarks (a sweep trace replayed op by op) or earlier replays' per-op times, fitted into a
+// calibration file for `reprise predict`.
+#include <ATen/Parallel.h>
+#include <torch/version.h>
+
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <unordered_map>
+
+#include "bundle_commands.h"
+#include "cli.h"
+#include "progress.h"
+#include "reprise/predict/calibration.h"
+#include "reprise/replay/replay.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/write.h"
+
+namespace po = boost::program_options;
+
+namespace reprise::cli {
+namespace {
+
+using namespace reprise::predict;
+
+std::vector<std::pair<uint32_t, double>> by_node_index(const Trace& t,
+                                                       const std::vector<std::pair<int64_t, double>>& times) {
+  std::unordered_map<int64_t, uint32_t> index;
+  for (uint32_t i = 0; i < t.nodes.size(); ++i) index.emplace(t.nodes[i].id, i);
+  std::vector<std::pair<uint32_t, double>> out;
+  for (const auto& [id, s] : times)
+    if (auto it = index.find(id); it != index.end()) out.emplace_back(it->second, s);
+  return out;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+// Samples from replays written with --per-op: each rank's op times against its own trace.
+std::vector<OpSample> samples_from_replays(const std::vector<std::string>& files, std::string& source) {
+  std::vector<OpSample> out;
+  for (const std::string& f : files) {
+    for (const OpTimes& ot : read_op_times(f)) {
+      if (ot.trace.empty()) throw UserError(f + ": the results do not name their trace");
+      TraceSet set = load_traces({ot.trace});
+      const Trace* t = nullptr;
+      for (const Trace& x : set.ranks)
+        if (x.rank == ot.rank || set.ranks.size() == 1) t = &x;
+      if (!t) throw UserError(f + ": " + ot.trace + " has no rank " + std::to_string(ot.rank));
+      std::vector<OpSample> s = samples_from_trace(*t, by_node_index(*t, ot.in_order));
+      out.insert(out.end(), s.begin(), s.end());
+    }
+    source += (source.empty() ? "" : ", ") + f;
+  }
+  return out;
+}
+
+}  // namespace
+
+int cmd_calibrate(int argc, char** argv) {
+  po::options_description opts(
+      "usage: reprise calibrate --out FILE [options]\n\n"
+      "Measures this machine for `reprise predict`: a sweep of microbenchmarks (GEMMs over shapes, elementwise,\n"
+      "reductions and normalizations from one element to 16 MiB, embedding lookups over table sizes and pooling,\n"
+      "convolutions) replayed op by op through LibTorch, each op's median over --passes; the fits (achieved rates by\n"
+      "shape, per-op host overheads, residuals, collective bandwidth curves from `reprise comms --json` files) go\n"
+      "to FILE (docs/predict.md). --from-replay fits from replays written with --per-op instead (measured results\n"
+      "fed back into the model). --cluster-out also writes the measured machine as a cluster description.\n\noptions");
+  std::string out, cluster_out, device = "cpu", dtype = "float";
+  std::vector<std::string> from_replay, comms, families;
+  int threads = 1, passes = 5;
+  bool quick = false;
+  opts.add_options()("help,h", "show this help")("out,o", po::value(&out), "calibration file to write (JSON)")(
+      "cluster-out", po::value(&cluster_out), "also write this machine's cluster description (YAML)")(
+      "device", po::value(&device)->default_value("cpu"), "cpu, cuda or cuda:N")(
+      "dtype", po::value(&dtype)->default_value("float"), "float, bfloat16 or half: the sweep's floating-point type")(
+      "threads", po::value(&threads)->default_value(1), "intra-op threads (CPU); predict what replays with as many")(
+      "passes", po::value(&passes)->default_value(5), "per-op passes; each op's time is its median")(
+      "quick", po::bool_switch(&quick), "a few sizes per op (a first look, tests)")(
+      "family", po::value(&families)->composing(), "sweep only these (gemm, memory, embedding, conv; repeatable)")(
+      "from-replay", po::value(&from_replay)->composing(), "fit from these replay results (--per-op) instead")(
+      "comms", po::value(&comms)->composing(), "`reprise comms --json` results: collective bandwidth curves")(
+      "quiet,q", "no progress");
+  auto vm = parse(argc, argv, opts, {});
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  if (out.empty()) throw UserError("calibrate: --out FILE is required (see reprise calibrate --help)");
+  if (threads < 1 || threads > 1024) throw UserError("calibrate: --threads must be between 1 and 1024");
+  if (passes < 1 || passes > 1000) throw UserError("calibrate: --passes must be between 1 and 1000");
+  const std::map<std::string, std::string> dtypes{
+      {"float", "float"}, {"bfloat16", "c10::BFloat16"}, {"half", "c10::Half"}};
+  if (!dtypes.count(dtype)) throw UserError("calibrate: --dtype must be float, bfloat16 or half");
+  for (const std::string& f : families) {
+    const std::vector<std::string> known = sweep_families();
+    if (std::find(known.begin(), known.end(), f) == known.end())
+      throw UserError("calibrate: unknown --family '" + f + "' (gemm, memory, embedding, conv)");
+  }
+  for (const std::string* p : {&out, &cluster_out})
+    if (!p->empty()) check_output_path(*p);
+  at::set_num_threads(threads);
+  ProgressLine line;
+
+  Calibration cal;
+  std::vector<OpSample> samples;
+  if (!from_replay.empty()) {
+    samples = samples_from_replays(from_replay, cal.source);
+    cal.device = device;
+  } else {
+    SweepOptions so;
+    so.device = device == "cuda" ? "cuda:0" : device;
+    so.dtype = dtypes.at(dtype);
+    so.quick = quick;
+    so.families = families;
+    Trace sweep = calibration_sweep(so);
+    replay::ReplayOptions ro;
+    ro.device = device;
+    ro.per_op = true;
+    ro.per_op_passes = passes;
+    ro.iterations = 1;
+    ro.warmup = 1;
+    ro.threads = threads;
+    if (!vm.count("quiet")) ro.progress = [&line](const replay::Progress& p) { line.update(p); };
+    replay::ReplayResult r = replay::replay_trace(sweep, ro);
+    if (!r.failed.empty())
+      line.message("warning: " + std::to_string(r.failed.size()) + " sweep op(s) failed, first " + r.failed.front().op +
+                   ": " + r.failed.front().reason);
+    samples = samples_from_trace(sweep, by_node_index(sweep, r.op_times));
+    cal.source = "microbenchmarks (" + std::to_string(samples.size()) + " ops, " + std::to_string(passes) + " passes)";
+    cal.device = r.device;
+  }
+  std::vector<CommPoint> points = read_comm_sweeps(comms);
+  Calibration fitted = fit_calibration(std::move(samples), points);
+  fitted.source = cal.source;
+  fitted.device = cal.device;
+  fitted.machine = cal.device.rfind("cuda", 0) == 0 ? cal.device : cpu_model();
+  fitted.torch_version = TORCH_VERSION;
+  fitted.threads = threads;
+  write_calibration(fitted, out);
+  print_calibration(stdout, fitted);
+  std::printf("calibration: %s\n", out.c_str());
+  if (!cluster_out.empty()) {
+    int64_t world = 1;
+    for (const CollectiveCurve& k : fitted.collectives) world = std::max(world, k.group);
+    write_text_file(cluster_out, cluster_yaml(measured_cluster(fitted, "measured", world)));
+    std::printf("cluster: %s\n", cluster_out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace reprise::cli

@@ -1,0 +1,104 @@
+// reprise predict: a bundle or trace simulated on a described cluster.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "cli.h"
+#include "commands.h"
+#include "progress.h"
+#include "reprise/common/error.h"
+#include "reprise/predict/predict.h"
+#include "reprise/trace/write.h"
+
+namespace po = boost::program_options;
+
+namespace reprise::cli {
+namespace {
+
+using namespace reprise::predict;
+
+struct Phase {  // what ProgressLine shows
+  std::string phase, unit;
+  int64_t done = 0, total = 0;
+  double expected_seconds = 0;
+  bool finished = false;
+  std::string note;
+};
+
+}  // namespace
+
+int cmd_predict(int argc, char** argv) {
+  po::options_description opts(
+      "usage: reprise predict BUNDLE|TRACE --cluster FILE [options]\n\n"
+      "Predicts the iteration time of a bundle (its world size: a generator's scaled bundle answers what-ifs) or of\n"
+      "traces on a described cluster (clusters/*.yaml): every rank's ops are timed by the op-family models\n"
+      "(calibrated by `reprise calibrate`, else the cluster's peak rates times typical efficiencies) and a\n"
+      "discrete-event simulator runs the ranks together: host threads, GPU streams, collectives that start when\n"
+      "every member has arrived. Prints a table; --out writes reprise-prediction/1 JSON (docs/predict.md), the\n"
+      "input of `reprise validate`.\n\noptions");
+  std::string input, cluster_path, calibration_path, out, timeline;
+  std::vector<std::string> op_times;
+  std::vector<int64_t> steps;
+  PredictOptions o;
+  opts.add_options()("help,h", "show this help")("cluster,c", po::value(&cluster_path), "cluster description (YAML)")(
+      "calibration", po::value(&calibration_path), "calibration file from `reprise calibrate`")(
+      "op-times", po::value(&op_times)->composing(),
+      "replay results written with --per-op: their measured op times replace the models' (the simulator's own error)")(
+      "iteration", po::value(&steps)->composing(),
+      "predict ProfilerStep#N (repeatable; default: the first complete one)")(
+      "all-iterations", po::bool_switch(&o.all_steps), "predict every ProfilerStep of the trace, in order")(
+      "confidence", po::value(&o.confidence)->default_value(0.9), "of the predicted interval, in (0, 1)")(
+      "name", po::value(&o.name), "the workload's name in the results (default: the bundle's or the file's)")(
+      "out,o", po::value(&out), "write the prediction as JSON to this file")(
+      "timeline", po::value(&timeline), "write a Chrome/Perfetto trace of the simulation (rank 0) to this file")(
+      "timeline-rank", po::value(&o.timeline_ranks)->composing(), "ranks in the timeline (repeatable; default 0)")(
+      "json", "print the JSON instead of the table")("quiet,q", "no warnings or progress")("input", po::value(&input),
+                                                                                           "bundle or trace");
+  po::positional_options_description pos;
+  pos.add("input", 1);
+  auto vm = parse(argc, argv, opts, pos);
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  if (input.empty()) throw UserError("predict: no bundle or trace given (see reprise predict --help)");
+  if (cluster_path.empty()) throw UserError("predict: --cluster is required (clusters/*.yaml; see docs/clusters.md)");
+  if (!(o.confidence > 0 && o.confidence < 1)) throw UserError("predict: --confidence must be between 0 and 1");
+  if (vm.count("timeline-rank")) o.timeline_ranks.erase(o.timeline_ranks.begin());  // the default 0 goes
+  o.steps = steps;
+  o.op_times_files = op_times;
+  o.cluster = load_cluster(cluster_path);
+  Calibration cal;
+  if (!calibration_path.empty()) {
+    cal = read_calibration(calibration_path);
+    o.calibration = &cal;
+  }
+  ProgressLine line;
+  if (!vm.count("quiet")) {
+    o.warn = [&line](const std::string& w) { line.message("warning: " + w); };
+    o.progress = [&line](const std::string& phase, int64_t done, int64_t total) {
+      Phase p;
+      p.phase = phase;
+      p.done = done;
+      p.total = total;
+      p.unit = phase == "build" ? "rank" : "run";
+      p.finished = done == total;
+      line.update(p);
+    };
+  }
+  for (const std::string* path : {&out, &timeline})
+    if (!path->empty()) check_output_path(*path);
+  Prediction p = reprise::predict::predict(input, o);
+  p.calibration = calibration_path;
+  if (!out.empty()) write_text_file(out, prediction_json(p));
+  if (!timeline.empty()) write_text_file(timeline, prediction_timeline(p));
+  if (vm.count("json")) {
+    std::cout << prediction_json(p);
+    return 0;
+  }
+  print_prediction(stdout, p);
+  if (!out.empty()) std::printf("prediction: %s\n", out.c_str());
+  if (!timeline.empty()) std::printf("timeline: %s (open in https://ui.perfetto.dev)\n", timeline.c_str());
+  return 0;
+}
+
+}  // namespace reprise::cli
