@@ -1,6 +1,7 @@
 #include "reprise/predict/cluster.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,18 +18,18 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// "bfloat16", "fp16", "Half", "tf32" -> the c10 name the trace model uses ("BFloat16", "Half", "TF32").
-std::string dtype_key(const gen::YamlFile& f, const YAML::Node& key) {
-  std::string k = key.Scalar();
+// The c10 names a rate's key stands for: a spelling of the dtype table ("bf16", "Half", "float32", "int8") or a
+// datasheet's "fpN" and "tf32". "fp8" is both FP8 formats: the tensor cores run E4M3 and E5M2 at one rate.
+std::vector<std::string> dtype_keys(const gen::YamlFile& f, const YAML::Node& key) {
+  const std::string k = key.Scalar();
   std::string lower = k;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (lower == "tf32") return "TF32";
-  if (lower == "fp16" || lower == "float16") return "Half";
-  if (lower == "fp32" || lower == "float32") return "Float";
-  if (lower == "fp64" || lower == "float64") return "Double";
-  if (lower == "fp8" || lower == "float8") return "Float8_e4m3fn";
-  if (lower == "int8") return "Char";
-  if (const Dtype* d = find_dtype_ignoring_case(k)) return std::string(d->name);
+  if (lower == "tf32") return {"TF32"};
+  if (lower == "fp16") return {"Half"};
+  if (lower == "fp32") return {"Float"};
+  if (lower == "fp64") return {"Double"};
+  if (lower == "fp8" || lower == "float8") return {"Float8_e4m3fn", "Float8_e5m2"};
+  if (const Dtype* d = find_dtype_ignoring_case(k)) return {std::string(d->name)};
   f.fail(key, "unknown dtype '" + k + "'");
 }
 
@@ -36,8 +37,10 @@ std::map<std::string, double> rates(const gen::YamlFile& f, const YAML::Node& n,
   std::map<std::string, double> out;
   if (!n) return out;
   if (!n.IsMap()) f.fail(n, what + ": expected a map of dtype to FLOP/s");
-  for (auto it = n.begin(); it != n.end(); ++it)
-    out[dtype_key(f, it->first)] = f.number(it->second, what + "." + it->first.Scalar(), 1, kInf);
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    const double rate = f.number(it->second, what + "." + it->first.Scalar(), 1, kInf);
+    for (const std::string& dtype : dtype_keys(f, it->first)) out[dtype] = rate;
+  }
   return out;
 }
 

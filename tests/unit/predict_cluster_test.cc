@@ -103,6 +103,8 @@ TEST(ClusterShipped, H100NodeHasTheDatasheetFigures) {
   EXPECT_EQ(c.device.peak_flops("BFloat16", true), 989e12);
   EXPECT_EQ(c.device.peak_flops("Half", true), 989e12);
   EXPECT_EQ(c.device.peak_flops("Float8_e4m3fn", true), 1979e12);
+  EXPECT_EQ(c.device.peak_flops("Float8_e5m2", true), 1979e12) << "fp8 names both formats";
+  EXPECT_EQ(c.device.peak_flops("Char", true), 1979e12) << "int8";
   EXPECT_EQ(c.device.peak_flops("Double", true), 67e12);
   EXPECT_EQ(c.device.peak_flops("Double", false), 34e12);
   EXPECT_EQ(c.device.peak_flops("BFloat16", false), 133.8e12);
