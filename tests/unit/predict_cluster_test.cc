@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,13 +30,21 @@ std::vector<int64_t> iota(int64_t from, int64_t to) {
 }
 
 // The fields a description holds, compared one by one so that a failure names the one that differs.
-void expect_same(const Cluster& a, const Cluster& b) {
-  EXPECT_EQ(a.name, b.name);
-  EXPECT_EQ(a.description, b.description);
+// figures_only: the rates and links, not the names, texts and launch templates (the docs' shortened example).
+void expect_same(const Cluster& a, const Cluster& b, bool figures_only = false) {
+  if (!figures_only) {
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.description, b.description);
+    EXPECT_EQ(a.device.name, b.device.name);
+    EXPECT_EQ(a.launch, b.launch);
+  }
   EXPECT_EQ(a.device.kind, b.device.kind);
-  EXPECT_EQ(a.device.name, b.device.name);
-  EXPECT_EQ(a.device.matrix_flops, b.device.matrix_flops);
-  EXPECT_EQ(a.device.vector_flops, b.device.vector_flops);
+  for (const auto& [dtype, rate] : a.device.matrix_flops) EXPECT_EQ(rate, b.device.matrix_flops.at(dtype)) << dtype;
+  for (const auto& [dtype, rate] : a.device.vector_flops) EXPECT_EQ(rate, b.device.vector_flops.at(dtype)) << dtype;
+  if (!figures_only) {
+    EXPECT_EQ(a.device.matrix_flops, b.device.matrix_flops);
+    EXPECT_EQ(a.device.vector_flops, b.device.vector_flops);
+  }
   EXPECT_EQ(a.device.tf32, b.device.tf32);
   EXPECT_EQ(a.device.memory_bandwidth, b.device.memory_bandwidth);
   EXPECT_EQ(a.device.memory_bytes, b.device.memory_bytes);
@@ -55,7 +65,6 @@ void expect_same(const Cluster& a, const Cluster& b) {
     EXPECT_EQ(a.levels[k].latency, b.levels[k].latency);
     EXPECT_EQ(a.levels[k].efficiency, b.levels[k].efficiency);
   }
-  EXPECT_EQ(a.launch, b.launch);
 }
 
 TEST(ClusterShipped, EveryFileLoadsWithSaneFigures) {
@@ -160,6 +169,20 @@ TEST(ClusterShipped, CpuExampleUsesVectorRatesForMatrixWork) {
   EXPECT_EQ(c.device.peak_flops("BFloat16", true), 192e9) << "no bf16 rate: float types fall back to Float";
   EXPECT_EQ(c.device.peak_flops("Double", true), 96e9);
   EXPECT_EQ(c.level_for({0, 1}).name, "shm");
+}
+
+TEST(ClusterShipped, TheDocsExampleParses) {
+  std::ifstream in(std::string(REPRISE_SOURCE_DIR) + "/docs/clusters.md");
+  std::stringstream doc;
+  doc << in.rdbuf();
+  const std::string text = doc.str();
+  const size_t start = text.find("```yaml\n");
+  ASSERT_NE(start, std::string::npos);
+  const size_t end = text.find("```", start + 8);
+  const Cluster c = parse_cluster(text.substr(start + 8, end - start - 8), "docs/clusters.md");
+  EXPECT_EQ(c.devices(), 128);
+  EXPECT_EQ(c.level_for({0, 8}).name, "infiniband");
+  expect_same(c, shipped("h100-sxm-8x16"), /*figures_only=*/true);
 }
 
 TEST(ClusterYaml, RoundTripsEveryShippedFile) {
