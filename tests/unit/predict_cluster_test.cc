@@ -15,6 +15,7 @@
 
 #include "reprise/common/error.h"
 #include "reprise/predict/cluster.h"
+#include "reprise/predict/cost_model.h"
 
 namespace reprise::predict {
 namespace {
@@ -183,6 +184,42 @@ TEST(ClusterShipped, TheDocsExampleParses) {
   EXPECT_EQ(c.devices(), 128);
   EXPECT_EQ(c.level_for({0, 8}).name, "infiniband");
   expect_same(c, shipped("h100-sxm-8x16"), /*figures_only=*/true);
+}
+
+// The formulas docs/clusters.md gives for an uncalibrated description, on the shipped H100 figures.
+TEST(ClusterCostModel, RooflineUsesThePeaksTheDocsName) {
+  Cluster c = shipped("h100-sxm-8");
+  OpWork gemm;
+  gemm.family = OpFamily::Gemm;
+  gemm.flops = 2.0 * 8192 * 8192 * 8192;
+  gemm.bytes = 3.0 * 8192 * 8192 * 2;
+  gemm.dtype = "BFloat16";
+  EXPECT_DOUBLE_EQ(roofline_seconds(gemm, c.device), gemm.flops / 989e12);
+  gemm.dtype = "Float";
+  EXPECT_DOUBLE_EQ(roofline_seconds(gemm, c.device), gemm.flops / 67e12);
+  c.device.tf32 = true;
+  EXPECT_DOUBLE_EQ(roofline_seconds(gemm, c.device), gemm.flops / 494.5e12);
+  OpWork add;  // memory-bound: bytes over the bandwidth
+  add.family = OpFamily::Memory;
+  add.flops = 1e6;
+  add.bytes = 12e6;
+  add.dtype = "BFloat16";
+  EXPECT_DOUBLE_EQ(roofline_seconds(add, c.device), 12e6 / 3.35e12);
+}
+
+TEST(ClusterCostModel, CollectivesTakeTheLevelThatHoldsTheGroup) {
+  const CostModel m(shipped("h100-sxm-8x16"));
+  Collective ar;
+  ar.name = "all_reduce";
+  ar.dtype = "BFloat16";
+  ar.itemsize = 2;
+  ar.in_elems = ar.out_elems = int64_t{1} << 28;
+  const double bytes = 2.0 * (int64_t{1} << 28);
+  // Inside a node: NVLink, 2(n-1) ring steps, bus-bandwidth factor 2(n-1)/n.
+  EXPECT_DOUBLE_EQ(m.collective(ar, iota(0, 8)), 1e-6 * 14 + bytes * (2.0 * 7 / 8) / (450e9 * 0.8));
+  // One rank on each of two nodes: InfiniBand.
+  EXPECT_DOUBLE_EQ(m.collective(ar, {0, 8}), 5e-6 * 2 + bytes * 1.0 / (50e9 * 0.8));
+  EXPECT_GT(m.collective(ar, {0, 8}), 5 * m.collective(ar, {0, 1}));
 }
 
 TEST(ClusterYaml, RoundTripsEveryShippedFile) {
