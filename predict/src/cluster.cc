@@ -1,7 +1,10 @@
 #include "reprise/predict/cluster.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -15,18 +18,18 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// "bfloat16", "fp16", "Half", "tf32" -> the c10 name the trace model uses ("BFloat16", "Half", "TF32").
-std::string dtype_key(const gen::YamlFile& f, const YAML::Node& key) {
-  std::string k = key.Scalar();
+// The c10 names a rate's key stands for: a spelling of the dtype table ("bf16", "Half", "float32", "int8") or a
+// datasheet's "fpN" and "tf32". "fp8" is both FP8 formats: the tensor cores run E4M3 and E5M2 at one rate.
+std::vector<std::string> dtype_keys(const gen::YamlFile& f, const YAML::Node& key) {
+  const std::string k = key.Scalar();
   std::string lower = k;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (lower == "tf32") return "TF32";
-  if (lower == "fp16" || lower == "float16") return "Half";
-  if (lower == "fp32" || lower == "float32") return "Float";
-  if (lower == "fp64" || lower == "float64") return "Double";
-  if (lower == "fp8" || lower == "float8") return "Float8_e4m3fn";
-  if (lower == "int8") return "Char";
-  if (const Dtype* d = find_dtype_ignoring_case(k)) return std::string(d->name);
+  if (lower == "tf32") return {"TF32"};
+  if (lower == "fp16") return {"Half"};
+  if (lower == "fp32") return {"Float"};
+  if (lower == "fp64") return {"Double"};
+  if (lower == "fp8" || lower == "float8") return {"Float8_e4m3fn", "Float8_e5m2"};
+  if (const Dtype* d = find_dtype_ignoring_case(k)) return {std::string(d->name)};
   f.fail(key, "unknown dtype '" + k + "'");
 }
 
@@ -34,8 +37,10 @@ std::map<std::string, double> rates(const gen::YamlFile& f, const YAML::Node& n,
   std::map<std::string, double> out;
   if (!n) return out;
   if (!n.IsMap()) f.fail(n, what + ": expected a map of dtype to FLOP/s");
-  for (auto it = n.begin(); it != n.end(); ++it)
-    out[dtype_key(f, it->first)] = f.number(it->second, what + "." + it->first.Scalar(), 1, kInf);
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    const double rate = f.number(it->second, what + "." + it->first.Scalar(), 1, kInf);
+    for (const std::string& dtype : dtype_keys(f, it->first)) out[dtype] = rate;
+  }
   return out;
 }
 
@@ -49,7 +54,7 @@ DeviceSpec read_device(const gen::YamlFile& f, const YAML::Node& n) {
                {"kind", "name", "peak_flops", "tf32", "memory_bandwidth", "memory_bytes", "caches", "launch_overhead",
                 "op_overhead", "efficiency"});
   DeviceSpec d;
-  d.kind = f.choice(n["kind"], "kind", {"gpu", "cpu"});
+  if (n["kind"]) d.kind = f.choice(n["kind"], "kind", {"gpu", "cpu"});
   if (n["name"]) d.name = f.string(n["name"], "name");
   const YAML::Node peak = n["peak_flops"];
   if (!peak) f.fail(n, "device: peak_flops is required");
@@ -79,6 +84,7 @@ DeviceSpec read_device(const gen::YamlFile& f, const YAML::Node& n) {
 
 void read_topology(const gen::YamlFile& f, const YAML::Node& n, Cluster& c) {
   f.expect_map(n, "topology", {"devices_per_node", "nodes", "levels"});
+  if (!n["devices_per_node"]) f.fail(n, "topology: devices_per_node is required");
   c.devices_per_node = f.integer(n["devices_per_node"], "devices_per_node", 1, 1 << 20);
   c.nodes = n["nodes"] ? f.integer(n["nodes"], "nodes", 1, 1 << 24) : 1;
   const YAML::Node levels = n["levels"];
@@ -88,6 +94,7 @@ void read_topology(const gen::YamlFile& f, const YAML::Node& n, Cluster& c) {
     const YAML::Node l = levels[k];
     f.expect_map(l, "level", {"name", "span", "bandwidth", "latency", "efficiency"});
     LinkLevel lv;
+    if (!l["name"]) f.fail(l, "level: name is required");
     lv.name = f.string(l["name"], "name");
     // Default spans: the first level joins a node's devices, the last one the whole cluster.
     const bool last = k + 1 == levels.size();
@@ -96,10 +103,22 @@ void read_topology(const gen::YamlFile& f, const YAML::Node& n, Cluster& c) {
     lv.bandwidth = f.number(l["bandwidth"], "bandwidth", 1, kInf);
     lv.latency = optional_number(f, l, "latency", 0, 0, 1);
     lv.efficiency = optional_number(f, l, "efficiency", lv.efficiency, 1e-3, 1);
-    if (!c.levels.empty() && lv.span != 0 && c.levels.back().span != 0 && lv.span <= c.levels.back().span)
+    // Only the last level can be 0 (written spans are at least 1), so an earlier one always has a span to beat.
+    if (!c.levels.empty() && lv.span != 0 && lv.span <= c.levels.back().span)
       f.fail(l, "level " + lv.name + ": span must grow outwards (levels are listed innermost first)");
     c.levels.push_back(lv);
   }
+}
+
+// The fewest significant digits that read back as the same double: 9.89e+14 and 0.7, not 989000000000000 and
+// 0.69999999999999996.
+void emit_number(YAML::Emitter& e, double v) {
+  int digits = 1;
+  for (char buf[32]; digits < 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  e << YAML::DoublePrecision(digits) << v;
 }
 
 }  // namespace
@@ -138,6 +157,8 @@ const LinkLevel& Cluster::level_for(const std::vector<int64_t>& ranks) const {
 Cluster parse_cluster(const std::string& yaml, const std::string& source) {
   gen::YamlFile f(source, yaml);
   const YAML::Node& root = f.root();
+  // An empty file parses to a null node without a mark: name its start.
+  if (root.IsNull()) throw UserError(source + ":1:1: cluster: the file is empty (docs/clusters.md gives the format)");
   f.expect_map(root, "cluster", {"name", "description", "device", "topology", "launch"});
   Cluster c;
   c.source = source;
@@ -175,29 +196,37 @@ std::string cluster_yaml(const Cluster& c) {
   for (const auto* m : {&d.matrix_flops, &d.vector_flops}) {
     if (m->empty()) continue;
     e << YAML::Key << (m == &d.matrix_flops ? "matrix" : "vector") << YAML::Value << YAML::BeginMap;
-    for (const auto& [dtype, v] : *m) e << YAML::Key << dtype << YAML::Value << v;
+    for (const auto& [dtype, v] : *m) emit_number(e << YAML::Key << dtype << YAML::Value, v);
     e << YAML::EndMap;
   }
   e << YAML::EndMap;
-  e << YAML::Key << "memory_bandwidth" << YAML::Value << d.memory_bandwidth;
-  if (d.memory_bytes > 0) e << YAML::Key << "memory_bytes" << YAML::Value << d.memory_bytes;
+  e << YAML::Key << "tf32" << YAML::Value << d.tf32;
+  emit_number(e << YAML::Key << "memory_bandwidth" << YAML::Value, d.memory_bandwidth);
+  if (d.memory_bytes > 0) emit_number(e << YAML::Key << "memory_bytes" << YAML::Value, d.memory_bytes);
   if (!d.caches.empty()) {
     e << YAML::Key << "caches" << YAML::Value << YAML::BeginMap;
-    for (const auto& [name, v] : d.caches) e << YAML::Key << name << YAML::Value << v;
+    for (const auto& [name, v] : d.caches) emit_number(e << YAML::Key << name << YAML::Value, v);
     e << YAML::EndMap;
   }
-  e << YAML::Key << "launch_overhead" << YAML::Value << d.launch_overhead;
-  e << YAML::Key << "op_overhead" << YAML::Value << d.op_overhead;
-  e << YAML::EndMap;
+  emit_number(e << YAML::Key << "launch_overhead" << YAML::Value, d.launch_overhead);
+  emit_number(e << YAML::Key << "op_overhead" << YAML::Value, d.op_overhead);
+  e << YAML::Key << "efficiency" << YAML::Value << YAML::BeginMap;
+  emit_number(e << YAML::Key << "compute" << YAML::Value, d.compute_efficiency);
+  emit_number(e << YAML::Key << "memory" << YAML::Value, d.memory_efficiency);
+  emit_number(e << YAML::Key << "random_access" << YAML::Value, d.random_access_efficiency);
+  e << YAML::EndMap << YAML::EndMap;
   e << YAML::Key << "topology" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "devices_per_node" << YAML::Value << c.devices_per_node;
   e << YAML::Key << "nodes" << YAML::Value << c.nodes;
   e << YAML::Key << "levels" << YAML::Value << YAML::BeginSeq;
   for (const LinkLevel& l : c.levels) {
     e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << l.name;
+    // Span 0 (the whole cluster) is written as no span, which reads back as 0 on the last level only.
     if (l.span) e << YAML::Key << "span" << YAML::Value << l.span;
-    e << YAML::Key << "bandwidth" << YAML::Value << l.bandwidth;
-    e << YAML::Key << "latency" << YAML::Value << l.latency << YAML::EndMap;
+    emit_number(e << YAML::Key << "bandwidth" << YAML::Value, l.bandwidth);
+    emit_number(e << YAML::Key << "latency" << YAML::Value, l.latency);
+    emit_number(e << YAML::Key << "efficiency" << YAML::Value, l.efficiency);
+    e << YAML::EndMap;
   }
   e << YAML::EndSeq << YAML::EndMap;
   if (!c.launch.empty()) {
