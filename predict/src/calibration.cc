@@ -54,6 +54,20 @@ std::map<std::string, double> fit_overheads(const std::vector<OpSample>& samples
   return fitted;
 }
 
+// A memory-bound op moving more bytes cannot take less time: each memory or embedding sample's time is the least of
+// its own and every larger size's of the same op and dtype. This drops the outliers (a first call after the large
+// ops freed their memory, a neighbour's burst) that would otherwise read as a rate.
+void monotone_in_bytes(std::vector<OpSample>& samples) {
+  std::map<std::pair<std::string, std::string>, std::vector<OpSample*>> by_op;
+  for (OpSample& s : samples)
+    if (s.family == OpFamily::Memory) by_op[{s.op, s.dtype}].push_back(&s);
+  for (auto& [op, v] : by_op) {
+    std::sort(v.begin(), v.end(), [](const OpSample* a, const OpSample* b) { return a->bytes > b->bytes; });
+    double least = INFINITY;
+    for (OpSample* s : v) least = s->seconds = std::min(s->seconds, least);
+  }
+}
+
 std::vector<double> overhead_per_sample(const Calibration& c) {
   std::vector<double> out;
   out.reserve(c.samples.size());
@@ -174,6 +188,7 @@ Calibration fit_calibration(std::vector<OpSample> samples, const std::vector<Com
   if (samples.empty() && comms.empty()) throw UserError("calibration: no measured ops to fit");
   Calibration c;
   c.samples = std::move(samples);
+  monotone_in_bytes(c.samples);
   c.overheads = fit_overheads(c.samples, c.default_overhead);
   c.sigma = fit_residuals(c, overhead_per_sample(c));
   std::map<std::tuple<std::string, int64_t, std::string>, std::vector<CommPoint>> by_curve;

@@ -25,11 +25,12 @@ double efficiency(const OpWork& w, const DeviceSpec& d) {
   }
 }
 
-// Messages a collective's ring sends one after another (each pays the link latency).
+// Messages a collective sends one after another, each paying the link latency: rings for the gathers and scatters;
+// all_reduce as NCCL runs it at scale, a (double binary) tree up and down: 2 log2(n) hops.
 double latency_steps(comms::Kind k, double n) {
   switch (k) {
     case comms::Kind::AllReduce:
-      return 2 * (n - 1);
+      return std::min(2 * (n - 1), 2 * std::ceil(std::log2(n)));
     case comms::Kind::Send:
     case comms::Kind::Recv:
       return 1;

@@ -35,9 +35,10 @@ void RateIndex::build(const std::vector<OpSample>& samples, const std::vector<do
   for (size_t i = 0; i < samples.size(); ++i) {
     const OpSample& s = samples[i];
     const double work = work_measure(s);
-    if (work <= 0 || s.seconds <= 0) continue;
-    // Floor the device share at a tenth of the call: an overhead fitted slightly high must not make rates explode.
-    const double busy = std::max(s.seconds - overhead_of[i], 0.1 * s.seconds);
+    // A call its overhead dominates says little of the rate (the difference of two close numbers): it only bounds
+    // it. Such sizes are timed by their overhead, and their rate comes from the sizes where the work shows.
+    if (work <= 0 || s.seconds <= 0 || s.seconds < 2 * overhead_of[i]) continue;
+    const double busy = s.seconds - overhead_of[i];
     Point p{log_key(s.key), std::log(work / busy), i};
     const std::string fam = family_name(s.family);
     for (const std::string& g : {group_key(s.op, s.dtype), group_key(s.op, ""), group_key(fam, s.dtype), fam})

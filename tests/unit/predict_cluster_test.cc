@@ -215,8 +215,8 @@ TEST(ClusterCostModel, CollectivesTakeTheLevelThatHoldsTheGroup) {
   ar.itemsize = 2;
   ar.in_elems = ar.out_elems = int64_t{1} << 28;
   const double bytes = 2.0 * (int64_t{1} << 28);
-  // Inside a node: NVLink, 2(n-1) ring steps, bus-bandwidth factor 2(n-1)/n.
-  EXPECT_DOUBLE_EQ(m.collective(ar, iota(0, 8)), 1e-6 * 14 + bytes * (2.0 * 7 / 8) / (450e9 * 0.8));
+  // Inside a node: NVLink, min(2(n-1), 2 log2 n) = 6 latency steps, bus-bandwidth factor 2(n-1)/n.
+  EXPECT_DOUBLE_EQ(m.collective(ar, iota(0, 8)), 1e-6 * 6 + bytes * (2.0 * 7 / 8) / (450e9 * 0.8));
   // One rank on each of two nodes: InfiniBand.
   EXPECT_DOUBLE_EQ(m.collective(ar, {0, 8}), 5e-6 * 2 + bytes * 1.0 / (50e9 * 0.8));
   EXPECT_GT(m.collective(ar, {0, 8}), 5 * m.collective(ar, {0, 1}));
