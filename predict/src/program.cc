@@ -201,14 +201,29 @@ BuiltProgram build_program(const Trace& t, const CostModel& model, const BuildOp
   return Builder(t, model, o).run();
 }
 
+double program_sigma(const BuiltProgram& b) {
+  double var = 0, total = 0;
+  for (size_t i = 0; i < b.program.ops.size(); ++i) {
+    const double t = b.program.ops[i].host + b.program.ops[i].device;
+    var += (t * b.op_sigma[i]) * (t * b.op_sigma[i]);
+    total += t;
+  }
+  for (size_t c = 0; c < b.program.collectives.size(); ++c) {
+    const double t = b.program.collectives[c].seconds;
+    var += (t * b.coll_sigma[c]) * (t * b.coll_sigma[c]);
+    total += t;
+  }
+  return total > 0 ? std::sqrt(var) / total : 0;
+}
+
 SimProgram scaled_program(const BuiltProgram& b, double z) {
   SimProgram p = b.program;
-  for (size_t i = 0; i < p.ops.size(); ++i) {
-    const double f = std::exp(z * b.op_sigma[i]);
-    p.ops[i].host *= f;
-    p.ops[i].device *= f;
+  const double f = std::exp(z * program_sigma(b));
+  for (SimOp& op : p.ops) {
+    op.host *= f;
+    op.device *= f;
   }
-  for (size_t c = 0; c < p.collectives.size(); ++c) p.collectives[c].seconds *= std::exp(z * b.coll_sigma[c]);
+  for (SimCollective& c : p.collectives) c.seconds *= f;
   return p;
 }
 

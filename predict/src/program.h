@@ -42,7 +42,11 @@ struct BuildOptions {
 // Throws UserError for steps the trace does not have.
 BuiltProgram build_program(const Trace& t, const CostModel& model, const BuildOptions& o);
 
-// The program with every op and collective time scaled by exp(z * sigma) (the interval's bounds).
+// The relative spread of the program's total time when each op's and collective's error is independent, with its
+// model's sigma: sqrt(sum (t_i sigma_i)^2) / sum t_i. Errors shared by all ops (a machine unlike the calibrated one)
+// are not in it.
+double program_sigma(const BuiltProgram& b);
+// The program with every op and collective time scaled by exp(z * program_sigma) (the interval's bounds).
 SimProgram scaled_program(const BuiltProgram& b, double z);
 
 }  // namespace reprise::predict::detail
