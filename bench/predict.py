@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""Predictions against measured replays (issue 13's bars), on this machine's CPU, one thread.
+
+  bench/predict.py [--case accuracy|distributed|speed|ranking ...] [--quick] [--repeats N] [--bin build/bin]
+                   [--work DIR] [--json FILE]
+
+accuracy     calibrate this machine once (reprise calibrate), then for mlp, dlrm and gpt at three sizes each and the
+             shared traces that replay on a CPU: capture, replay (--repeats replays, the median of their medians),
+             predict with the calibration; errors and their geometric mean (reprise validate's definitions).
+distributed  the built-in DLRM captured on 2 ranks, generated to 4 and 8 ranks (tables: reshard), replayed under
+             mpirun and predicted.
+speed        a GPT captured on 2 ranks, scaled to 1,024 ranks, predicted: wall time and simulated ops per second.
+ranking      DLRM variants (batch sizes x world sizes) replayed and predicted: is the predicted fastest the measured
+             fastest, or within 5% of it? Kendall's tau of the two orders.
+
+Measurements are replays of the same process on a shared VM: each case is replayed --repeats times, interleaved
+across cases, and the median taken. Exit 1 when a bar is missed (accuracy geomean > 10%, distributed error > 15%,
+speed < 1M ops/s or 1,024 ranks > 10 s, ranking neither match nor within 5%).
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.environ.get("REPRISE_SHARED_TRACES", os.path.join(ROOT, "..", "shared", "traces"))
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    if r.returncode != 0:
+        raise SystemExit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-3000:]}")
+    return r.stdout
+
+
+def mpi(np_):
+    return ["mpiexec", "--allow-run-as-root", "--oversubscribe", "-np", str(np_)] if np_ > 1 else []
+
+
+def gmean_abs(errors):
+    return math.exp(statistics.mean(math.log(max(abs(e), 1e-4)) for e in errors)) if errors else float("nan")
+
+
+class Bench:
+    def __init__(self, a):
+        self.bin, self.work, self.a = a.bin, a.work, a
+        self.reprise = os.path.join(self.bin, "reprise")
+        self.cal = os.path.join(self.work, "calibration.json")
+        self.cluster = os.path.join(self.work, "machine.yaml")
+
+    def calibrate(self):
+        if not os.path.exists(self.cal):
+            t0 = time.time()
+            run([self.reprise, "calibrate", "--threads", "1", "--passes", "3" if self.a.quick else "5", "--out",
+                 self.cal, "--cluster-out", self.cluster, "-q"] + (["--quick"] if self.a.quick else []))
+            print(f"calibrated in {time.time() - t0:.0f} s: {self.cal}", flush=True)
+
+    def capture(self, name, workload, args, np_=1):
+        out = os.path.join(self.work, name)
+        if not os.path.exists(os.path.join(out, "manifest.json")):
+            run(mpi(np_) + [self.reprise, "capture", "--workload", workload, "--out", out, "--threads", "1",
+                            "--warmup", "1", "--steps", "2", "-q"] + args)
+        return out
+
+    def replay(self, path, np_=1):
+        out = os.path.join(self.work, f"replay-{abs(hash((path, np_)))}.json")
+        run(mpi(np_) + [self.reprise, "replay", path, "--threads", "1", "--iterations", "5", "--out", out, "-q"])
+        d = json.load(open(out))
+        return d.get("median_iteration_seconds_max_over_ranks", d["median_iteration_seconds"])
+
+    def predict(self, path, name):
+        out = os.path.join(self.work, f"{name}.prediction.json")
+        run([self.reprise, "predict", path, "--cluster", self.cluster, "--calibration", self.cal, "--name", name,
+             "--out", out, "-q"])
+        return json.load(open(out))
+
+    def measure(self, items):
+        """items: [(name, path, np)] -> {name: median over repeats}, the repeats interleaved across items."""
+        got = {n: [] for n, _, _ in items}
+        for _ in range(self.a.repeats):
+            for n, p, np_ in items:
+                got[n].append(self.replay(p, np_))
+        return {n: statistics.median(v) for n, v in got.items()}, got
+
+
+def report(rows, title):
+    print(f"\n{title}")
+    print(f"  {'workload':28} {'measured':>11} {'predicted':>11} {'error':>8}  interval")
+    for r in rows:
+        inside = "in" if r["lo"] <= r["measured"] <= r["hi"] else "out"
+        print(f"  {r['name']:28} {r['measured'] * 1e3:9.2f}ms {r['predicted'] * 1e3:9.2f}ms {100 * r['error']:+7.1f}%  "
+              f"{r['lo'] * 1e3:.2f}..{r['hi'] * 1e3:.2f} ms ({inside}); spread {100 * r['spread']:.1f}%")
+
+
+def rows_of(b, items, preds):
+    med, raw = b.measure(items)
+    rows = []
+    for n, _, _ in items:
+        p = preds[n]
+        spread = (max(raw[n]) - min(raw[n])) / med[n] if med[n] > 0 else 0
+        rows.append({"name": n, "measured": med[n], "predicted": p["iteration_seconds"], "lo": p["interval"]["lo"],
+                     "hi": p["interval"]["hi"], "error": p["iteration_seconds"] / med[n] - 1, "spread": spread,
+                     "samples": raw[n], "coverage": p["coverage"]["fraction"]})
+    return rows
+
+
+def case_accuracy(b):
+    q = b.a.quick
+    sizes = {
+        "mlp": [["--batch", "32", "--hidden", "256"], [], ["--batch", "256", "--hidden", "2048"]],
+        "dlrm": [["--batch", "64", "--rows", "10000"], [], ["--batch", "512", "--rows", "200000", "--hidden", "512"]],
+        "gpt": [["--batch", "2", "--seq", "64", "--hidden", "128"], [],
+                ["--batch", "8", "--seq", "256", "--hidden", "512", "--heads", "8"]],
+    }
+    items = []
+    for w, variants in sizes.items():
+        for k, args in enumerate(variants[:2] if q else variants):
+            name = f"{w}-{['small', 'default', 'large'][k]}"
+            items.append((name, b.capture(name, w, args), 1))
+    for rel in ["param/linear_et.json.gz"]:
+        path = os.path.join(SHARED, rel)
+        if os.path.exists(path):
+            items.append((os.path.basename(rel).split(".")[0], path, 1))
+        else:
+            print(f"shared trace {rel} absent: left out")
+    b.calibrate()
+    preds = {n: b.predict(p, n) for n, p, _ in items}
+    rows = rows_of(b, items, preds)
+    g = gmean_abs([r["error"] for r in rows])
+    report(rows, f"accuracy (calibrated microbenchmarks; geomean |error| {100 * g:.1f}%, bar 10%)")
+    return {"rows": rows, "geomean_abs_error": g, "pass": g <= 0.10}
+
+
+def case_distributed(b):
+    src = b.capture("dlrm-2", "dlrm", ["--batch", "32", "--rows", "2000"], 2)
+    items = [("dlrm-2-ranks", src, 2)]
+    for world in (4, 8):
+        cfg = os.path.join(b.work, f"dlrm-{world}.yaml")
+        with open(cfg, "w") as f:
+            f.write(f"name: dlrm-{world}\nsource: {src}\ntransforms:\n  - scale: {{world_size: {world}, tables: reshard}}\n")
+        out = os.path.join(b.work, f"bundle-dlrm-{world}")
+        run([b.reprise, "generate", cfg, "--out", out, "--force", "-q"])
+        items.append((f"dlrm-{world}-ranks", out, world))
+    b.calibrate()
+    preds = {n: b.predict(p, n) for n, p, _ in items}
+    rows = rows_of(b, items, preds)
+    worst = max(abs(r["error"]) for r in rows)
+    report(rows, f"distributed over MPI (worst |error| {100 * worst:.1f}%, bar 15%)")
+    return {"rows": rows, "worst_abs_error": worst, "pass": worst <= 0.15}
+
+
+def case_speed(b):
+    src = b.capture("gpt-2", "gpt", [], 2)
+    cfg = os.path.join(b.work, "gpt-1024.yaml")
+    with open(cfg, "w") as f:
+        f.write(f"name: gpt-1024\nsource: {src}\ntransforms:\n  - scale: {{world_size: 1024}}\n")
+    out = os.path.join(b.work, "bundle-gpt-1024")
+    run([b.reprise, "generate", cfg, "--out", out, "--force", "-q"])
+    cluster = os.path.join(ROOT, "clusters", "h100-sxm-8x16.yaml")
+    walls, rates = [], []
+    for _ in range(b.a.repeats):
+        t0 = time.time()
+        run([b.reprise, "predict", out, "--cluster", cluster, "--out", os.path.join(b.work, "gpt-1024.json"), "-q"])
+        walls.append(time.time() - t0)
+        rates.append(json.load(open(os.path.join(b.work, "gpt-1024.json")))["simulation"]["ops_per_second"])
+    p = json.load(open(os.path.join(b.work, "gpt-1024.json")))
+    wall, rate = statistics.median(walls), statistics.median(rates)
+    print(f"\nspeed: 1,024-rank GPT bundle ({p['simulation']['ops']:,} simulated ops, {p['simulation']['programs']} "
+          f"programs) predicted in {wall:.2f} s wall (median of {len(walls)}: {min(walls):.2f}..{max(walls):.2f}); "
+          f"simulator {rate / 1e6:.2f} M ops/s (bars: 10 s, 1 M ops/s)")
+    return {"wall_seconds": walls, "ops_per_second": rates, "ops": p["simulation"]["ops"],
+            "pass": wall < 10 and rate >= 1e6}
+
+
+def case_ranking(b):
+    items = []
+    for batch in (32, 64, 128, 256):
+        for world in (1, 2):
+            name = f"dlrm-b{batch}-w{world}"
+            items.append((name, b.capture(name, "dlrm", ["--batch", str(batch), "--rows", "20000"], world), world))
+    b.calibrate()
+    preds = {n: b.predict(p, n) for n, p, _ in items}
+    rows = rows_of(b, items, preds)
+    report(rows, "ranking")
+    meas = {r["name"]: r["measured"] for r in rows}
+    pred = {r["name"]: r["predicted"] for r in rows}
+    fp, fm = min(pred, key=pred.get), min(meas, key=meas.get)
+    names = list(meas)
+    conc = disc = 0
+    for i in range(len(names)):
+        for j in range(i + 1, len(names)):
+            s = (meas[names[i]] - meas[names[j]]) * (pred[names[i]] - pred[names[j]])
+            conc += s > 0
+            disc += s < 0
+    tau = (conc - disc) / max(conc + disc, 1)
+    within = meas[fp] <= 1.05 * meas[fm]
+    print(f"  fastest predicted {fp}, measured {fm}: {'match' if fp == fm else ('within 5%' if within else 'MISS')}; "
+          f"Kendall tau {tau:.2f}")
+    return {"rows": rows, "fastest_predicted": fp, "fastest_measured": fm, "kendall_tau": tau,
+            "pass": fp == fm or within}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--case", action="append", choices=["accuracy", "distributed", "speed", "ranking"])
+    ap.add_argument("--quick", action="store_true", help="fewer sizes, a quick calibration")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    a.work = a.work or tempfile.mkdtemp(prefix="reprise-predict-")
+    os.makedirs(a.work, exist_ok=True)
+    os.environ["OMP_NUM_THREADS"] = "1"
+    b = Bench(a)
+    results = {}
+    for c in a.case or ["accuracy", "distributed", "speed", "ranking"]:
+        results[c] = globals()[f"case_{c}"](b)
+    print(f"\nwork folder: {a.work}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0 if all(r["pass"] for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
