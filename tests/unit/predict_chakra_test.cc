@@ -3,10 +3,13 @@
 
 #include <filesystem>
 #include <set>
+#include <sstream>
 
+#include "reprise/generators/generate.h"
 #include "reprise/predict/chakra.h"
 #include "reprise/predict/op_work.h"
 #include "reprise/trace/builder.h"
+#include "reprise/trace/write.h"
 #include "test_util.h"
 
 namespace reprise::predict {
@@ -144,6 +147,17 @@ TEST(ChakraExport, SmallStepNodesWorkAndDependencies) {
   EXPECT_EQ(f.skipped, 0u);
 }
 
+TEST(ChakraExport, SummaryCountsTypesDepsAndCollectives) {
+  SmallStep s;
+  std::ostringstream out;
+  print_chakra(out, build_chakra(s.trace, 0));
+  const std::string text = out.str();
+  EXPECT_NE(text.find("nodes       7 (COMM_COLL_NODE 1, COMP_NODE 6)"), std::string::npos) << text;
+  EXPECT_NE(text.find("deps        6 data, 1 ctrl; longest chain 7 nodes"), std::string::npos) << text;
+  EXPECT_NE(text.find("ALL_REDUCE x1, 8192 bytes"), std::string::npos) << text;
+  EXPECT_NE(text.find("steps = ProfilerStep#3"), std::string::npos) << text;
+}
+
 TEST(ChakraExport, CtrlAsDataMovesHostOrderIntoDataDeps) {
   SmallStep s;
   ChakraOptions o;
@@ -182,6 +196,35 @@ TEST(ChakraExport, P2PSendAndRecvCarryPeersAndTags) {
   EXPECT_EQ(r.int_attr("comm_tag"), 0);
   EXPECT_EQ(node(g, send2).int_attr("comm_tag"), 1);  // the second message from 1 to 3
   EXPECT_EQ(node(g, send2).data_deps, Ids{});         // a is only read
+}
+
+TEST(ChakraExport, SameStreamOrderAndThreadsAreCtrlDeps) {
+  TraceBuilder b;
+  b.roots();
+  b.set_parent(b.annotation("ProfilerStep#0"));
+  auto on = [&](int64_t stream) {
+    const int64_t id = b.op("aten::relu(Tensor self) -> Tensor", {tensor(b, {4})}, {tensor(b, {4})});
+    b.add_attr("stream", "int", b.integer(stream));
+    return id;
+  };
+  const int64_t s7a = on(7), s9 = on(9), s7b = on(7);
+  // The autograd thread: its own host order, and stream 7 like the main thread's ops.
+  NodeSpec bw;
+  bw.parent = b.annotation("## backward ##");
+  bw.name = "aten::relu";
+  bw.tid = 2;
+  bw.inputs = {{tensor(b, {4}), "Tensor(float)"}};
+  bw.outputs = {{tensor(b, {4}), "Tensor(float)"}};
+  bw.id = b.next_id();
+  b.add_node(bw);
+  b.add_attr("stream", "int", b.integer(7));
+  const ChakraTrace g = build_chakra(b.finish(), 0);
+  ASSERT_EQ(g.nodes.size(), 4u);
+  expect_acyclic(g);
+  EXPECT_EQ(node(g, s9).ctrl_deps, Ids{uint64_t(s7a)});                   // host order only
+  EXPECT_EQ(node(g, s7b).ctrl_deps, (Ids{uint64_t(s7a), uint64_t(s9)}));  // stream 7, and host order
+  EXPECT_EQ(node(g, bw.id).ctrl_deps, Ids{uint64_t(s7b)});                // stream 7; first op of its thread
+  for (const ChakraNode& n : g.nodes) EXPECT_TRUE(n.data_deps.empty()) << n.id;
 }
 
 TEST(ChakraExport, FileRoundTripKeepsEveryField) {
@@ -249,6 +292,67 @@ TEST(ChakraExport, TwoRanksToPerRankFiles) {
   const std::vector<ChakraFile> one = convert_to_chakra(set, dir, "one");
   EXPECT_EQ(one[0].comm, 4u);
   EXPECT_EQ(read_chakra(dir + "/one.1.et").nodes.size(), one[1].nodes);
+}
+
+TEST(ChakraExport, BundleGivesEveryWorldRankItsFile) {
+  if (!chakra_available()) GTEST_SKIP() << "built without protobuf";
+  const std::string job = test::temp_dir() + "/chakra-job";
+  std::filesystem::create_directories(job);
+  for (int r = 0; r < 4; ++r) {
+    SyntheticSpec sp;
+    sp.world_size = 4;
+    sp.rank = r;
+    sp.layers = 2;
+    write_et(synthetic_trace(sp), job + "/rank-" + std::to_string(r) + ".et.json.gz");
+  }
+  gen::GenerateOptions go;
+  go.out = test::temp_dir() + "/chakra-bundle";
+  const gen::GenerateReport rep = gen::generate_from_trace(job, go);
+  ASSERT_EQ(rep.bundle.roles.size(), 1u) << "four data-parallel ranks share one role";
+  const std::string out = test::temp_dir() + "/chakra-bundle-et";
+  const std::vector<ChakraFile> files = convert_to_chakra(go.out, out, "dp");
+  ASSERT_EQ(files.size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    const ChakraTrace g = read_chakra(out + "/dp." + std::to_string(r) + ".et");
+    EXPECT_EQ(std::get<int64_t>(g.metadata.at("rank")), r);
+    EXPECT_EQ(files[r].comm, 2u);  // one all_reduce per layer in the first step
+    EXPECT_EQ(g.nodes.size(), files[r].nodes);
+  }
+  // The synthetic trace's default group lists no ranks: no communicator group file.
+  EXPECT_FALSE(std::filesystem::exists(out + "/dp.json"));
+}
+
+TEST(ChakraExport, SharedResnetHasACommNodePerCollective) {
+  if (!chakra_available()) GTEST_SKIP() << "built without protobuf";
+  REPRISE_NEED_SHARED(path, "param/resnet_et.json.gz");
+  const TraceSet set = load_traces({path});
+  ASSERT_EQ(set.ranks.size(), 1u);
+  const Trace& t = set.ranks[0];
+  ChakraOptions all;
+  all.all_steps = true;
+  const std::string out = test::temp_dir() + "/chakra-resnet";
+  const std::vector<ChakraFile> files = convert_to_chakra(set, out, "resnet", all);
+  ASSERT_EQ(files.size(), 1u);
+  const ChakraTrace g = read_chakra(files[0].path);
+  expect_acyclic(g);
+  size_t collectives = 0;
+  int64_t coll_bytes = 0;
+  for (const Collective& c : t.collectives)
+    if (!c.is_wait) {
+      ++collectives;
+      coll_bytes += std::max(c.in_bytes(), c.out_bytes());
+    }
+  size_t comm = 0;
+  int64_t comm_bytes = 0;
+  for (const ChakraNode& n : g.nodes)
+    if (n.type == ChakraNodeType::CommColl) {
+      ++comm;
+      comm_bytes += n.int_attr("comm_size");
+    }
+  EXPECT_EQ(collectives, 21u);
+  EXPECT_EQ(comm, collectives);
+  EXPECT_EQ(comm_bytes, coll_bytes);
+  EXPECT_GT(files[0].data_deps, files[0].nodes / 2) << "a real model's ops read what earlier ops wrote";
 }
 
 TEST(ChakraExport, BadOutputFolderNamesThePath) {

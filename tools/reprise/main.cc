@@ -1,6 +1,7 @@
 // reprise: one command, a subcommand per capability. Each parses its options and calls one library function.
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cerrno>
 #include <cstring>
@@ -82,7 +83,8 @@ int cmd_inspect(int argc, char** argv) {
       "collectives by type and bytes, process groups (short names: the trace's description, else pg0, pg1, ... in\n"
       "order of appearance), iterations (ProfilerStep#N), other annotations, tensor bytes, devices. ETs and\n"
       "Kineto traces of the same rank are linked. A BUNDLE (reprise generate) shows its manifest, then each "
-      "role.\n\noptions");
+      "role.\nChakra files (*.et, reprise convert --to chakra) show their metadata, nodes by type, dependencies and\n"
+      "collectives.\n\noptions");
   std::vector<std::string> traces;
   size_t top = 15;
   std::string json_out;
@@ -99,6 +101,14 @@ int cmd_inspect(int argc, char** argv) {
   }
   if (traces.empty()) throw UserError("inspect: no trace given (see reprise inspect --help)");
   double t0 = reprise::now_seconds();
+  if (std::all_of(traces.begin(), traces.end(),
+                  [](const std::string& p) { return p.size() > 3 && p.substr(p.size() - 3) == ".et"; })) {
+    for (const std::string& p : traces) {
+      std::cout << "== " << p << "\n";
+      reprise::predict::print_chakra(std::cout, reprise::predict::read_chakra(p));
+    }
+    return 0;
+  }
   if (traces.size() == 1 && reprise::gen::is_bundle(traces[0]))
     return inspect_bundle(traces[0], top, vm.count("json") > 0, json_out, read_options(vm.count("quiet") > 0));
   reprise::TraceSet set = reprise::load_traces(traces, read_options(vm.count("quiet") > 0));

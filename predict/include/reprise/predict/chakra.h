@@ -4,6 +4,7 @@
 //   std::vector<ChakraFile> files = convert_to_chakra("dlrm-8/", "et/", "dlrm", o);  // et/dlrm.0.et ... dlrm.7.et
 //   ChakraTrace back = read_chakra("et/dlrm.3.et");
 //   for (const ChakraNode& n : back.nodes) ... n.type, n.data_deps, n.attr("comm_size")
+//   print_chakra(std::cout, back);  // reprise inspect FILE.et
 //
 // Nodes are the ops a replay issues: compute as COMP_NODE (num_ops = FLOPs, tensor_size = bytes, from op_work),
 // collectives as COMM_COLL_NODE, p2p as COMM_SEND_NODE / COMM_RECV_NODE. Waits become dependencies, not nodes.
@@ -13,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <ostream>
 #include <string>
 #include <variant>
 #include <vector>
@@ -108,6 +110,10 @@ std::vector<ChakraFile> convert_to_chakra(const TraceSet& set, const std::string
 // reads.
 std::vector<ChakraFile> convert_to_chakra(const std::string& in, const std::string& out_dir, const std::string& prefix,
                                           const ChakraOptions& o = {}, const ReadOptions& ro = {});
+
+// A summary for people: the version and metadata, nodes by type, dependencies by list, collectives by comm_type
+// (count and bytes), and the longest dependency chain.
+void print_chakra(std::ostream& out, const ChakraTrace& g);
 
 // Whether this build writes and reads Chakra files (it was built with protobuf).
 bool chakra_available();
