@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -198,6 +200,23 @@ TEST(ChakraExport, P2PSendAndRecvCarryPeersAndTags) {
   EXPECT_EQ(node(g, send2).data_deps, Ids{});         // a is only read
 }
 
+TEST(ChakraExport, WaitTensorWaitsForWhatWroteItsTensor) {
+  TraceBuilder b;
+  b.roots();
+  b.set_parent(b.annotation("ProfilerStep#0"));
+  Value x = tensor(b, {128}), y = tensor(b, {128});
+  const int64_t ar = b.op("_c10d_functional::all_reduce(Tensor input, str reduce_op, str group_name) -> Tensor",
+                          {x, b.string("sum"), b.string("0")}, {y});
+  record_param_comms(b, "allreduce", 1, {y}, 128, ar);
+  b.op("_c10d_functional::wait_tensor(Tensor tensor) -> Tensor", {y}, {y});  // no record_param_comms under it
+  const int64_t after = b.op("aten::relu(Tensor self) -> Tensor", {tensor(b, {4})}, {tensor(b, {4})});
+  const ChakraTrace g = build_chakra(b.finish(), 0);
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(node(g, ar).int_attr("comm_type"), static_cast<int64_t>(ChakraCommType::AllReduce));
+  EXPECT_EQ(node(g, after).data_deps, Ids{uint64_t(ar)});
+  EXPECT_EQ(count_chakra(g).skipped, 0u);
+}
+
 TEST(ChakraExport, SameStreamOrderAndThreadsAreCtrlDeps) {
   TraceBuilder b;
   b.roots();
@@ -318,8 +337,12 @@ TEST(ChakraExport, BundleGivesEveryWorldRankItsFile) {
     EXPECT_EQ(files[r].comm, 2u);  // one all_reduce per layer in the first step
     EXPECT_EQ(g.nodes.size(), files[r].nodes);
   }
-  // The synthetic trace's default group lists no ranks: no communicator group file.
-  EXPECT_FALSE(std::filesystem::exists(out + "/dp.json"));
+  // The synthetic trace's default group lists no ranks: it spans the world.
+  std::ifstream groups(out + "/dp.json");
+  ASSERT_TRUE(groups) << "no communicator group file";
+  std::stringstream text;
+  text << groups.rdbuf();
+  EXPECT_EQ(nlohmann::json::parse(text.str()), nlohmann::json::parse(R"({"0": [0, 1, 2, 3]})"));
 }
 
 TEST(ChakraExport, SharedResnetHasACommNodePerCollective) {
@@ -366,6 +389,21 @@ TEST(ChakraExport, BadOutputFolderNamesThePath) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find(out), std::string::npos) << e.what();
   }
+}
+
+TEST(ChakraExport, WithoutProtobufFilesFailWithAClearError) {
+  if (chakra_available()) GTEST_SKIP() << "built with protobuf";
+  SmallStep s;
+  const std::string path = test::temp_dir() + "/np.0.et";
+  try {
+    write_chakra(s.trace, 0, path);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": cannot write a Chakra trace: Reprise was built without protobuf"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(read_chakra(path), UserError);
 }
 
 TEST(ChakraExport, DecoderRejectsWhatIsNotChakra) {

@@ -144,7 +144,7 @@ int cmd_convert(int argc, char** argv) {
       "With several ranks in IN (a folder or archive), OUT is a folder that gets rank-N.json[.gz] files.\n\n"
       "--to chakra: exports IN (a trace, a folder of per-rank traces or a bundle) as MLCommons Chakra protobuf,\n"
       "ASTRA-sim's input: OUT/PREFIX.N.et for every rank, and OUT/PREFIX.json (communicator groups) when the\n"
-      "traces list them. Nodes are the ops a replay issues in the first complete ProfilerStep (see --step,\n"
+      "traces name them. Nodes are the ops a replay issues in the first complete ProfilerStep (see --step,\n"
       "--all-steps); docs/chakra.md describes the fields and dependencies.\n\n"
       "options");
   std::string in, out, to = "et", prefix = "workload";

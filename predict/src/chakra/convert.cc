@@ -22,11 +22,17 @@ std::string rank_path(const std::string& dir, const std::string& prefix, int64_t
   return (std::filesystem::path(dir) / (prefix + "." + std::to_string(rank) + ".et")).string();
 }
 
-// ASTRA-sim's --comm-group-configuration: {"pg_name": [world ranks], ...}, the groups that list their ranks.
+// ASTRA-sim's --comm-group-configuration: {"pg_name": [world ranks], ...}. A group that lists no ranks spans them
+// all.
 void write_comm_groups(const std::vector<ProcessGroup>& groups, const std::string& dir, const std::string& prefix) {
   nlohmann::json j = nlohmann::json::object();
-  for (const ProcessGroup& g : groups)
-    if (!g.name.empty() && !g.ranks.empty()) j[g.name] = g.ranks;
+  for (const ProcessGroup& g : groups) {
+    if (g.name.empty()) continue;
+    std::vector<int64_t> ranks = g.ranks;
+    if (ranks.empty())
+      for (int64_t r = 0; r < g.size; ++r) ranks.push_back(r);
+    if (!ranks.empty()) j[g.name] = ranks;
+  }
   if (j.empty()) return;
   const std::string path = (std::filesystem::path(dir) / (prefix + ".json")).string();
   std::ofstream f(path);

@@ -89,6 +89,14 @@ void GraphBuilder::compute(uint32_t node, ChakraNode& n) {
 // False for a wait (it becomes a dependency) and for what Chakra has no type for.
 bool GraphBuilder::comm(uint32_t node, ChakraNode& n) {
   const int32_t ci = collective_of(t_, node);
+  if (ci < 0 && t_.nodes[node].kind == NodeKind::Wait) {
+    // A wait no record_param_comms describes (wait_tensor): it waits for what wrote its tensors.
+    each_arg_tensor(t_, t_.nodes[node], false, [&](uint32_t k) {
+      auto it = writer_.find(k);
+      if (it != writer_.end()) pending_[thread_of(t_, node)].push_back(it->second);
+    });
+    return false;
+  }
   if (ci < 0) return false;
   const Collective& c = t_.collectives[ci];
   if (c.is_wait) {
@@ -186,8 +194,9 @@ ChakraTrace GraphBuilder::run() {
         n.duration_micros = static_cast<uint64_t>(std::llround(tn.gpu_us > 0 ? tn.gpu_us : tn.dur_us));
       if (is_comm(tn.kind)) {
         const int32_t ci = collective_of(t_, node);
+        const bool wait = tn.kind == NodeKind::Wait || (ci >= 0 && t_.collectives[ci].is_wait);
         if (!comm(node, n)) {
-          if (ci < 0 || !t_.collectives[ci].is_wait) ++skipped;
+          if (!wait) ++skipped;
           continue;
         }
       } else {
