@@ -11,6 +11,12 @@
 #endif
 
 namespace reprise::predict {
+namespace {
+
+[[maybe_unused]] constexpr const char* kNoProtobuf =
+    ": Reprise was built without protobuf (install libprotobuf-dev and protobuf-compiler, then configure again)";
+
+}  // namespace
 
 #ifdef REPRISE_HAVE_PROTOBUF
 namespace {
@@ -107,7 +113,7 @@ void put_message(std::string& out, const google::protobuf::MessageLite& m) {
 }
 
 // The length prefix at `pos`; false at the end of the data. Throws for a prefix cut short or past the end.
-bool get_length(const std::string& data, size_t& pos, size_t& len, const std::string& path) {
+bool get_length(std::string_view data, size_t& pos, size_t& len, const std::string& path) {
   if (pos >= data.size()) return false;
   uint64_t v = 0;
   for (int shift = 0; shift < 64; shift += 7) {
@@ -128,7 +134,7 @@ bool get_length(const std::string& data, size_t& pos, size_t& len, const std::st
 
 bool chakra_available() { return true; }
 
-void write_chakra_file(const ChakraTrace& g, const std::string& path) {
+std::string encode_chakra(const ChakraTrace& g) {
   std::string out;
   pb::GlobalMetadata meta;
   meta.set_version(g.version);
@@ -146,33 +152,25 @@ void write_chakra_file(const ChakraTrace& g, const std::string& path) {
     for (const auto& [name, v] : n.attrs) put_attr(node.add_attr(), name, v);
     put_message(out, node);
   }
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw UserError(path + ": cannot write the Chakra trace");
-  f.write(out.data(), static_cast<std::streamsize>(out.size()));
-  if (!f) throw UserError(path + ": write failed");
+  return out;
 }
 
-ChakraTrace read_chakra(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw UserError(path + ": cannot open the Chakra trace");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  const std::string data = ss.str();
+ChakraTrace decode_chakra(std::string_view data, const std::string& source) {
   ChakraTrace g;
   size_t pos = 0, len = 0;
-  if (!get_length(data, pos, len, path)) throw UserError(path + ": empty file, not a Chakra trace");
+  if (!get_length(data, pos, len, source)) throw UserError(source + ": empty, not a Chakra trace");
   pb::GlobalMetadata meta;
   if (!meta.ParseFromArray(data.data() + pos, static_cast<int>(len)))
-    throw UserError(path + ": no Chakra GlobalMetadata at the start of the file");
+    throw UserError(source + ": no Chakra GlobalMetadata at the start");
   pos += len;
   g.version = meta.version();
   ChakraValue v;
   for (const pb::AttributeProto& a : meta.attr())
     if (get_attr(a, v)) g.metadata[a.name()] = v;
   pb::Node node;
-  while (get_length(data, pos, len, path)) {
+  while (get_length(data, pos, len, source)) {
     if (!node.ParseFromArray(data.data() + pos, static_cast<int>(len)))
-      throw UserError(path + ": byte " + std::to_string(pos) + ": not a Chakra Node message");
+      throw UserError(source + ": byte " + std::to_string(pos) + ": not a Chakra Node message");
     pos += len;
     ChakraNode n;
     n.id = node.id();
@@ -192,19 +190,37 @@ ChakraTrace read_chakra(const std::string& path) {
 
 bool chakra_available() { return false; }
 
-void write_chakra_file(const ChakraTrace&, const std::string& path) {
-  throw UserError(path +
-                  ": cannot write a Chakra trace: Reprise was built without protobuf "
-                  "(install libprotobuf-dev and protobuf-compiler, then configure again)");
+std::string encode_chakra(const ChakraTrace&) {
+  throw UserError(std::string("cannot write a Chakra trace") + kNoProtobuf);
 }
 
-ChakraTrace read_chakra(const std::string& path) {
-  throw UserError(path +
-                  ": cannot read a Chakra trace: Reprise was built without protobuf "
-                  "(install libprotobuf-dev and protobuf-compiler, then configure again)");
+ChakraTrace decode_chakra(std::string_view, const std::string& source) {
+  throw UserError(source + ": cannot read a Chakra trace" + kNoProtobuf);
 }
 
 #endif
+
+void write_chakra_file(const ChakraTrace& g, const std::string& path) {
+  std::string out;
+  try {
+    out = encode_chakra(g);
+  } catch (const UserError& e) {
+    throw UserError(path + ": " + e.what());
+  }
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw UserError(path + ": cannot write the Chakra trace");
+  f.write(out.data(), static_cast<std::streamsize>(out.size()));
+  if (!f) throw UserError(path + ": write failed");
+}
+
+ChakraTrace read_chakra(const std::string& path) {
+  if (!chakra_available()) return decode_chakra({}, path);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UserError(path + ": cannot open the Chakra trace");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return decode_chakra(ss.str(), path);
+}
 
 ChakraFile write_chakra(const Trace& t, int64_t rank, const std::string& path, const ChakraOptions& o) {
   const ChakraTrace g = build_chakra(t, rank, o);

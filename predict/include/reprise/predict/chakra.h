@@ -16,6 +16,7 @@
 #include <map>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -93,6 +94,11 @@ struct ChakraFile {
 ChakraTrace build_chakra(const Trace& t, int64_t rank, const ChakraOptions& o = {});
 // Counts of a graph (path and rank left empty).
 ChakraFile count_chakra(const ChakraTrace& g);
+
+// A graph as the bytes of a Chakra protobuf file, and back; `source` names the bytes in errors. Both throw UserError
+// when Reprise was built without protobuf, and decode_chakra for bytes that are not a Chakra trace.
+std::string encode_chakra(const ChakraTrace& g);
+ChakraTrace decode_chakra(std::string_view bytes, const std::string& source);
 
 // Writes a graph as a Chakra protobuf file. Throws UserError naming the path when it cannot be written, or when
 // Reprise was built without protobuf.
