@@ -30,7 +30,7 @@ Value tensor(TraceBuilder& b, std::vector<int64_t> shape) {
 // record_param_comms as PyTorch 2.x writes it: [tensors, seq, (pg name, desc), rank, name, in splits, out splits,
 // global rank start, stride, group size], with the 1.1.0 attrs.
 void record_param_comms(TraceBuilder& b, const std::string& name, int64_t seq, const std::vector<Value>& tensors,
-                        int64_t elems, int64_t parent, int64_t rank = 0) {
+                        int64_t elems, int64_t parent, int64_t rank = 0, int64_t out_elems = -1) {
   std::vector<Value> in;
   if (!tensors.empty()) in.push_back(b.list(tensors));
   for (Value v : {b.integer(seq), b.tuple({b.string("0"), b.string("default_pg")}), b.integer(rank), b.string(name),
@@ -40,7 +40,7 @@ void record_param_comms(TraceBuilder& b, const std::string& name, int64_t seq, c
   b.add_attr("collective_name", "string", b.string(name));
   b.add_attr("dtype", "string", b.string("Float"));
   b.add_attr("in_msg_nelems", "uint64", b.integer(elems));
-  b.add_attr("out_msg_nelems", "uint64", b.integer(elems));
+  b.add_attr("out_msg_nelems", "uint64", b.integer(out_elems >= 0 ? out_elems : elems));
   b.add_attr("pg_name", "string", b.string("0"));
   b.add_attr("pg_size", "uint64", b.integer(2));
 }
@@ -169,6 +169,28 @@ TEST(ChakraExport, CtrlAsDataMovesHostOrderIntoDataDeps) {
   EXPECT_EQ(node(g, s.relu_y).data_deps, (Ids{uint64_t(s.ar), uint64_t(s.after_wait)}));
   EXPECT_EQ(node(g, s.relu_y).ctrl_deps, Ids{});
   for (const ChakraNode& n : g.nodes) EXPECT_TRUE(n.ctrl_deps.empty());
+}
+
+TEST(ChakraExport, CommSizeIsWhatTheRankPutsIn) {
+  TraceBuilder b;
+  b.roots();
+  b.set_parent(b.annotation("ProfilerStep#0"));
+  Value chunk = tensor(b, {64}), whole = tensor(b, {128}), part = tensor(b, {64});
+  // Over 2 ranks: all_gather 64 -> 128 elements, reduce_scatter 128 -> 64, all_to_all 128 -> 128.
+  const int64_t ag = b.op("c10d::_allgather_base_", {whole, chunk}, {});
+  record_param_comms(b, "_allgather_base", 1, {chunk}, 64, ag, 0, 128);
+  const int64_t rs = b.op("c10d::_reduce_scatter_base_", {part, whole}, {});
+  record_param_comms(b, "_reduce_scatter_base", 2, {whole}, 128, rs, 0, 64);
+  const int64_t a2a = b.op("c10d::alltoall_base_", {whole, whole}, {});
+  record_param_comms(b, "all_to_all", 3, {whole}, 128, a2a);
+  const ChakraTrace g = build_chakra(b.finish(), 0);
+  ASSERT_EQ(g.nodes.size(), 3u);
+  EXPECT_EQ(node(g, ag).int_attr("comm_type"), static_cast<int64_t>(ChakraCommType::AllGather));
+  EXPECT_EQ(node(g, ag).int_attr("comm_size"), 64 * 4);
+  EXPECT_EQ(node(g, rs).int_attr("comm_type"), static_cast<int64_t>(ChakraCommType::ReduceScatter));
+  EXPECT_EQ(node(g, rs).int_attr("comm_size"), 128 * 4);
+  EXPECT_EQ(node(g, a2a).int_attr("comm_type"), static_cast<int64_t>(ChakraCommType::AllToAll));
+  EXPECT_EQ(node(g, a2a).int_attr("comm_size"), 128 * 4);
 }
 
 TEST(ChakraExport, P2PSendAndRecvCarryPeersAndTags) {
@@ -363,7 +385,7 @@ TEST(ChakraExport, SharedResnetHasACommNodePerCollective) {
   for (const Collective& c : t.collectives)
     if (!c.is_wait) {
       ++collectives;
-      coll_bytes += std::max(c.in_bytes(), c.out_bytes());
+      coll_bytes += c.in_bytes();
     }
   size_t comm = 0;
   int64_t comm_bytes = 0;

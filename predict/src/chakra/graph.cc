@@ -53,6 +53,15 @@ int64_t world_rank(const Trace& t, const Collective& c, int64_t r) {
   return r;  // the default group: group ranks are world ranks
 }
 
+// comm_size as ASTRA-sim's collective algorithms read it: the bytes this rank puts in (its ring all-gather ends with
+// comm_size x group size, its reduce-scatter with comm_size / group size). Traces that record no input size give
+// the output's, an all-gather's divided by the group size.
+int64_t rank_input_bytes(const Collective& c) {
+  if (c.in_bytes() > 0) return c.in_bytes();
+  if ((c.name == "all_gather" || c.name == "gather") && c.pg_size > 0) return c.out_bytes() / c.pg_size;
+  return c.out_bytes();
+}
+
 class GraphBuilder {
  public:
   GraphBuilder(const Trace& t, int64_t rank, const ChakraOptions& o) : t_(t), rank_(rank), o_(o) {}
@@ -105,7 +114,7 @@ bool GraphBuilder::comm(uint32_t node, ChakraNode& n) {
     return false;
   }
   n.attrs["is_cpu_op"] = false;
-  n.attrs["comm_size"] = static_cast<int64_t>(std::max(c.in_bytes(), c.out_bytes()));
+  n.attrs["comm_size"] = rank_input_bytes(c);
   if (!c.pg_name.empty()) n.attrs["pg_name"] = c.pg_name;
   if (c.name == "send" || c.name == "recv") {
     const bool send = c.name == "send";
