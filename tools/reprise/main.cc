@@ -153,7 +153,7 @@ int cmd_convert(int argc, char** argv) {
   opts.add_options()("help,h", "show this help")("to", po::value(&to), "output format: et or chakra")(
       "gzip", po::bool_switch(&gz), "compress the per-rank files written into a folder OUT (et)")(
       "prefix", po::value(&prefix), "chakra: file name prefix (PREFIX.N.et), default workload")(
-      "step", po::value(&co.steps)->multitoken(), "chakra: ProfilerStep numbers to export")(
+      "step", po::value(&co.steps)->composing(), "chakra: a ProfilerStep number to export (repeat for more)")(
       "all-steps", po::bool_switch(&co.all_steps), "chakra: every ProfilerStep")(
       "ctrl-as-data", po::bool_switch(&co.ctrl_as_data),
       "chakra: write host and stream order into data_deps too (ASTRA-sim's feeder reads only data_deps)")(
