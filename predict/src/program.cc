@@ -5,59 +5,10 @@
 #include <unordered_map>
 
 #include "reprise/common/error.h"
+#include "step_ops.h"
 
 namespace reprise::predict::detail {
 namespace {
-
-std::vector<StepSpan> chosen_steps(const Trace& t, const BuildOptions& o, std::vector<std::string>& names) {
-  std::vector<StepSpan> all = profiler_steps(t);
-  if (all.empty()) {
-    names.push_back("trace");
-    return {StepSpan{}};
-  }
-  std::vector<StepSpan> out;
-  if (!o.steps.empty()) {
-    for (int64_t want : o.steps) {
-      auto it = std::find_if(all.begin(), all.end(), [&](const StepSpan& s) { return s.step->step == want; });
-      if (it == all.end()) throw UserError(t.source + ": no ProfilerStep#" + std::to_string(want) + " in the trace");
-      out.push_back(*it);
-    }
-  } else if (o.all_steps) {
-    out = all;
-  } else {
-    out.push_back(all[first_complete_step(t, all)]);
-  }
-  for (const StepSpan& s : out) names.push_back(s.step->name);
-  return out;
-}
-
-bool structural(NodeKind k) {
-  return k == NodeKind::Root || k == NodeKind::Thread || k == NodeKind::Annotation || k == NodeKind::Autograd ||
-         k == NodeKind::Other;
-}
-
-// The ops a replay issues in [first_id, end_id): as the replay's step selection walks them (DataLoader work left
-// out, structural nodes entered, an op covering its children).
-std::vector<uint32_t> step_units(const Trace& t, const StepSpan& s) {
-  enum : uint8_t { kFree, kCovered, kSkipped };
-  std::vector<uint8_t> state(t.nodes.size(), kFree);
-  std::vector<uint32_t> out;
-  for (uint32_t i = 0; i < t.nodes.size(); ++i) {
-    const Node& n = t.nodes[i];
-    if (n.parent != kNone32 && n.parent < i && state[n.parent] != kFree) {
-      state[i] = state[n.parent];
-      continue;
-    }
-    if (n.kind == NodeKind::Annotation && t.name(n).find("DataLoader") != std::string_view::npos) {
-      state[i] = kSkipped;
-      continue;
-    }
-    if (n.id < s.first_id || n.id >= s.end_id || structural(n.kind)) continue;
-    state[i] = kCovered;
-    out.push_back(i);
-  }
-  return out;
-}
 
 uint16_t stream_of(const Trace& t, const Node& n, std::unordered_map<int64_t, uint16_t>& streams) {
   const Value* v = t.attr(n, "stream");
@@ -171,7 +122,7 @@ void Builder::comm(uint32_t node) {
 BuiltProgram Builder::run() {
   b_.program.name = t_.source;
   b_.program.host_runs_ops = m_.cluster().device.kind == "cpu";
-  const std::vector<StepSpan> steps = chosen_steps(t_, o_, b_.steps);
+  const std::vector<StepSpan> steps = chosen_steps(t_, o_.steps, o_.all_steps, b_.steps);
   for (const StepSpan& s : steps) {
     for (uint32_t node : step_units(t_, s)) {
       const NodeKind k = t_.nodes[node].kind;

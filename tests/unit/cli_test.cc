@@ -65,6 +65,25 @@ TEST(Cli, SynthInspectConvert) {
   EXPECT_NE(t.out.find("all_reduce"), std::string::npos) << t.out;
 }
 
+TEST(Cli, ConvertToChakraThenInspect) {
+  std::string dir = reprise::test::temp_dir();
+  ASSERT_EQ(run("synth --out " + dir + "/s.json.gz --iterations 2 --layers 3 --world-size 2").status, 0);
+  Result bad = run("convert --to xml " + dir + "/s.json.gz " + dir + "/x");
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--to takes et or chakra"), std::string::npos) << bad.out;
+#ifndef REPRISE_HAVE_CHAKRA
+  GTEST_SKIP() << "built without protobuf: no Chakra files";
+#endif
+  Result c = run("convert --to chakra " + dir + "/s.json.gz " + dir + "/et --prefix mlp");
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_NE(c.out.find("wrote " + dir + "/et/mlp.0.et ("), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("3 communication"), std::string::npos) << c.out;  // 3 layers' all_reduce in the first step
+  EXPECT_TRUE(std::filesystem::exists(dir + "/et/mlp.json"));
+  Result i = run("inspect " + dir + "/et/mlp.0.et");
+  ASSERT_EQ(i.status, 0) << i.out;
+  EXPECT_NE(i.out.find("ALL_REDUCE x3"), std::string::npos) << i.out;
+}
+
 TEST(Cli, BadInputIsOneLineExitTwoAndNoOutputFile) {
   std::string dir = reprise::test::temp_dir();
   std::string bad = reprise::test::write_file(dir + "/bad.json", R"J({"schema": "1.0.1", "nodes": [{"id": 1, )J");

@@ -1,6 +1,7 @@
 // reprise: one command, a subcommand per capability. Each parses its options and calls one library function.
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cerrno>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include "commands.h"
 #include "reprise/common/clock.h"
 #include "reprise/generators/bundle.h"
+#include "reprise/predict/chakra.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/summary.h"
@@ -31,7 +33,8 @@ const char* kTopHelp =
     "\n"
     "commands:\n"
     "  inspect TRACE...      summarize traces: ops, collectives, process groups, iterations, GPU time\n"
-    "  convert IN OUT        rewrite any readable ET in the current schema (1.1.1-chakra.0.0.4)\n"
+    "  convert IN OUT        rewrite any readable ET in the current schema (1.1.1-chakra.0.0.4), or export it\n"
+    "                        as Chakra protobuf for ASTRA-sim (--to chakra)\n"
     "  synth --out FILE      write a synthetic data-parallel MLP trace (demos, tests, benchmarks)\n"
     "  generate CONFIG|TRACE make a benchmark bundle: select, scale, perturb (--out DIR; reprise-torch)\n"
     "  verify BUNDLE         check a bundle's hashes and ranks, and dry-run every role on meta (reprise-torch)\n"
@@ -81,7 +84,8 @@ int cmd_inspect(int argc, char** argv) {
       "collectives by type and bytes, process groups (short names: the trace's description, else pg0, pg1, ... in\n"
       "order of appearance), iterations (ProfilerStep#N), other annotations, tensor bytes, devices. ETs and\n"
       "Kineto traces of the same rank are linked. A BUNDLE (reprise generate) shows its manifest, then each "
-      "role.\n\noptions");
+      "role.\nChakra files (*.et, reprise convert --to chakra) show their metadata, nodes by type, dependencies and\n"
+      "collectives.\n\noptions");
   std::vector<std::string> traces;
   size_t top = 15;
   std::string json_out;
@@ -98,6 +102,14 @@ int cmd_inspect(int argc, char** argv) {
   }
   if (traces.empty()) throw UserError("inspect: no trace given (see reprise inspect --help)");
   double t0 = reprise::now_seconds();
+  if (std::all_of(traces.begin(), traces.end(),
+                  [](const std::string& p) { return p.size() > 3 && p.substr(p.size() - 3) == ".et"; })) {
+    for (const std::string& p : traces) {
+      std::cout << "== " << p << "\n";
+      reprise::predict::print_chakra(std::cout, reprise::predict::read_chakra(p));
+    }
+    return 0;
+  }
   if (traces.size() == 1 && reprise::gen::is_bundle(traces[0]))
     return inspect_bundle(traces[0], top, vm.count("json") > 0, json_out, read_options(vm.count("quiet") > 0));
   reprise::TraceSet set = reprise::load_traces(traces, read_options(vm.count("quiet") > 0));
@@ -115,17 +127,38 @@ int cmd_inspect(int argc, char** argv) {
   return 0;
 }
 
+int convert_chakra(const std::string& in, const std::string& out, const std::string& prefix,
+                   const reprise::predict::ChakraOptions& o, bool quiet) {
+  for (const auto& f : reprise::predict::convert_to_chakra(in, out, prefix, o, read_options(quiet))) {
+    std::cout << "wrote " << f.path << " (" << f.nodes << " nodes: " << f.comp << " compute, " << f.comm
+              << " communication; " << f.data_deps << " data deps, " << f.ctrl_deps << " ctrl deps";
+    if (f.skipped) std::cout << "; " << f.skipped << " communication ops without a Chakra type left out";
+    std::cout << ")\n";
+  }
+  return 0;
+}
+
 int cmd_convert(int argc, char** argv) {
   po::options_description opts(
       "usage: reprise convert IN OUT [options]\n\n"
-      "Rewrites a trace in the current ET schema (1.1.1-chakra.0.0.4); gzip when OUT ends in .gz.\n"
+      "--to et (default): rewrites a trace in the current ET schema (1.1.1-chakra.0.0.4); gzip when OUT ends in .gz.\n"
       "With several ranks in IN (a folder or archive), OUT is a folder that gets rank-N.json[.gz] files.\n\n"
+      "--to chakra: exports IN (a trace, a folder of per-rank traces or a bundle) as MLCommons Chakra protobuf,\n"
+      "ASTRA-sim's input: OUT/PREFIX.N.et for every rank, and OUT/PREFIX.json (communicator groups) when the\n"
+      "traces name them. Nodes are the ops a replay issues in the first complete ProfilerStep (see --step,\n"
+      "--all-steps); docs/chakra.md describes the fields and dependencies.\n\n"
       "options");
-  std::string in, out;
+  std::string in, out, to = "et", prefix = "workload";
   bool gz = false;
-  opts.add_options()("help,h", "show this help")(
-      "gzip", po::bool_switch(&gz), "compress the per-rank files written into a folder OUT")("quiet,q", "no warnings")(
-      "in", po::value(&in), "input trace")("out", po::value(&out), "output file or folder");
+  reprise::predict::ChakraOptions co;
+  opts.add_options()("help,h", "show this help")("to", po::value(&to), "output format: et or chakra")(
+      "gzip", po::bool_switch(&gz), "compress the per-rank files written into a folder OUT (et)")(
+      "prefix", po::value(&prefix), "chakra: file name prefix (PREFIX.N.et), default workload")(
+      "step", po::value(&co.steps)->composing(), "chakra: a ProfilerStep number to export (repeat for more)")(
+      "all-steps", po::bool_switch(&co.all_steps), "chakra: every ProfilerStep")(
+      "ctrl-as-data", po::bool_switch(&co.ctrl_as_data),
+      "chakra: write host and stream order into data_deps too (ASTRA-sim's feeder reads only data_deps)")(
+      "quiet,q", "no warnings")("in", po::value(&in), "input trace")("out", po::value(&out), "output file or folder");
   po::positional_options_description pos;
   pos.add("in", 1).add("out", 1);
   auto vm = parse(argc, argv, opts, pos);
@@ -134,6 +167,8 @@ int cmd_convert(int argc, char** argv) {
     return 0;
   }
   if (in.empty() || out.empty()) throw UserError("convert: needs IN and OUT (see reprise convert --help)");
+  if (to == "chakra") return convert_chakra(in, out, prefix, co, vm.count("quiet") > 0);
+  if (to != "et") throw UserError("convert: --to takes et or chakra, not '" + to + "'");
   reprise::TraceSet set = reprise::load_traces({in}, read_options(vm.count("quiet") > 0));
   for (auto& t : set.ranks)
     if (t.from_kineto_only) throw reprise::UserError(t.source + ": a Kineto trace has no ET to convert");

@@ -1,0 +1,82 @@
+// reprise inspect on a Chakra file.
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "reprise/predict/chakra.h"
+
+namespace reprise::predict {
+namespace {
+
+const char* comm_type_name(int64_t t) {
+  static const char* names[] = {
+      "ALL_REDUCE", "REDUCE",         "ALL_GATHER",           "GATHER", "SCATTER", "BROADCAST",
+      "ALL_TO_ALL", "REDUCE_SCATTER", "REDUCE_SCATTER_BLOCK", "BARRIER"};
+  return t >= 0 && t < static_cast<int64_t>(std::size(names)) ? names[t] : "UNKNOWN";
+}
+
+std::string text(const ChakraValue& v) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::string>)
+          return x;
+        else if constexpr (std::is_same_v<T, bool>)
+          return x ? "true" : "false";
+        else
+          return std::to_string(x);
+      },
+      v);
+}
+
+// Nodes on the longest path through both dependency lists; deps on ids not in the file are ignored.
+size_t longest_chain(const ChakraTrace& g) {
+  std::unordered_map<uint64_t, size_t> depth;
+  size_t best = 0;
+  for (const ChakraNode& n : g.nodes) {
+    size_t d = 1;
+    for (const std::vector<uint64_t>* list : {&n.data_deps, &n.ctrl_deps})
+      for (uint64_t p : *list) {
+        auto it = depth.find(p);
+        if (it != depth.end()) d = std::max(d, it->second + 1);
+      }
+    depth[n.id] = d;
+    best = std::max(best, d);
+  }
+  return best;
+}
+
+}  // namespace
+
+void print_chakra(std::ostream& out, const ChakraTrace& g) {
+  out << "version     " << g.version << "\n";
+  for (const auto& [name, v] : g.metadata) out << "  " << name << " = " << text(v) << "\n";
+  std::map<std::string, size_t> types;
+  std::map<std::string, std::pair<size_t, int64_t>> comms;  // comm type -> count, bytes
+  size_t data = 0, ctrl = 0;
+  for (const ChakraNode& n : g.nodes) {
+    ++types[chakra_node_type_name(n.type)];
+    data += n.data_deps.size();
+    ctrl += n.ctrl_deps.size();
+    if (n.type == ChakraNodeType::CommColl) {
+      auto& c = comms[comm_type_name(n.int_attr("comm_type"))];
+      ++c.first;
+      c.second += std::max<int64_t>(n.int_attr("comm_size", 0), 0);
+    } else if (n.type == ChakraNodeType::CommSend || n.type == ChakraNodeType::CommRecv) {
+      auto& c = comms[n.type == ChakraNodeType::CommSend ? "SEND" : "RECV"];
+      ++c.first;
+      c.second += std::max<int64_t>(n.int_attr("comm_size", 0), 0);
+    }
+  }
+  out << "nodes       " << g.nodes.size();
+  const char* sep = " (";
+  for (const auto& [name, count] : types) {
+    out << sep << name << " " << count;
+    sep = ", ";
+  }
+  out << (types.empty() ? "" : ")") << "\n";
+  out << "deps        " << data << " data, " << ctrl << " ctrl; longest chain " << longest_chain(g) << " nodes\n";
+  for (const auto& [name, c] : comms) out << "  " << name << " x" << c.first << ", " << c.second << " bytes\n";
+}
+
+}  // namespace reprise::predict
