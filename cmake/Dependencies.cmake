@@ -7,6 +7,7 @@ find_package(nlohmann_json 3.9 REQUIRED)
 find_package(Boost 1.70 REQUIRED COMPONENTS program_options)
 find_package(yaml-cpp REQUIRED)
 find_package(OpenSSL REQUIRED)  # libcrypto: bundle hashes (SHA-256)
+find_package(Protobuf QUIET)    # the Chakra export (predict/chakra.cmake); optional
 
 # LibTorch: Debian's libtorch-dev, or a torch 2.x installation via CMAKE_PREFIX_PATH / Torch_DIR
 # (python3 -c 'import torch; print(torch.utils.cmake_prefix_path)').

@@ -4,7 +4,8 @@
 file(GLOB REPRISE_CHAKRA_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/chakra/*.cc)
 target_sources(reprise_predict PRIVATE ${REPRISE_CHAKRA_SOURCES})
 
-find_package(Protobuf QUIET)
+# Protobuf is found in cmake/Dependencies.cmake, at the top level, so its imported target is seen everywhere (LibTorch's
+# config may import it there too).
 if(Protobuf_FOUND AND Protobuf_PROTOC_EXECUTABLE)
   set(chakra_proto ${CMAKE_CURRENT_SOURCE_DIR}/src/chakra/et_def.proto)
   set(chakra_gen ${CMAKE_CURRENT_BINARY_DIR}/chakra_proto)
@@ -19,8 +20,6 @@ if(Protobuf_FOUND AND Protobuf_PROTOC_EXECUTABLE)
   # Generated code: its warnings are protoc's, not ours.
   set_source_files_properties(${chakra_gen}/et_def.pb.cc PROPERTIES COMPILE_OPTIONS "-w")
   target_include_directories(reprise_predict SYSTEM PRIVATE ${chakra_gen} ${Protobuf_INCLUDE_DIRS})
-  # Linked privately into a static library, so targets that link reprise_predict elsewhere need to see it too.
-  set_target_properties(protobuf::libprotobuf PROPERTIES IMPORTED_GLOBAL TRUE)
   target_link_libraries(reprise_predict PRIVATE protobuf::libprotobuf)
   target_compile_definitions(reprise_predict PRIVATE REPRISE_HAVE_PROTOBUF=1)
   set(REPRISE_HAVE_PROTOBUF ON CACHE INTERNAL "")
