@@ -131,11 +131,13 @@ double CostModel::collective(const Collective& c, const std::vector<int64_t>& gr
   const double factor = c.p2p ? 1.0 : comms::describe(kind).busbw_factor(static_cast<int>(n));
   const LinkLevel& level = impl_->cluster.level_for(group);
   if (impl_->cal) {
+    // The collective's own curve, else (all_to_allv) the curve of the collective it varies.
+    const std::string own = comms::describe(kind).name;
     const CollectiveCurve* best = nullptr;
-    for (const CollectiveCurve& k : impl_->cal->collectives)
-      if (k.op == comms::describe(kind).name && k.group == static_cast<int64_t>(n) &&
-          (k.level.empty() || k.level == level.name))
-        best = &k;
+    for (const std::string& op : {own, own == "all_to_allv" ? std::string("all_to_all") : own})
+      for (const CollectiveCurve& k : impl_->cal->collectives)
+        if (!best && k.op == op && k.group == static_cast<int64_t>(n) && (k.level.empty() || k.level == level.name))
+          best = &k;
     if (best) {
       if (sigma) *sigma = best->sigma;
       return best->seconds(bytes, factor);

@@ -104,6 +104,7 @@ class Predictor {
   std::vector<OpTimes> op_times_;
   std::vector<std::unique_ptr<Built>> built_;
   std::vector<const Built*> rank_program_;  // per world rank
+  double oversubscribed_ = 1;              // CPU ranks per device, when more than one
   Prediction p_;
 
   void note(const std::string& phase, int64_t done, int64_t total) const {
@@ -114,11 +115,28 @@ class Predictor {
       if (t.rank == rank) return &t;
     return op_times_.size() == 1 && rank == 0 ? &op_times_[0] : nullptr;
   }
+  void set_world(int world);
   Built* build(std::unique_ptr<Trace> t, int64_t rank);
   bool serves(const Built& b, int64_t rank) const;
   void load_bundle();
   void load_traces();
 };
+
+void Predictor::set_world(int world) {
+  p_.world_size = world;
+  groups_ = std::make_unique<Groups>(world);
+  rank_program_.assign(world, nullptr);
+  const Cluster& c = o_.cluster;
+  if (world <= c.devices()) return;
+  if (c.device.kind == "cpu") {
+    oversubscribed_ = static_cast<double>(world) / static_cast<double>(c.devices());
+    p_.warnings.push_back(std::to_string(world) + " ranks share the " + std::to_string(c.devices()) + " device(s) of " +
+                          c.name + ": every op " + std::to_string(oversubscribed_).substr(0, 4) + "x slower");
+  } else {
+    p_.warnings.push_back(std::to_string(world) + " ranks on " + c.name + ", which has " + std::to_string(c.devices()) +
+                          " device(s): ranks past them are placed as if the cluster had more nodes");
+  }
+}
 
 Built* Predictor::build(std::unique_ptr<Trace> t, int64_t rank) {
   auto b = std::make_unique<Built>();
@@ -136,6 +154,11 @@ Built* Predictor::build(std::unique_ptr<Trace> t, int64_t rank) {
   };
   bo.members = [&](int32_t g) -> const std::vector<int64_t>& { return groups_->all()[g].ranks; };
   b->b = detail::build_program(tr, model_, bo);
+  // More CPU ranks than the machine has devices (cores / threads): they share the cores, every op slower by the
+  // ratio (MPI ranks poll while they wait, so none gives its core back). Collective curves measured at that world
+  // size hold the sharing already.
+  if (oversubscribed_ > 1)
+    for (SimOp& op : b->b.program.ops) op.host *= oversubscribed_, op.device *= oversubscribed_;
   const double z = two_sided_z(o_.confidence);
   b->lo = detail::scaled_program(b->b, -z);
   b->hi = detail::scaled_program(b->b, z);
@@ -157,10 +180,8 @@ bool Predictor::serves(const Built& b, int64_t rank) const {
 void Predictor::load_bundle() {
   const gen::Bundle bundle = gen::read_bundle(input_);
   p_.name = bundle.name;
-  p_.world_size = bundle.world_size;
   bundle_groups_ = bundle.process_groups;
-  groups_ = std::make_unique<Groups>(bundle.world_size);
-  rank_program_.assign(bundle.world_size, nullptr);
+  set_world(bundle.world_size);
   ReadOptions ro;
   ro.warn = o_.warn;
   int64_t done = 0;
@@ -198,9 +219,7 @@ void Predictor::load_traces() {
       p_.name.resize(p_.name.size() - std::strlen(ext));
   int world = 1;
   for (const Trace& t : set.ranks) world = std::max(world, world_of(t, static_cast<int>(set.ranks.size())));
-  p_.world_size = world;
-  groups_ = std::make_unique<Groups>(world);
-  rank_program_.assign(world, nullptr);
+  set_world(world);
   if (set.ranks.size() == 1) {  // one trace of a larger job: every rank replays it, as replay does
     const Built* b = build(std::make_unique<Trace>(std::move(set.ranks[0])), 0);
     for (int64_t r = 0; r < world; ++r) rank_program_[r] = b;

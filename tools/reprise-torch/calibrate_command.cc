@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
 #include <unordered_map>
 
 #include "bundle_commands.h"
@@ -147,9 +148,12 @@ int cmd_calibrate(int argc, char** argv) {
   print_calibration(stdout, fitted);
   std::printf("calibration: %s\n", out.c_str());
   if (!cluster_out.empty()) {
-    int64_t world = 1;
-    for (const CollectiveCurve& k : fitted.collectives) world = std::max(world, k.group);
-    write_text_file(cluster_out, cluster_yaml(measured_cluster(fitted, "measured", world)));
+    // A CPU's devices are its cores over the threads an op uses; a GPU machine's, its GPUs (one here: a calibration
+    // measures one device, and more GPUs of a node are written in by hand).
+    int64_t devices = 1;
+    if (fitted.device.rfind("cuda", 0) != 0)
+      devices = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()) / threads);
+    write_text_file(cluster_out, cluster_yaml(measured_cluster(fitted, "measured", devices)));
     std::printf("cluster: %s\n", cluster_out.c_str());
   }
   return 0;
