@@ -57,7 +57,7 @@ struct WorkloadCheck {
   Timing predicted, measured;
   Error total;
   std::vector<std::pair<int64_t, Error>> ranks;         // the ranks both files give
-  std::vector<std::pair<std::string, Error>> families;  // the families either file gives
+  std::vector<std::pair<std::string, Error>> families;  // when both files give families: those either gives
 };
 
 // Across workloads; errors are fractions (0.05 = 5%); NaN or nullopt where too few workloads settle a figure.

@@ -1,0 +1,343 @@
+// The files validate reads: predictions (reprise-prediction/1, the external JSON and CSV formats, ASTRA-sim logs)
+// and measurements (reprise replay's results JSON). Each reader fills the same Timing; nothing after them knows which
+// format a time came from. docs/validate.md gives each format.
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "reprise/common/error.h"
+#include "reprise/common/stats.h"
+#include "reprise/predict/validate.h"
+
+namespace reprise::predict {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kPredictionFormat = "reprise-prediction/1";
+constexpr const char* kExternalFormat = "reprise-external-prediction/1";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(path + ": cannot read");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+json parse_json(const std::string& text, const std::string& path) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw UserError(path + ": not JSON (" + std::string(e.what()) + ")");
+  }
+}
+
+// A number under `key`, nullopt when absent or null; anything else there is an error naming the key.
+std::optional<double> number(const json& obj, const char* key, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) throw UserError(where + ": " + key + " is not a number");
+  return it->get<double>();
+}
+
+double required_number(const json& obj, const char* key, const std::string& where) {
+  std::optional<double> v = number(obj, key, where);
+  if (!v) throw UserError(where + ": no " + key + " (a number of seconds)");
+  return *v;
+}
+
+std::string string_or(const json& obj, const char* key, const std::string& fallback) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+const json* array_at(const json& obj, const char* key, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  if (!it->is_array()) throw UserError(where + ": " + key + " is not a list");
+  return &*it;
+}
+
+// A time with its optional interval and exposed communication, from an object with `seconds_key`.
+RankTime rank_time(const json& obj, const char* seconds_key, const std::string& where) {
+  if (!obj.is_object()) throw UserError(where + ": expected an object");
+  RankTime r;
+  r.seconds = required_number(obj, seconds_key, where);
+  r.lo = number(obj, "lo", where).value_or(-1);
+  r.hi = number(obj, "hi", where).value_or(-1);
+  r.exposed_comm_seconds = number(obj, "exposed_comm_seconds", where).value_or(-1);
+  if (r.lo >= 0 && r.hi < r.lo) throw UserError(where + ": hi is below lo");
+  return r;
+}
+
+std::vector<RankTime> rank_list(const json& obj, const char* seconds_key, const std::string& where) {
+  std::vector<RankTime> out;
+  const json* ranks = array_at(obj, "ranks", where);
+  if (!ranks) return out;
+  for (size_t k = 0; k < ranks->size(); ++k) {
+    const std::string at = where + ": ranks[" + std::to_string(k) + "]";
+    RankTime r = rank_time((*ranks)[k], seconds_key, at);
+    r.rank = static_cast<int64_t>(required_number((*ranks)[k], "rank", at));
+    out.push_back(r);
+  }
+  return out;
+}
+
+// A workload given only per rank: it takes as long as its slowest rank. The interval's bounds are the max of the
+// ranks' bounds, which bound the max of the ranks' times when every rank has one.
+RankTime total_of_ranks(const std::vector<RankTime>& ranks) {
+  RankTime t;
+  if (ranks.empty()) return t;
+  const RankTime& slowest = *std::max_element(
+      ranks.begin(), ranks.end(), [](const RankTime& a, const RankTime& b) { return a.seconds < b.seconds; });
+  t.seconds = slowest.seconds;
+  t.exposed_comm_seconds = slowest.exposed_comm_seconds;
+  bool all_intervals = std::all_of(ranks.begin(), ranks.end(), [](const RankTime& r) { return r.lo >= 0; });
+  if (all_intervals) {
+    t.lo = t.hi = 0;
+    for (const RankTime& r : ranks) t.lo = std::max(t.lo, r.lo), t.hi = std::max(t.hi, r.hi);
+  }
+  return t;
+}
+
+Timing reprise_prediction(const json& j, const std::string& path) {
+  Timing t;
+  t.source = path;
+  t.format = kPredictionFormat;
+  t.name = string_or(j, "name", "");
+  t.simulator = string_or(j, "simulator", "reprise");
+  t.total.seconds = required_number(j, "iteration_seconds", path);
+  t.ranks = rank_list(j, "iteration_seconds", path);
+  if (auto it = j.find("interval"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) throw UserError(path + ": interval is not an object");
+    t.total.lo = required_number(*it, "lo", path + ": interval");
+    t.total.hi = required_number(*it, "hi", path + ": interval");
+    if (t.total.hi < t.total.lo) throw UserError(path + ": interval: hi is below lo");
+  }
+  t.total.exposed_comm_seconds = number(j, "exposed_comm_seconds", path)
+                                     .value_or(t.ranks.empty() ? -1 : total_of_ranks(t.ranks).exposed_comm_seconds);
+  if (auto it = j.find("families"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) throw UserError(path + ": families is not an object of family name to seconds");
+    for (auto f = it->begin(); f != it->end(); ++f) {
+      if (!f->is_number()) throw UserError(path + ": families." + f.key() + " is not a number");
+      t.families[f.key()] = f->get<double>();
+    }
+  }
+  if (auto it = j.find("coverage"); it != j.end() && it->is_object())
+    t.coverage = number(*it, "fraction", path + ": coverage").value_or(-1);
+  return t;
+}
+
+std::vector<Timing> external_prediction(const json& j, const std::string& path) {
+  const std::string simulator = string_or(j, "simulator", "");
+  const json* workloads = array_at(j, "workloads", path);
+  if (!workloads || workloads->empty()) throw UserError(path + ": no workloads");
+  std::vector<Timing> out;
+  for (size_t k = 0; k < workloads->size(); ++k) {
+    const json& w = (*workloads)[k];
+    const std::string at = path + ": workloads[" + std::to_string(k) + "]";
+    if (!w.is_object()) throw UserError(at + ": expected an object");
+    Timing t;
+    t.source = path;
+    t.format = kExternalFormat;
+    t.simulator = simulator;
+    t.name = string_or(w, "name", "");
+    t.ranks = rank_list(w, "iteration_seconds", at);
+    if (w.contains("iteration_seconds") || t.ranks.empty())
+      t.total = rank_time(w, "iteration_seconds", at);
+    else
+      t.total = total_of_ranks(t.ranks);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> cells;
+  std::string cell;
+  std::istringstream in(line);
+  while (std::getline(in, cell, ',')) cells.push_back(trim(cell));
+  if (!line.empty() && line.back() == ',') cells.emplace_back();
+  return cells;
+}
+
+double csv_number(const std::string& cell, const std::string& column, const std::string& where) {
+  char* end = nullptr;
+  double v = std::strtod(cell.c_str(), &end);
+  if (cell.empty() || *end != '\0') throw UserError(where + ": " + column + " '" + cell + "' is not a number");
+  return v;
+}
+
+// workload,rank,iteration_seconds[,lo,hi,exposed_comm_seconds][,simulator], columns by header name.
+std::vector<Timing> csv_prediction(const std::string& text, const std::string& path) {
+  std::istringstream in(text);
+  std::string line;
+  std::map<std::string, size_t> col;
+  int line_no = 0;
+  std::vector<Timing> out;
+  std::map<std::string, size_t> index;  // workload -> position in out
+  std::vector<bool> has_total;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (trim(line).empty() || trim(line)[0] == '#') continue;
+    const std::string where = path + ":" + std::to_string(line_no);
+    std::vector<std::string> cells = split_csv(line);
+    if (col.empty()) {
+      for (size_t k = 0; k < cells.size(); ++k) col[cells[k]] = k;
+      if (!col.count("workload") || !col.count("iteration_seconds"))
+        throw UserError(where + ": the header needs the columns workload and iteration_seconds");
+      continue;
+    }
+    auto cell = [&](const char* name) -> std::string {
+      auto it = col.find(name);
+      return it == col.end() || it->second >= cells.size() ? std::string() : cells[it->second];
+    };
+    auto optional_number = [&](const char* name) {
+      std::string c = cell(name);
+      return c.empty() ? -1.0 : csv_number(c, name, where);
+    };
+    const std::string name = cell("workload");
+    if (name.empty()) throw UserError(where + ": no workload name");
+    RankTime r;
+    const std::string rank = cell("rank");
+    r.rank = rank.empty() ? -1 : static_cast<int64_t>(csv_number(rank, "rank", where));
+    r.seconds = csv_number(cell("iteration_seconds"), "iteration_seconds", where);
+    r.lo = optional_number("lo");
+    r.hi = optional_number("hi");
+    r.exposed_comm_seconds = optional_number("exposed_comm_seconds");
+    if (r.lo >= 0 && r.hi < r.lo) throw UserError(where + ": hi is below lo");
+    auto [it, fresh] = index.emplace(name, out.size());
+    if (fresh) {
+      Timing t;
+      t.source = path;
+      t.format = "csv";
+      t.name = name;
+      out.push_back(std::move(t));
+      has_total.push_back(false);
+    }
+    Timing& t = out[it->second];
+    if (t.simulator.empty()) t.simulator = cell("simulator");
+    if (r.rank >= 0) {
+      t.ranks.push_back(r);
+    } else {
+      if (has_total[it->second]) throw UserError(where + ": a second total for workload " + name);
+      has_total[it->second] = true;
+      t.total = r;
+    }
+  }
+  if (col.empty()) throw UserError(path + ": empty CSV (a header line is required)");
+  if (out.empty()) throw UserError(path + ": no workloads");
+  for (size_t k = 0; k < out.size(); ++k)
+    if (!has_total[k]) out[k].total = total_of_ranks(out[k].ranks);
+  return out;
+}
+
+// ASTRA-sim's workload layer reports each rank once it is done: "sys[N] finished, C cycles" (ASTRA-sim 2.0 adds
+// ", exposed communication M cycles."), behind its logger's prefix. Its analytical backends count 1 cycle = 1 ns.
+std::vector<Timing> astra_sim_log(const std::string& text, const std::string& path) {
+  static const std::regex finished(R"(sys\[(\d+)\] finished, (\d+) cycles(, exposed communication (\d+) cycles)?)");
+  Timing t;
+  t.source = path;
+  t.format = "astra-sim";
+  t.simulator = "astra-sim";
+  std::istringstream in(text);
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    std::smatch m;
+    if (!std::regex_search(line, m, finished)) continue;
+    RankTime r;
+    r.rank = std::stoll(m[1].str());
+    r.seconds = std::stod(m[2].str()) * 1e-9;
+    if (m[4].matched) r.exposed_comm_seconds = std::stod(m[4].str()) * 1e-9;
+    for (const RankTime& seen : t.ranks)
+      if (seen.rank == r.rank)
+        throw UserError(path + ":" + std::to_string(line_no) + ": sys[" + m[1].str() + "] finishes a second time");
+    t.ranks.push_back(r);
+  }
+  if (t.ranks.empty())
+    throw UserError(path + ": neither a prediction JSON, a CSV nor an ASTRA-sim log (no 'sys[N] finished' line)");
+  std::sort(t.ranks.begin(), t.ranks.end(), [](const RankTime& a, const RankTime& b) { return a.rank < b.rank; });
+  t.total = total_of_ranks(t.ranks);
+  return {t};
+}
+
+bool ends_with(const std::string& s, std::string_view tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+bool looks_like_csv(const std::string& path, const std::string& text) {
+  if (ends_with(path, ".csv")) return true;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (!trim(line).empty()) return trim(line).rfind("workload", 0) == 0;
+  return false;
+}
+
+}  // namespace
+
+std::vector<Timing> read_predictions(const std::string& path) {
+  const std::string text = read_text(path);
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') {
+    const json j = parse_json(text, path);
+    if (j.contains("reprise_replay")) throw UserError(path + ": a replay's measurement, not a prediction");
+    const std::string format = string_or(j, "format", "");
+    if (format == kPredictionFormat) return {reprise_prediction(j, path)};
+    if (format == kExternalFormat) return external_prediction(j, path);
+    throw UserError(path + ": unknown prediction format '" + format + "' (expected " + kPredictionFormat + " or " +
+                    kExternalFormat + ")");
+  }
+  if (looks_like_csv(path, text)) return csv_prediction(text, path);
+  return astra_sim_log(text, path);
+}
+
+Timing read_measurement(const std::string& path) {
+  const json j = parse_json(read_text(path), path);
+  if (!j.is_object() || !j.contains("reprise_replay"))
+    throw UserError(path + ": not a reprise replay result (no reprise_replay key)");
+  Timing t;
+  t.source = path;
+  t.format = "reprise-replay";
+  const bool distributed = j.contains("median_iteration_seconds_max_over_ranks");
+  t.total.seconds =
+      required_number(j, distributed ? "median_iteration_seconds_max_over_ranks" : "median_iteration_seconds", path);
+  t.ranks = rank_list(j, "median_iteration_seconds", path);
+  const char* samples_key =
+      j.contains("iteration_seconds_max_over_ranks") ? "iteration_seconds_max_over_ranks" : "iteration_seconds";
+  if (const json* samples = array_at(j, samples_key, path); samples && !samples->empty()) {
+    std::vector<double> v;
+    for (const json& x : *samples) {
+      if (!x.is_number()) throw UserError(path + ": " + samples_key + " holds a non-number");
+      v.push_back(x.get<double>());
+    }
+    const double mid = median(v);
+    if (mid > 0) t.spread = (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / mid;
+  }
+  if (const json* per_op = array_at(j, "per_op", path)) {
+    for (size_t k = 0; k < per_op->size(); ++k) {
+      const json& e = (*per_op)[k];
+      const std::string at = path + ": per_op[" + std::to_string(k) + "]";
+      if (!e.is_object() || !e.contains("op") || !e["op"].is_string()) throw UserError(at + ": no op name");
+      t.families[family_name(family_of_replay_op(e["op"].get<std::string>()))] += required_number(e, "seconds", at);
+    }
+  }
+  return t;
+}
+
+}  // namespace reprise::predict
