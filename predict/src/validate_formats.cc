@@ -1,8 +1,11 @@
 // The files validate reads: predictions (reprise-prediction/1, the external JSON and CSV formats, ASTRA-sim logs)
 // and measurements (reprise replay's results JSON). Each reader fills the same Timing; nothing after them knows which
 // format a time came from. docs/validate.md gives each format.
+#include "validate_formats.h"
+
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -63,6 +66,15 @@ const json* array_at(const json& obj, const char* key, const std::string& where)
   return &*it;
 }
 
+// Times are finite and not negative, an interval's hi not below its lo: what a simulator could not mean otherwise.
+void check_time(const RankTime& r, const std::string& where) {
+  auto bad = [](double x, bool optional) { return !std::isfinite(x) || (x < 0 && !(optional && x == -1)); };
+  if (bad(r.seconds, false) || bad(r.lo, true) || bad(r.hi, true) || bad(r.exposed_comm_seconds, true))
+    throw UserError(where + ": a time that is negative or not finite");
+  if ((r.lo >= 0) != (r.hi >= 0)) throw UserError(where + ": an interval needs both lo and hi");
+  if (r.hi < r.lo) throw UserError(where + ": hi is below lo");
+}
+
 // A time with its optional interval and exposed communication, from an object with `seconds_key`.
 RankTime rank_time(const json& obj, const char* seconds_key, const std::string& where) {
   if (!obj.is_object()) throw UserError(where + ": expected an object");
@@ -71,7 +83,7 @@ RankTime rank_time(const json& obj, const char* seconds_key, const std::string& 
   r.lo = number(obj, "lo", where).value_or(-1);
   r.hi = number(obj, "hi", where).value_or(-1);
   r.exposed_comm_seconds = number(obj, "exposed_comm_seconds", where).value_or(-1);
-  if (r.lo >= 0 && r.hi < r.lo) throw UserError(where + ": hi is below lo");
+  check_time(r, where);
   return r;
 }
 
@@ -117,10 +129,10 @@ Timing reprise_prediction(const json& j, const std::string& path) {
     if (!it->is_object()) throw UserError(path + ": interval is not an object");
     t.total.lo = required_number(*it, "lo", path + ": interval");
     t.total.hi = required_number(*it, "hi", path + ": interval");
-    if (t.total.hi < t.total.lo) throw UserError(path + ": interval: hi is below lo");
   }
   t.total.exposed_comm_seconds = number(j, "exposed_comm_seconds", path)
                                      .value_or(t.ranks.empty() ? -1 : total_of_ranks(t.ranks).exposed_comm_seconds);
+  check_time(t.total, path);
   if (auto it = j.find("families"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) throw UserError(path + ": families is not an object of family name to seconds");
     for (auto f = it->begin(); f != it->end(); ++f) {
@@ -213,12 +225,15 @@ std::vector<Timing> csv_prediction(const std::string& text, const std::string& p
     if (name.empty()) throw UserError(where + ": no workload name");
     RankTime r;
     const std::string rank = cell("rank");
-    r.rank = rank.empty() ? -1 : static_cast<int64_t>(csv_number(rank, "rank", where));
+    const double rank_number = rank.empty() ? -1 : csv_number(rank, "rank", where);
+    if (rank_number != std::floor(rank_number) || rank_number < -1)
+      throw UserError(where + ": rank '" + rank + "' is not a rank");
+    r.rank = static_cast<int64_t>(rank_number);
     r.seconds = csv_number(cell("iteration_seconds"), "iteration_seconds", where);
     r.lo = optional_number("lo");
     r.hi = optional_number("hi");
     r.exposed_comm_seconds = optional_number("exposed_comm_seconds");
-    if (r.lo >= 0 && r.hi < r.lo) throw UserError(where + ": hi is below lo");
+    check_time(r, where);
     auto [it, fresh] = index.emplace(name, out.size());
     if (fresh) {
       Timing t;
@@ -231,6 +246,8 @@ std::vector<Timing> csv_prediction(const std::string& text, const std::string& p
     Timing& t = out[it->second];
     if (t.simulator.empty()) t.simulator = cell("simulator");
     if (r.rank >= 0) {
+      for (const RankTime& seen : t.ranks)
+        if (seen.rank == r.rank) throw UserError(where + ": a second row for rank " + rank + " of " + name);
       t.ranks.push_back(r);
     } else {
       if (has_total[it->second]) throw UserError(where + ": a second total for workload " + name);
@@ -259,7 +276,7 @@ std::vector<Timing> astra_sim_log(const std::string& text, const std::string& pa
   while (std::getline(in, line)) {
     ++line_no;
     std::smatch m;
-    if (!std::regex_search(line, m, finished)) continue;
+    if (line.find("finished") == std::string::npos || !std::regex_search(line, m, finished)) continue;
     RankTime r;
     r.rank = std::stoll(m[1].str());
     r.seconds = std::stod(m[2].str()) * 1e-9;
@@ -291,8 +308,9 @@ bool looks_like_csv(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-std::vector<Timing> read_predictions(const std::string& path) {
-  const std::string text = read_text(path);
+namespace detail {
+
+std::vector<Timing> predictions_from_text(const std::string& text, const std::string& path) {
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
     const json j = parse_json(text, path);
@@ -307,8 +325,8 @@ std::vector<Timing> read_predictions(const std::string& path) {
   return astra_sim_log(text, path);
 }
 
-Timing read_measurement(const std::string& path) {
-  const json j = parse_json(read_text(path), path);
+Timing measurement_from_text(const std::string& text, const std::string& path) {
+  const json j = parse_json(text, path);
   if (!j.is_object() || !j.contains("reprise_replay"))
     throw UserError(path + ": not a reprise replay result (no reprise_replay key)");
   Timing t;
@@ -317,6 +335,7 @@ Timing read_measurement(const std::string& path) {
   const bool distributed = j.contains("median_iteration_seconds_max_over_ranks");
   t.total.seconds =
       required_number(j, distributed ? "median_iteration_seconds_max_over_ranks" : "median_iteration_seconds", path);
+  check_time(t.total, path);
   t.ranks = rank_list(j, "median_iteration_seconds", path);
   const char* samples_key =
       j.contains("iteration_seconds_max_over_ranks") ? "iteration_seconds_max_over_ranks" : "iteration_seconds";
@@ -339,5 +358,13 @@ Timing read_measurement(const std::string& path) {
   }
   return t;
 }
+
+}  // namespace detail
+
+std::vector<Timing> read_predictions(const std::string& path) {
+  return detail::predictions_from_text(read_text(path), path);
+}
+
+Timing read_measurement(const std::string& path) { return detail::measurement_from_text(read_text(path), path); }
 
 }  // namespace reprise::predict

@@ -199,7 +199,8 @@ std::string validation_json(const Validation& v) {
                   {"fastest_within_5pct", optional_bool(s.fastest_within_5pct)},
                   {"in_interval", s.in_interval},
                   {"with_interval", s.with_interval}};
-  return j.dump(2) + "\n";
+  // Names come from outside files: bytes that are not UTF-8 are replaced rather than thrown on.
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 void print_validation(std::FILE* out, const Validation& v) {

@@ -221,6 +221,21 @@ TEST(ValidateErrors, NameTheFileAndLine) {
   e = error_of([&] { read_predictions(csv); });
   EXPECT_NE(e.find(csv + ":3: iteration_seconds 'abc' is not a number"), std::string::npos) << e;
 
+  const std::string rank = write_file(dir + "/r.csv", "workload,rank,iteration_seconds\ngpt,1.5,0.1\n");
+  e = error_of([&] { read_predictions(rank); });
+  EXPECT_NE(e.find(rank + ":2: rank '1.5' is not a rank"), std::string::npos) << e;
+  const std::string twice = write_file(dir + "/t.csv", "workload,rank,iteration_seconds\ngpt,1,0.1\ngpt,1,0.2\n");
+  e = error_of([&] { read_predictions(twice); });
+  EXPECT_NE(e.find(twice + ":3: a second row for rank 1 of gpt"), std::string::npos) << e;
+  const std::string negative = write_file(dir + "/n.csv", "workload,iteration_seconds\ngpt,-0.1\n");
+  e = error_of([&] { read_predictions(negative); });
+  EXPECT_NE(e.find(negative + ":2: a time that is negative"), std::string::npos) << e;
+  const std::string half = write_file(dir + "/half.json",
+                                      R"({"format": "reprise-prediction/1", "iteration_seconds": 1,
+                                          "ranks": [{"rank": 0, "iteration_seconds": 1, "lo": 0.9}]})");
+  e = error_of([&] { read_predictions(half); });
+  EXPECT_NE(e.find(half + ": ranks[0]: an interval needs both lo and hi"), std::string::npos) << e;
+
   const std::string header = write_file(dir + "/h.csv", "name,seconds\ngpt,0.1\n");
   EXPECT_NE(error_of([&] { read_predictions(header); }).find(header + ":1: the header needs"), std::string::npos);
 
@@ -349,6 +364,9 @@ TEST(ValidateReports, JsonTextSvgHtml) {
   EXPECT_TRUE(j["workloads"][1]["families"].empty());
   EXPECT_NEAR(j["summary"]["mape"].get<double>(), 0.3, 1e-12);
   EXPECT_EQ(j["summary"]["fastest_match"], true);
+
+  std::vector<Timing> not_utf8 = {timing("gpt\xff", 1.0)};
+  EXPECT_NO_THROW(nlohmann::json::parse(validation_json(compare(not_utf8, {timing("", 1.0)}))));
 
   char* buf = nullptr;
   size_t size = 0;
