@@ -43,6 +43,16 @@ Rows family_rows(const Validation& v) {
   return rows;
 }
 
+// Per-rank rows (the HTML page's; a terminal table of every rank would bury the summary).
+Rows rank_rows(const Validation& v) {
+  Rows rows = {{"workload", "rank", "predicted", "measured", "error", "in interval"}};
+  for (const WorkloadCheck& c : v.workloads)
+    for (const auto& [rank, e] : c.ranks)
+      rows.push_back({c.label, std::to_string(rank), seconds_or_dash(e.predicted), seconds_or_dash(e.measured),
+                      percent(e.error, true), interval_word(e.in_interval)});
+  return rows;
+}
+
 std::string yes_no(const std::optional<bool>& b) { return !b ? "-" : *b ? "yes" : "no"; }
 
 std::vector<std::pair<std::string, std::string>> summary_rows(const Validation& v) {
@@ -311,6 +321,8 @@ std::string validation_html(const Validation& v) {
   h += "<h2>Workloads</h2>\n" + table(workload_rows(v));
   const Rows families = family_rows(v);
   if (families.size() > 1) h += "<h2>Per op family (rank 0, seconds per iteration)</h2>\n" + table(families);
+  const Rows ranks = rank_rows(v);
+  if (ranks.size() > 1) h += "<h2>Per rank</h2>\n" + table(ranks);
   h += "<h2>Predicted against measured</h2>\n" + scatter_svg(v);
   h += "<p>Definitions of every figure: docs/validate.md.</p>\n</body>\n</html>\n";
   return h;

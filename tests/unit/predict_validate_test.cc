@@ -395,6 +395,13 @@ TEST(ValidateReports, JsonTextSvgHtml) {
   EXPECT_EQ(html.find("<b>"), std::string::npos);
   EXPECT_NE(html.find("&lt;b&gt;&amp;evil"), std::string::npos);
   EXPECT_NE(html.find("</html>"), std::string::npos);
+  EXPECT_EQ(html.find("Per rank"), std::string::npos) << "no file gave ranks";
+  p[1].ranks = {RankTime{3, 0.031}};
+  m[1].ranks = {RankTime{3, 0.020}};
+  const std::string with_ranks = validation_html(compare(p, m));
+  EXPECT_NE(with_ranks.find("<h2>Per rank</h2>"), std::string::npos);
+  EXPECT_NE(with_ranks.find("<td>dlrm</td><td class=\"n\">3</td>"), std::string::npos) << with_ranks;
+  EXPECT_NE(with_ranks.find("+55.0%"), std::string::npos);
 }
 
 }  // namespace
