@@ -137,14 +137,6 @@ json timing_json(const Timing& t) {
   return j;
 }
 
-// Log-scale axes over whole decades that hold every value.
-struct LogAxis {
-  double lo_decade = -3, hi_decade = 0;
-  double at(double v, double from, double to) const {
-    return from + (std::log10(v) - lo_decade) / (hi_decade - lo_decade) * (to - from);
-  }
-};
-
 std::string tick_label(double s) {
   const char* unit = "s";
   if (s < 1e-6)
@@ -165,6 +157,95 @@ std::string num(double x) {
 }
 
 constexpr const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"};
+constexpr double kHeight = 520, kLeft = 90, kRight = 610, kTop = 40, kBottom = 460;  // the plot area inside
+
+bool plottable(const WorkloadCheck& c) { return c.total.predicted > 0 && c.total.measured > 0; }
+
+// Both axes log-scale over the same whole decades, wide enough for every time plotted.
+struct Plot {
+  double lo_decade = -3, hi_decade = 0;
+  bool empty = true;
+  double lo() const { return std::pow(10.0, lo_decade); }
+  double hi() const { return std::pow(10.0, hi_decade); }
+  double at(double s, double from, double to) const {
+    return from + (std::log10(s) - lo_decade) / (hi_decade - lo_decade) * (to - from);
+  }
+  std::string x(double s) const { return num(at(s, kLeft, kRight)); }
+  std::string y(double s) const { return num(at(s, kBottom, kTop)); }
+};
+
+Plot plot_of(const Validation& v) {
+  double lo = INFINITY, hi = 0;
+  for (const WorkloadCheck& c : v.workloads)
+    if (plottable(c))
+      for (double s : {c.total.predicted, c.total.measured}) lo = std::min(lo, s), hi = std::max(hi, s);
+  Plot p;
+  if (hi <= 0) return p;
+  p.empty = false;
+  p.lo_decade = std::floor(std::log10(lo));
+  p.hi_decade = std::max(std::ceil(std::log10(hi)), p.lo_decade + 1);
+  return p;
+}
+
+// The frame, and grid lines with labels at each decade, and at 2x and 5x when few decades leave room for them.
+std::string svg_grid(const Plot& p) {
+  const std::string frame = "x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" + num(kRight - kLeft) +
+                            "\" height=\"" + num(kBottom - kTop) + "\"";
+  std::string svg = "<defs><clipPath id=\"plot\"><rect " + frame + "/></clipPath></defs>\n<rect " + frame +
+                    " fill=\"white\" stroke=\"black\"/>\n";
+  const bool minor = p.hi_decade - p.lo_decade <= 2;
+  for (double d = p.lo_decade; d <= p.hi_decade; ++d)
+    for (double m : {1.0, 2.0, 5.0}) {
+      const double t = m * std::pow(10.0, d);
+      if (t > p.hi() * 1.0001 || (m != 1 && !minor)) continue;
+      const std::string x = p.x(t), y = p.y(t), label = escape(tick_label(t));
+      svg += "<line x1=\"" + x + "\" y1=\"" + num(kTop) + "\" x2=\"" + x + "\" y2=\"" + num(kBottom) +
+             "\" stroke=\"#ddd\"/><line x1=\"" + num(kLeft) + "\" y1=\"" + y + "\" x2=\"" + num(kRight) + "\" y2=\"" +
+             y + "\" stroke=\"#ddd\"/>\n";
+      svg += "<text x=\"" + x + "\" y=\"" + num(kBottom + 16) + "\" text-anchor=\"middle\">" + label + "</text>";
+      svg += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + y + "\" text-anchor=\"end\" dy=\"4\">" + label + "</text>\n";
+    }
+  return svg;
+}
+
+// y = x dashed, and the band between 0.9x and 1.1x (straight lines on log-log axes), clipped to the frame.
+std::string svg_band(const Plot& p) {
+  const double a = p.lo(), b = p.hi();
+  return "<g clip-path=\"url(#plot)\">\n<polygon fill=\"#2ca02c\" fill-opacity=\"0.15\" points=\"" + p.x(a) + "," +
+         p.y(1.1 * a) + " " + p.x(b) + "," + p.y(1.1 * b) + " " + p.x(b) + "," + p.y(0.9 * b) + " " + p.x(a) + "," +
+         p.y(0.9 * a) + "\"><title>within 10%</title></polygon>\n<line x1=\"" + p.x(a) + "\" y1=\"" + p.y(a) +
+         "\" x2=\"" + p.x(b) + "\" y2=\"" + p.y(b) + "\" stroke=\"#555\" stroke-dasharray=\"4 3\"/>\n</g>\n";
+}
+
+// One labelled point per workload (measured across, predicted up), a colour per simulator with a legend when
+// there are several.
+std::string svg_points(const Plot& p, const Validation& v) {
+  std::vector<std::string> simulators;
+  for (const WorkloadCheck& c : v.workloads)
+    if (std::find(simulators.begin(), simulators.end(), c.predicted.simulator) == simulators.end())
+      simulators.push_back(c.predicted.simulator);
+  auto colour = [&](const std::string& simulator) {
+    const auto k = std::find(simulators.begin(), simulators.end(), simulator) - simulators.begin();
+    return kPalette[static_cast<size_t>(k) % std::size(kPalette)];
+  };
+  std::string svg;
+  for (const WorkloadCheck& c : v.workloads) {
+    if (!plottable(c)) continue;
+    const std::string x = p.x(c.total.measured), y = p.y(c.total.predicted), label = escape(c.label);
+    svg += "<circle cx=\"" + x + "\" cy=\"" + y + "\" r=\"4\" fill=\"" + colour(c.predicted.simulator) + "\"><title>" +
+           label + ": predicted " + escape(human_seconds(c.total.predicted)) + ", measured " +
+           escape(human_seconds(c.total.measured)) + "</title></circle>";
+    svg += "<text x=\"" + x + "\" y=\"" + y + "\" dx=\"6\" dy=\"-6\">" + label + "</text>\n";
+  }
+  if (simulators.size() > 1)
+    for (size_t k = 0; k < simulators.size(); ++k) {
+      const std::string y = num(kTop + 14 + 16 * static_cast<double>(k));
+      svg += "<circle cx=\"" + num(kLeft + 12) + "\" cy=\"" + y + "\" r=\"4\" fill=\"" + colour(simulators[k]) +
+             "\"/><text x=\"" + num(kLeft + 22) + "\" y=\"" + y + "\" dy=\"4\">" +
+             escape(simulators[k].empty() ? "(unnamed)" : simulators[k]) + "</text>\n";
+    }
+  return svg;
+}
 
 }  // namespace
 
@@ -227,66 +308,12 @@ void print_validation(std::FILE* out, const Validation& v) {
 }
 
 std::string scatter_svg(const Validation& v) {
-  constexpr double kWidth = 640, kHeight = 520, kLeft = 90, kRight = 610, kTop = 40, kBottom = 460;
-  double lo = INFINITY, hi = 0;
-  for (const WorkloadCheck& c : v.workloads)
-    if (c.total.predicted > 0 && c.total.measured > 0)
-      for (double x : {c.total.predicted, c.total.measured}) lo = std::min(lo, x), hi = std::max(hi, x);
-  LogAxis axis;
-  if (hi > 0) {
-    axis.lo_decade = std::floor(std::log10(lo));
-    axis.hi_decade = std::max(std::ceil(std::log10(hi)), axis.lo_decade + 1);
-  }
-  auto x_of = [&](double s) { return num(axis.at(s, kLeft, kRight)); };
-  auto y_of = [&](double s) { return num(axis.at(s, kBottom, kTop)); };
-  const double a = std::pow(10.0, axis.lo_decade), b = std::pow(10.0, axis.hi_decade);
-  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"520\" viewBox=\"0 0 " +
-                    num(kWidth) + " " + num(kHeight) + "\" font-family=\"sans-serif\" font-size=\"11\">\n";
-  svg += "<title>Predicted vs measured iteration time</title>\n";
-  svg += "<defs><clipPath id=\"plot\"><rect x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" +
-         num(kRight - kLeft) + "\" height=\"" + num(kBottom - kTop) + "\"/></clipPath></defs>\n";
-  svg += "<rect x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" + num(kRight - kLeft) + "\" height=\"" +
-         num(kBottom - kTop) + "\" fill=\"white\" stroke=\"black\"/>\n";
-  // Ticks at each decade, and at 2x and 5x when few decades leave room for them.
-  const bool minor = axis.hi_decade - axis.lo_decade <= 2;
-  for (double d = axis.lo_decade; d <= axis.hi_decade; ++d)
-    for (double m : {1.0, 2.0, 5.0}) {
-      const double t = m * std::pow(10.0, d);
-      if (t > b * 1.0001 || (m != 1 && !minor)) continue;
-      const std::string x = x_of(t), y = y_of(t), label = escape(tick_label(t));
-      svg += "<line x1=\"" + x + "\" y1=\"" + num(kTop) + "\" x2=\"" + x + "\" y2=\"" + num(kBottom) +
-             "\" stroke=\"#ddd\"/><line x1=\"" + num(kLeft) + "\" y1=\"" + y + "\" x2=\"" + num(kRight) + "\" y2=\"" +
-             y + "\" stroke=\"#ddd\"/>\n";
-      svg += "<text x=\"" + x + "\" y=\"" + num(kBottom + 16) + "\" text-anchor=\"middle\">" + label + "</text>";
-      svg += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + y + "\" text-anchor=\"end\" dy=\"4\">" + label + "</text>\n";
-    }
-  svg += "<g clip-path=\"url(#plot)\">\n<polygon fill=\"#2ca02c\" fill-opacity=\"0.15\" points=\"" + x_of(a) + "," +
-         y_of(1.1 * a) + " " + x_of(b) + "," + y_of(1.1 * b) + " " + x_of(b) + "," + y_of(0.9 * b) + " " + x_of(a) +
-         "," + y_of(0.9 * a) + "\"><title>within 10%</title></polygon>\n";
-  svg += "<line x1=\"" + x_of(a) + "\" y1=\"" + y_of(a) + "\" x2=\"" + x_of(b) + "\" y2=\"" + y_of(b) +
-         "\" stroke=\"#555\" stroke-dasharray=\"4 3\"/>\n</g>\n";
-  std::vector<std::string> simulators;
-  for (const WorkloadCheck& c : v.workloads)
-    if (std::find(simulators.begin(), simulators.end(), c.predicted.simulator) == simulators.end())
-      simulators.push_back(c.predicted.simulator);
-  for (const WorkloadCheck& c : v.workloads) {
-    if (!(c.total.predicted > 0 && c.total.measured > 0)) continue;
-    const size_t k = static_cast<size_t>(std::find(simulators.begin(), simulators.end(), c.predicted.simulator) -
-                                         simulators.begin());
-    const std::string x = x_of(c.total.measured), y = y_of(c.total.predicted), label = escape(c.label);
-    svg += "<circle cx=\"" + x + "\" cy=\"" + y + "\" r=\"4\" fill=\"" + kPalette[k % std::size(kPalette)] +
-           "\"><title>" + label + ": predicted " + escape(human_seconds(c.total.predicted)) + ", measured " +
-           escape(human_seconds(c.total.measured)) + "</title></circle>";
-    svg += "<text x=\"" + x + "\" y=\"" + y + "\" dx=\"6\" dy=\"-6\">" + label + "</text>\n";
-  }
-  if (simulators.size() > 1)
-    for (size_t k = 0; k < simulators.size(); ++k) {
-      const std::string y = num(kTop + 14 + 16 * static_cast<double>(k));
-      svg += "<circle cx=\"" + num(kLeft + 12) + "\" cy=\"" + y + "\" r=\"4\" fill=\"" +
-             kPalette[k % std::size(kPalette)] + "\"/><text x=\"" + num(kLeft + 22) + "\" y=\"" + y + "\" dy=\"4\">" +
-             escape(simulators[k].empty() ? "(unnamed)" : simulators[k]) + "</text>\n";
-    }
-  if (hi <= 0)
+  const Plot plot = plot_of(v);
+  std::string svg =
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"520\" viewBox=\"0 0 640 520\" "
+      "font-family=\"sans-serif\" font-size=\"11\">\n<title>Predicted vs measured iteration time</title>\n";
+  svg += svg_grid(plot) + svg_band(plot) + svg_points(plot, v);
+  if (plot.empty)
     svg += "<text x=\"" + num((kLeft + kRight) / 2) + "\" y=\"" + num((kTop + kBottom) / 2) +
            "\" text-anchor=\"middle\">no workload with both times to plot</text>\n";
   svg += "<text x=\"" + num((kLeft + kRight) / 2) + "\" y=\"" + num(kHeight - 20) +
