@@ -2,7 +2,7 @@
 // error per rank and per op family, whether the measurement falls inside the predicted interval; across workloads
 // the error statistics and whether the predictions rank the workloads as the measurements do.
 //
-//   Validation v = validate({"gpt.prediction.json", "astra-sim.log"}, {"gpt.replay.json", "dlrm.replay.json"});
+//   Validation v = validate({"gpt.prediction.json", "astra-sim.log"}, {"gpt.replay.json", "gpt.replay.json"});
 //   print_validation(stdout, v);                      // workload, predicted, measured, error, in interval
 //   v.summary.gmape;                                  // geometric mean of |predicted/measured - 1|
 //   write_text_file("scatter.svg", scatter_svg(v));  // log-log, y = x, a ±10% band, one labelled point each
