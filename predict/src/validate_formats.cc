@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 
 #include "reprise/common/error.h"
@@ -75,6 +74,16 @@ void check_time(const RankTime& r, const std::string& where) {
   if (r.hi < r.lo) throw UserError(where + ": hi is below lo");
 }
 
+// A cell or number as an error message quotes it: short enough for one line.
+std::string shown(const std::string& text) { return text.size() <= 32 ? text : text.substr(0, 32) + "..."; }
+
+// A rank is a whole number from 0 (converting anything else to an integer would be undefined).
+int64_t rank_of(double x, const std::string& text, const std::string& where) {
+  if (!(x >= 0 && x <= 1e9) || x != std::floor(x))
+    throw UserError(where + ": rank '" + shown(text) + "' is not a rank");
+  return static_cast<int64_t>(x);
+}
+
 // A time with its optional interval and exposed communication, from an object with `seconds_key`.
 RankTime rank_time(const json& obj, const char* seconds_key, const std::string& where) {
   if (!obj.is_object()) throw UserError(where + ": expected an object");
@@ -94,7 +103,8 @@ std::vector<RankTime> rank_list(const json& obj, const char* seconds_key, const 
   for (size_t k = 0; k < ranks->size(); ++k) {
     const std::string at = where + ": ranks[" + std::to_string(k) + "]";
     RankTime r = rank_time((*ranks)[k], seconds_key, at);
-    r.rank = static_cast<int64_t>(required_number((*ranks)[k], "rank", at));
+    const double rank = required_number((*ranks)[k], "rank", at);
+    r.rank = rank_of(rank, (*ranks)[k].at("rank").dump(), at);
     out.push_back(r);
   }
   return out;
@@ -188,7 +198,7 @@ std::vector<std::string> split_csv(const std::string& line) {
 double csv_number(const std::string& cell, const std::string& column, const std::string& where) {
   char* end = nullptr;
   double v = std::strtod(cell.c_str(), &end);
-  if (cell.empty() || *end != '\0') throw UserError(where + ": " + column + " '" + cell + "' is not a number");
+  if (cell.empty() || *end != '\0') throw UserError(where + ": " + column + " '" + shown(cell) + "' is not a number");
   return v;
 }
 
@@ -225,10 +235,7 @@ std::vector<Timing> csv_prediction(const std::string& text, const std::string& p
     if (name.empty()) throw UserError(where + ": no workload name");
     RankTime r;
     const std::string rank = cell("rank");
-    const double rank_number = rank.empty() ? -1 : csv_number(rank, "rank", where);
-    if (rank_number != std::floor(rank_number) || rank_number < -1)
-      throw UserError(where + ": rank '" + rank + "' is not a rank");
-    r.rank = static_cast<int64_t>(rank_number);
+    r.rank = rank.empty() || rank == "-1" ? -1 : rank_of(csv_number(rank, "rank", where), rank, where);
     r.seconds = csv_number(cell("iteration_seconds"), "iteration_seconds", where);
     r.lo = optional_number("lo");
     r.hi = optional_number("hi");
@@ -247,10 +254,11 @@ std::vector<Timing> csv_prediction(const std::string& text, const std::string& p
     if (t.simulator.empty()) t.simulator = cell("simulator");
     if (r.rank >= 0) {
       for (const RankTime& seen : t.ranks)
-        if (seen.rank == r.rank) throw UserError(where + ": a second row for rank " + rank + " of " + name);
+        if (seen.rank == r.rank)
+          throw UserError(where + ": a second row for rank " + shown(rank) + " of " + shown(name));
       t.ranks.push_back(r);
     } else {
-      if (has_total[it->second]) throw UserError(where + ": a second total for workload " + name);
+      if (has_total[it->second]) throw UserError(where + ": a second total for workload " + shown(name));
       has_total[it->second] = true;
       t.total = r;
     }
@@ -262,10 +270,48 @@ std::vector<Timing> csv_prediction(const std::string& text, const std::string& p
   return out;
 }
 
+// Consumes `word` at `at`.
+bool eat(std::string_view line, size_t& at, std::string_view word) {
+  if (line.substr(at, word.size()) != word) return false;
+  at += word.size();
+  return true;
+}
+
+// Consumes the digits at `at`; empty when there are none.
+std::string digits(std::string_view line, size_t& at) {
+  size_t end = at;
+  while (end < line.size() && std::isdigit(static_cast<unsigned char>(line[end]))) ++end;
+  std::string d(line.substr(at, end - at));
+  at = end;
+  return d;
+}
+
+struct FinishedLine {
+  std::string rank, cycles, exposed;  // digits; exposed empty when the line has none
+};
+
+// "sys[N] finished, C cycles" with ", exposed communication M cycles" optionally after it, anywhere in the line.
+// Parsed by hand: std::regex recurses per character and a long line of digits would overflow the stack.
+std::optional<FinishedLine> finished_line(std::string_view line) {
+  for (size_t from = line.find("sys["); from != std::string_view::npos; from = line.find("sys[", from + 1)) {
+    size_t at = from + 4;
+    FinishedLine f;
+    f.rank = digits(line, at);
+    if (f.rank.empty() || !eat(line, at, "] finished, ")) continue;
+    f.cycles = digits(line, at);
+    if (f.cycles.empty() || !eat(line, at, " cycles")) continue;
+    if (eat(line, at, ", exposed communication ")) {
+      f.exposed = digits(line, at);
+      if (!eat(line, at, " cycles")) f.exposed.clear();
+    }
+    return f;
+  }
+  return std::nullopt;
+}
+
 // ASTRA-sim's workload layer reports each rank once it is done: "sys[N] finished, C cycles" (ASTRA-sim 2.0 adds
 // ", exposed communication M cycles."), behind its logger's prefix. Its analytical backends count 1 cycle = 1 ns.
 std::vector<Timing> astra_sim_log(const std::string& text, const std::string& path) {
-  static const std::regex finished(R"(sys\[(\d+)\] finished, (\d+) cycles(, exposed communication (\d+) cycles)?)");
   Timing t;
   t.source = path;
   t.format = "astra-sim";
@@ -275,15 +321,16 @@ std::vector<Timing> astra_sim_log(const std::string& text, const std::string& pa
   int line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
-    std::smatch m;
-    if (line.find("finished") == std::string::npos || !std::regex_search(line, m, finished)) continue;
+    const std::optional<FinishedLine> f = finished_line(line);
+    if (!f) continue;
     RankTime r;
-    r.rank = std::stoll(m[1].str());
-    r.seconds = std::stod(m[2].str()) * 1e-9;
-    if (m[4].matched) r.exposed_comm_seconds = std::stod(m[4].str()) * 1e-9;
+    const std::string where = path + ":" + std::to_string(line_no);
+    r.rank = rank_of(std::strtod(f->rank.c_str(), nullptr), f->rank, where);
+    r.seconds = std::strtod(f->cycles.c_str(), nullptr) * 1e-9;
+    if (!f->exposed.empty()) r.exposed_comm_seconds = std::strtod(f->exposed.c_str(), nullptr) * 1e-9;
+    check_time(r, where);
     for (const RankTime& seen : t.ranks)
-      if (seen.rank == r.rank)
-        throw UserError(path + ":" + std::to_string(line_no) + ": sys[" + m[1].str() + "] finishes a second time");
+      if (seen.rank == r.rank) throw UserError(where + ": sys[" + f->rank + "] finishes a second time");
     t.ranks.push_back(r);
   }
   if (t.ranks.empty())

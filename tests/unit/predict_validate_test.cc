@@ -236,6 +236,23 @@ TEST(ValidateErrors, NameTheFileAndLine) {
   e = error_of([&] { read_predictions(half); });
   EXPECT_NE(e.find(half + ": ranks[0]: an interval needs both lo and hi"), std::string::npos) << e;
 
+  const std::string huge = write_file(dir + "/huge.log", "x\nsys[99999999999999999999] finished, 10 cycles\n");
+  e = error_of([&] { read_predictions(huge); });
+  EXPECT_NE(e.find(huge + ":2: rank '99999999999999999999' is not a rank"), std::string::npos) << e;
+  // A line of a million digits: parsed without recursion, quoted cut short.
+  const std::string long_rank =
+      write_file(dir + "/long.log", "sys[" + std::string(1000000, '7') + "] finished, 1 cycles\n");
+  e = error_of([&] { read_predictions(long_rank); });
+  EXPECT_NE(e.find(long_rank + ":1: rank '" + std::string(32, '7') + "...' is not a rank"), std::string::npos);
+  EXPECT_LT(e.size(), 200u);
+  const std::string again = write_file(dir + "/again.log", "sys[1] finished, 10 cycles\nsys[1] finished, 12 cycles\n");
+  e = error_of([&] { read_predictions(again); });
+  EXPECT_NE(e.find(again + ":2: sys[1] finishes a second time"), std::string::npos) << e;
+  const std::string json_rank = write_file(dir + "/jr.json", R"({"format": "reprise-prediction/1",
+    "iteration_seconds": 1, "ranks": [{"rank": 1e300, "iteration_seconds": 1}]})");
+  e = error_of([&] { read_predictions(json_rank); });
+  EXPECT_NE(e.find(json_rank + ": ranks[0]: rank '1e+300' is not a rank"), std::string::npos) << e;
+
   const std::string header = write_file(dir + "/h.csv", "name,seconds\ngpt,0.1\n");
   EXPECT_NE(error_of([&] { read_predictions(header); }).find(header + ":1: the header needs"), std::string::npos);
 
