@@ -1,8 +1,9 @@
 // A validation for scripts (JSON), for people (a plain table, an HTML page) and for papers (a log-log scatter).
 // The text table and the HTML page are built from the same rows.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "reprise/predict/validate.h"
 #include "reprise/trace/summary.h"
@@ -61,7 +62,7 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const Validation& 
   std::snprintf(ratio, sizeof ratio, "%.3f", s.geomean_ratio);
   std::snprintf(tau, sizeof tau, "%.3f", s.kendall_tau);
   std::string fastest = "-";
-  if (!s.fastest_predicted.empty())
+  if (s.fastest_match)  // settled by two workloads or more
     fastest = "predicted " + s.fastest_predicted + ", measured " + s.fastest_measured +
               " (same: " + yes_no(s.fastest_match) + "; within 5%: " + yes_no(s.fastest_within_5pct) + ")";
   return {
