@@ -30,7 +30,7 @@ Result run(const std::string& args) {
 
 TEST(Cli, HelpForEveryCommand) {
   EXPECT_EQ(run("--help").status, 0);
-  std::vector<std::string> commands = {"inspect", "convert", "synth"};
+  std::vector<std::string> commands = {"inspect", "convert", "synth", "validate"};
 #ifdef REPRISE_HAVE_REPLAY
   commands.push_back("replay");
   commands.push_back("capture");
@@ -163,6 +163,37 @@ TEST(Cli, InspectNamesProcessGroupsShortly) {
   EXPECT_EQ(j[0]["name"], "94594108284448");
   EXPECT_EQ(j[0]["label"], "pg0");
   EXPECT_EQ(j[2]["label"], "tp");
+}
+
+TEST(Cli, ValidateTableFilesAndBadInput) {
+  Result help = run("validate --help");
+  EXPECT_EQ(help.status, 0);
+  EXPECT_NE(help.out.find("usage: reprise validate"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("docs/validate.md"), std::string::npos) << help.out;
+
+  std::string dir = reprise::test::temp_dir();
+  std::string pred = reprise::test::write_file(dir + "/p.csv", "workload,rank,iteration_seconds\ngpt,,0.011\n");
+  std::string astra = reprise::test::write_file(dir + "/a.log", "[workload] [info] sys[0] finished, 9000000 cycles\n");
+  std::string meas = reprise::test::write_file(
+      dir + "/gpt.replay.json",
+      R"({"reprise_replay": 1, "iteration_seconds": [0.01], "median_iteration_seconds": 0.01})");
+  Result r = run("validate -p " + pred + " " + astra + " -m " + meas + " " + meas + " --json " + dir +
+                 "/v.json --html " + dir + "/v.html --svg " + dir + "/v.svg");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("+10.0%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("-10.0%"), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(std::ifstream(dir + "/v.json"));
+  EXPECT_EQ(j["workloads"].size(), 2u);
+  EXPECT_EQ(j["workloads"][1]["predicted"]["simulator"], "astra-sim");
+  EXPECT_TRUE(std::filesystem::exists(dir + "/v.html"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/v.svg"));
+
+  std::string bad = reprise::test::write_file(dir + "/bad.csv", "workload,rank,iteration_seconds\ngpt,0,x\n");
+  Result e = run("validate -p " + bad + " -m " + meas);
+  EXPECT_EQ(e.status, 2) << e.out;
+  EXPECT_EQ(std::count(e.out.begin(), e.out.end(), '\n'), 1) << e.out;
+  EXPECT_NE(e.out.find(bad + ":2:"), std::string::npos) << e.out;
+  EXPECT_EQ(run("validate -p " + pred).status, 2);
 }
 
 TEST(Cli, InspectDlrmGroupsAndAnnotations) {

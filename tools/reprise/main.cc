@@ -41,6 +41,7 @@ const char* kTopHelp =
     "  replay TRACE|BUNDLE   re-issue a trace's ops through LibTorch and measure them (reprise-torch)\n"
     "  capture --workload W  run a built-in LibTorch workload (mlp, dlrm, gpt) and record its trace\n"
     "  comms --op OP         nccl-tests-like sweep of a collective over message sizes (MPI or NCCL)\n"
+    "  validate -p P -m M    predictions (reprise, ASTRA-sim, others) against measured replays: errors, plots\n"
     "\n"
     "TRACE is a PyTorch ET (.json, .json.gz; any schema from 1.0.1), a Kineto trace, a folder of per-rank\n"
     "files, or a .tar/.tar.gz/.tgz of them. `reprise <command> --help` describes each command.\n";
@@ -257,6 +258,7 @@ int main(int argc, char** argv) {
     if (cmd == "convert") return cmd_convert(argc - 1, argv + 1);
     if (cmd == "synth") return cmd_synth(argc - 1, argv + 1);
     if (cmd == "predict") return reprise::cli::cmd_predict(argc - 1, argv + 1);
+    if (cmd == "validate") return reprise::cli::cmd_validate(argc - 1, argv + 1);
     if (cmd == "replay" || cmd == "capture" || cmd == "generate" || cmd == "verify" || cmd == "calibrate")
       return exec_tool("reprise-torch", "LibTorch", argc, argv);
     if (cmd == "comms") return exec_tool("reprise-comms", "MPI", argc, argv);

@@ -2,7 +2,7 @@
 // error per rank and per op family, whether the measurement falls inside the predicted interval; across workloads
 // the error statistics and whether the predictions rank the workloads as the measurements do.
 //
-//   Validation v = validate({"gpt.prediction.json", "astra-sim.log"}, {"gpt.replay.json", "dlrm.replay.json"});
+//   Validation v = validate({"gpt.prediction.json", "astra-sim.log"}, {"gpt.replay.json", "gpt.replay.json"});
 //   print_validation(stdout, v);                      // workload, predicted, measured, error, in interval
 //   v.summary.gmape;                                  // geometric mean of |predicted/measured - 1|
 //   write_text_file("scatter.svg", scatter_svg(v));  // log-log, y = x, a ±10% band, one labelled point each
@@ -57,7 +57,7 @@ struct WorkloadCheck {
   Timing predicted, measured;
   Error total;
   std::vector<std::pair<int64_t, Error>> ranks;         // the ranks both files give
-  std::vector<std::pair<std::string, Error>> families;  // the families either file gives
+  std::vector<std::pair<std::string, Error>> families;  // when both files give families: those either gives
 };
 
 // Across workloads; errors are fractions (0.05 = 5%); NaN or nullopt where too few workloads settle a figure.
