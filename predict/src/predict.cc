@@ -104,7 +104,7 @@ class Predictor {
   std::vector<OpTimes> op_times_;
   std::vector<std::unique_ptr<Built>> built_;
   std::vector<const Built*> rank_program_;  // per world rank
-  double oversubscribed_ = 1;              // CPU ranks per device, when more than one
+  double oversubscribed_ = 1;               // CPU ranks per device, when more than one
   Prediction p_;
 
   void note(const std::string& phase, int64_t done, int64_t total) const {

@@ -41,6 +41,8 @@ const char* kTopHelp =
     "  replay TRACE|BUNDLE   re-issue a trace's ops through LibTorch and measure them (reprise-torch)\n"
     "  capture --workload W  run a built-in LibTorch workload (mlp, dlrm, gpt) and record its trace\n"
     "  comms --op OP         nccl-tests-like sweep of a collective over message sizes (MPI or NCCL)\n"
+    "  calibrate --out FILE  measure this machine's op rates and overheads for predict (reprise-torch)\n"
+    "  predict BUNDLE|TRACE  predict the iteration time on a described cluster (--cluster FILE): models + simulator\n"
     "  validate -p P -m M    predictions (reprise, ASTRA-sim, others) against measured replays: errors, plots\n"
     "\n"
     "TRACE is a PyTorch ET (.json, .json.gz; any schema from 1.0.1), a Kineto trace, a folder of per-rank\n"
