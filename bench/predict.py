@@ -54,11 +54,20 @@ class Bench:
         self.cluster = os.path.join(self.work, "machine.yaml")
 
     def calibrate(self):
-        if not os.path.exists(self.cal):
-            t0 = time.time()
-            run([self.reprise, "calibrate", "--threads", "1", "--passes", "3" if self.a.quick else "5", "--out",
-                 self.cal, "--cluster-out", self.cluster, "-q"] + (["--quick"] if self.a.quick else []))
-            print(f"calibrated in {time.time() - t0:.0f} s: {self.cal}", flush=True)
+        """Microbenchmarks, and collective sweeps over MPI at 2, 4 and 8 ranks (the distributed cases' sizes)."""
+        if os.path.exists(self.cal):
+            return
+        t0 = time.time()
+        sweeps = []
+        for world in (2, 4, 8):
+            for op in ("all_reduce", "all_to_all", "all_to_allv"):
+                out = os.path.join(self.work, f"comms-{op}-{world}.json")
+                run(mpi(world) + [os.path.join(self.bin, "reprise"), "comms", "--op", op, "-b", "4", "-e",
+                                  "1M" if self.a.quick else "16M", "-n", "10", "-w", "3", "--json", out])
+                sweeps += ["--comms", out]
+        run([self.reprise, "calibrate", "--threads", "1", "--passes", "3" if self.a.quick else "5", "--out",
+             self.cal, "--cluster-out", self.cluster, "-q"] + (["--quick"] if self.a.quick else []) + sweeps)
+        print(f"calibrated in {time.time() - t0:.0f} s: {self.cal}", flush=True)
 
     def capture(self, name, workload, args, np_=1):
         out = os.path.join(self.work, name)
@@ -67,11 +76,24 @@ class Bench:
                             "--warmup", "1", "--steps", "2", "-q"] + args)
         return out
 
-    def replay(self, path, np_=1):
-        out = os.path.join(self.work, f"replay-{abs(hash((path, np_)))}.json")
+    def replay(self, path, np_=1, name=None):
+        """One replay's median iteration; its iterations are added to NAME.measured.json (every repeat's)."""
+        out = os.path.join(self.work, f"replay-{name}.json")
         run(mpi(np_) + [self.reprise, "replay", path, "--threads", "1", "--iterations", "5", "--out", out, "-q"])
         d = json.load(open(out))
-        return d.get("median_iteration_seconds_max_over_ranks", d["median_iteration_seconds"])
+        key = "iteration_seconds_max_over_ranks" if "ranks" in d else "iteration_seconds"
+        merged = os.path.join(self.work, f"{name}.measured.json")
+        if os.path.exists(merged):
+            m = json.load(open(merged))
+            d[key] = m[key] + d[key]
+            if "ranks" in d:
+                for r, mr in zip(d["ranks"], m["ranks"]):
+                    r["iteration_seconds"] = mr["iteration_seconds"] + r["iteration_seconds"]
+                    r["median_iteration_seconds"] = statistics.median(r["iteration_seconds"])
+        d["median_" + key] = statistics.median(d[key])
+        with open(merged, "w") as f:
+            json.dump(d, f)
+        return statistics.median(json.load(open(out))[key])
 
     def predict(self, path, name):
         out = os.path.join(self.work, f"{name}.prediction.json")
@@ -82,9 +104,12 @@ class Bench:
     def measure(self, items):
         """items: [(name, path, np)] -> {name: median over repeats}, the repeats interleaved across items."""
         got = {n: [] for n, _, _ in items}
+        for n, _, _ in items:
+            if os.path.exists(os.path.join(self.work, f"{n}.measured.json")):
+                os.remove(os.path.join(self.work, f"{n}.measured.json"))
         for _ in range(self.a.repeats):
             for n, p, np_ in items:
-                got[n].append(self.replay(p, np_))
+                got[n].append(self.replay(p, np_, n))
         return {n: statistics.median(v) for n, v in got.items()}, got
 
 
@@ -95,6 +120,16 @@ def report(rows, title):
         inside = "in" if r["lo"] <= r["measured"] <= r["hi"] else "out"
         print(f"  {r['name']:28} {r['measured'] * 1e3:9.2f}ms {r['predicted'] * 1e3:9.2f}ms {100 * r['error']:+7.1f}%  "
               f"{r['lo'] * 1e3:.2f}..{r['hi'] * 1e3:.2f} ms ({inside}); spread {100 * r['spread']:.1f}%")
+
+
+def validate(b, items, title):
+    """reprise validate over the case's predictions and merged measurements: NAME.html beside them."""
+    cmd = [b.reprise, "validate", "-q", "--html", os.path.join(b.work, f"{title}.html"), "--json",
+           os.path.join(b.work, f"{title}.validation.json")]
+    for n, _, _ in items:
+        cmd += ["-p", os.path.join(b.work, f"{n}.prediction.json"), "-m", os.path.join(b.work, f"{n}.measured.json")]
+    run(cmd)
+    print(f"  report: {os.path.join(b.work, title + '.html')}")
 
 
 def rows_of(b, items, preds):
@@ -133,6 +168,7 @@ def case_accuracy(b):
     rows = rows_of(b, items, preds)
     g = gmean_abs([r["error"] for r in rows])
     report(rows, f"accuracy (calibrated microbenchmarks; geomean |error| {100 * g:.1f}%, bar 10%)")
+    validate(b, items, "accuracy")
     return {"rows": rows, "geomean_abs_error": g, "pass": g <= 0.10}
 
 
@@ -151,6 +187,7 @@ def case_distributed(b):
     rows = rows_of(b, items, preds)
     worst = max(abs(r["error"]) for r in rows)
     report(rows, f"distributed over MPI (worst |error| {100 * worst:.1f}%, bar 15%)")
+    validate(b, items, "distributed")
     return {"rows": rows, "worst_abs_error": worst, "pass": worst <= 0.15}
 
 
@@ -187,6 +224,7 @@ def case_ranking(b):
     preds = {n: b.predict(p, n) for n, p, _ in items}
     rows = rows_of(b, items, preds)
     report(rows, "ranking")
+    validate(b, items, "ranking")
     meas = {r["name"]: r["measured"] for r in rows}
     pred = {r["name"]: r["predicted"] for r in rows}
     fp, fm = min(pred, key=pred.get), min(meas, key=meas.get)
