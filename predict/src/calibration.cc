@@ -164,11 +164,19 @@ CollectiveCurve fit_collective(const std::vector<CommPoint>& points, double fact
   c.group = pts.front().group;
   c.level = pts.front().level;
   c.points = static_cast<int>(pts.size());
-  c.latency = pts.front().seconds;
+  const size_t n = pts.size();
+  // Latency: the median time of the smallest sizes (up to three), where the bytes are nothing.
+  std::vector<double> small;
+  for (size_t k = 0; k < std::min<size_t>(3, n); ++k) small.push_back(pts[k].seconds);
+  c.latency = median(small);
+  // Saturated bus bandwidth: the median over the largest sizes (up to three) whose time is mostly transfer; a sweep
+  // with none such (all latency) gets the bandwidth its largest size shows.
   std::vector<double> busbw;
-  for (const CommPoint& p : pts) busbw.push_back(p.bytes * factor / std::max(p.seconds - c.latency, 1e-12));
-  std::sort(busbw.rbegin(), busbw.rend());
-  c.bandwidth = busbw.size() >= 2 ? (busbw[0] + busbw[1]) / 2 : busbw[0];
+  for (size_t k = n; k-- > 0 && busbw.size() < 3;) {
+    const double transfer = pts[k].seconds - c.latency;
+    if (transfer > 0.5 * pts[k].seconds) busbw.push_back(pts[k].bytes * factor / transfer);
+  }
+  c.bandwidth = busbw.empty() ? pts.back().bytes * std::max(factor, 1e-9) / pts.back().seconds : median(busbw);
   // The turning point and the width of the sigmoid by grid search on the squared log error.
   const double lo = std::log2(std::max(pts.front().bytes, 1.0)), hi = std::log2(std::max(pts.back().bytes, 1.0));
   CollectiveCurve best = c;
@@ -180,7 +188,7 @@ CollectiveCurve fit_collective(const std::vector<CommPoint>& points, double fact
       const double e = curve_log_error(t, pts, factor);
       if (e < best_err) best = t, best_err = e;
     }
-  best.sigma = std::sqrt(best_err / static_cast<double>(pts.size()));
+  best.sigma = std::sqrt(best_err / static_cast<double>(n));
   return best;
 }
 

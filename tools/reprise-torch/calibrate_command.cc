@@ -49,7 +49,13 @@ std::vector<OpSample> samples_from_replays(const std::vector<std::string>& files
   for (const std::string& f : files) {
     for (const OpTimes& ot : read_op_times(f)) {
       if (ot.trace.empty()) throw UserError(f + ": the results do not name their trace");
-      TraceSet set = load_traces({ot.trace});
+      // The trace as the replay named it: relative to where it ran, else to the results file's folder.
+      std::string trace = ot.trace;
+      const std::filesystem::path beside = std::filesystem::path(f).parent_path() / trace;
+      if (!std::filesystem::exists(trace) && std::filesystem::path(trace).is_relative() &&
+          std::filesystem::exists(beside))
+        trace = beside.string();
+      TraceSet set = load_traces({trace});
       const Trace* t = nullptr;
       for (const Trace& x : set.ranks)
         if (x.rank == ot.rank || set.ranks.size() == 1) t = &x;
