@@ -36,8 +36,10 @@ void RateIndex::build(const std::vector<OpSample>& samples, const std::vector<do
     const OpSample& s = samples[i];
     const double work = work_measure(s);
     if (work <= 0 || s.seconds <= 0) continue;
-    // Floor the device share at a tenth of the call: an overhead fitted slightly high must not make rates explode.
-    const double busy = std::max(s.seconds - overhead_of[i], 0.1 * s.seconds);
+    // A call less than a tenth of which is work says little about the rate, and an overhead fitted slightly high
+    // would make its rate explode: it is left out, and the op's other sizes (or its family) give the rate there.
+    const double busy = s.seconds - overhead_of[i];
+    if (busy < 0.1 * s.seconds) continue;
     Point p{log_key(s.key), std::log(work / busy), i};
     const std::string fam = family_name(s.family);
     for (const std::string& g : {group_key(s.op, s.dtype), group_key(s.op, ""), group_key(fam, s.dtype), fam})
