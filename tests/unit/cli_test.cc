@@ -311,7 +311,7 @@ TEST(Cli, GenerateInspectVerifyReplayABundle) {
 // predict on a synthetic trace and a shipped cluster; a missing --cluster or a malformed cluster file is one line,
 // exit 2, the file's place named.
 TEST(Cli, PredictASynthTraceOnAShippedCluster) {
-  const std::string dir = reprise::test::temp_dir();
+  const std::string dir = reprise::test::test_dir();
   ASSERT_EQ(run("synth --out " + dir + "/s.json.gz --world-size 2 --iterations 2 --layers 2").status, 0);
   const std::string cluster = std::string(REPRISE_SOURCE_DIR) + "/clusters/cpu-2core-example.yaml";
   Result p = run("predict " + dir + "/s.json.gz --cluster " + cluster + " --out " + dir + "/p.json -q");
@@ -344,7 +344,7 @@ TEST(Cli, PredictASynthTraceOnAShippedCluster) {
 #ifdef REPRISE_HAVE_REPLAY
 // calibrate: the memory family's quick sweep, one pass, writes a calibration read_calibration accepts.
 TEST(Cli, CalibrateQuickMemorySweep) {
-  const std::string dir = reprise::test::temp_dir();
+  const std::string dir = reprise::test::test_dir();
   Result c = run("calibrate --quick --passes 1 --family memory --out " + dir + "/c.json -q");
   ASSERT_EQ(c.status, 0) << c.out;
   const reprise::predict::Calibration cal = reprise::predict::read_calibration(dir + "/c.json");

@@ -230,7 +230,7 @@ TEST(CalibrationFile, RoundTrips) {
   c.torch_version = "2.5.0";
   c.threads = 2;
   c.collectives.push_back(fit_collective(sweep_points(0, 1), kFactor));
-  const std::string path = test::temp_dir() + "/c.json";
+  const std::string path = test::test_dir() + "/c.json";
   write_calibration(c, path);
   const Calibration r = read_calibration(path);
   EXPECT_EQ(r.source, c.source);
@@ -265,7 +265,7 @@ TEST(CalibrationFile, RoundTrips) {
 }
 
 TEST(CalibrationFile, WrongFilesNameTheFileAndThePlace) {
-  const std::string dir = test::temp_dir();
+  const std::string dir = test::test_dir();
   const std::string not_json = test::write_file(dir + "/a.json", "{\"format\": ");
   EXPECT_NE(user_error([&] { read_calibration(not_json); }).find(not_json + ": not JSON"), std::string::npos);
   const std::string other = test::write_file(dir + "/b.json", R"({"format": "reprise-prediction/1"})");
@@ -289,7 +289,7 @@ TEST(CalibrationFile, WrongFilesNameTheFileAndThePlace) {
 }
 
 TEST(OpTimesFile, ReadsSingleRankAndMergedResults) {
-  const std::string dir = test::temp_dir();
+  const std::string dir = test::test_dir();
   const std::string one = test::write_file(dir + "/one.json", R"({"reprise_replay": 1, "trace": "t.json", "rank": 0,
     "op_times": {"node_ids": [5, 7, 5], "seconds": [1e-6, 2e-6, 3e-6]}})");
   const std::vector<OpTimes> a = read_op_times(one);
@@ -318,7 +318,7 @@ TEST(OpTimesFile, ReadsSingleRankAndMergedResults) {
 }
 
 TEST(OpTimesFile, ResultsWithoutOpTimesOrOfAnotherKindAreRefused) {
-  const std::string dir = test::temp_dir();
+  const std::string dir = test::test_dir();
   const std::string none = test::write_file(dir + "/none.json", R"({"reprise_replay": 1, "trace": "t.json"})");
   EXPECT_NE(user_error([&] { read_op_times(none); }).find(none + ": no op_times"), std::string::npos);
   const std::string other = test::write_file(dir + "/other.json", R"({"format": "reprise-calibration/1"})");
@@ -334,7 +334,7 @@ TEST(OpTimesFile, ResultsWithoutOpTimesOrOfAnotherKindAreRefused) {
 }
 
 TEST(CommSweepFile, ReadsRowsAndRefusesOtherFiles) {
-  const std::string dir = test::temp_dir();
+  const std::string dir = test::test_dir();
   const std::string sweep = test::write_file(dir + "/ar.json", R"({"op": "all_reduce", "dtype": "float",
     "backend": "mpi", "world_size": 4, "busbw_factor": 1.5, "rows": [
     {"bytes": 8, "count": 2, "time_us": 3.5, "algbw_gbps": 0, "busbw_gbps": 0, "wrong": 0},

@@ -58,7 +58,7 @@ SyntheticSpec mlp(int world_size, int rank) {
 
 // A folder with rank-N.et.json.gz for every rank of a synthetic job.
 std::string rank_folder(int world_size) {
-  const std::string dir = test::temp_dir() + "/job";
+  const std::string dir = test::test_dir() + "/job";
   std::filesystem::create_directories(dir);
   for (int r = 0; r < world_size; ++r)
     write_et(synthetic_trace(mlp(world_size, r)), dir + "/rank-" + std::to_string(r) + ".et.json.gz");
@@ -150,7 +150,7 @@ json op_times_of(const Trace& t, int rank, double& step_sum) {
 }
 
 TEST(Predict, MeasuredOpTimesMakeAOneRankPredictionExact) {
-  const std::string dir = test::temp_dir();
+  const std::string dir = test::test_dir();
   const Trace t = synthetic_trace(mlp(1, 0));
   write_et(t, dir + "/one.et.json.gz");
   double sum = 0;
@@ -177,7 +177,7 @@ TEST(Predict, MeasuredOpTimesOfTwoRanksAddTheModeledCollectives) {
   double sums[2];
   for (int r = 0; r < 2; ++r) results["ranks"].push_back(op_times_of(synthetic_trace(mlp(2, r)), r, sums[r]));
   PredictOptions o = cpu_options();
-  o.op_times_files = {test::write_file(test::temp_dir() + "/r.json", results.dump())};
+  o.op_times_files = {test::write_file(test::test_dir() + "/r.json", results.dump())};
   const Prediction p = predict(dir, o);
   ASSERT_EQ(p.ranks.size(), 2u);
   // Rank 1's ops are slower; every all_reduce waits for it, so both ranks end each step together.
@@ -197,7 +197,7 @@ TEST(Predict, MeasuredOpTimesOfTwoRanksAddTheModeledCollectives) {
 }
 
 TEST(Predict, ASingleTraceOfATwoRankJobPredictsBothRanks) {
-  const std::string dir = test::temp_dir();
+  const std::string dir = test::test_dir();
   write_et(synthetic_trace(mlp(2, 0)), dir + "/solo.et.json.gz");
   const Prediction p = predict(dir + "/solo.et.json.gz", cpu_options());
   EXPECT_EQ(p.world_size, 2);
@@ -239,7 +239,7 @@ TEST(Predict, JsonAndTimelineHoldWhatTheDocsList) {
 }
 
 TEST(Predict, UnreadableInputsNameTheFile) {
-  const std::string dir = test::temp_dir();
+  const std::string dir = test::test_dir();
   const std::string missing = dir + "/nope.et.json";
   EXPECT_NE(user_error([&] { predict(missing, cpu_options()); }).find(missing), std::string::npos);
 
