@@ -360,33 +360,50 @@ TEST(CommSweepFile, ReadsRowsAndRefusesOtherFiles) {
 // ---- The microbenchmark sweep ---------------------------------------------------------------------------------
 
 TEST(CalibrationSweep, EveryOpHasAFamilyModelAndWork) {
+  for (bool quick : {true, false})
+    for (const auto& [dtype, c10] :
+         {std::pair<std::string, std::string>{"float", "Float"}, {"c10::BFloat16", "BFloat16"}}) {
+      SweepOptions o;
+      o.quick = quick;
+      o.dtype = dtype;
+      const Trace tr = calibration_sweep(o);
+      const std::string where = std::string(quick ? "quick " : "full ") + dtype + ": ";
+      std::set<std::string> families;
+      std::vector<std::pair<uint32_t, double>> measured;
+      for (uint32_t i = 0; i < tr.nodes.size(); ++i) {
+        if (tr.nodes[i].kind != NodeKind::Operator) continue;
+        const OpWork w = op_work(tr, i);
+        const std::string name = where + std::string(tr.name(tr.nodes[i]));
+        EXPECT_NE(w.family, OpFamily::Unmodeled) << name;
+        EXPECT_TRUE(w.by_name) << name;
+        EXPECT_GT(w.flops + w.bytes, 0) << name;
+        EXPECT_EQ(w.dtype, c10) << name;
+        families.insert(family_name(w.family));
+        measured.emplace_back(i, 1e-5);
+      }
+      EXPECT_GT(measured.size(), quick ? 50u : 300u) << where;
+      for (const std::string& f : sweep_families()) EXPECT_TRUE(families.count(f)) << where << f;
+      EXPECT_EQ(profiler_steps(tr).size(), 1u) << where;
+      // Every op measured gives a sample of its family.
+      const std::vector<OpSample> samples = samples_from_trace(tr, measured);
+      ASSERT_EQ(samples.size(), measured.size()) << where;
+      for (size_t k = 0; k < samples.size(); ++k)
+        EXPECT_EQ(samples[k].family, op_work(tr, measured[k].first).family) << where << samples[k].op;
+    }
+}
+
+TEST(CalibrationSweep, OneFamilyHoldsOnlyThatFamilysOps) {
   SweepOptions o;
   o.quick = true;
-  const Trace tr = calibration_sweep(o);
-  std::set<std::string> families;
-  int ops = 0;
-  for (uint32_t i = 0; i < tr.nodes.size(); ++i) {
-    if (tr.nodes[i].kind != NodeKind::Operator) continue;
-    ++ops;
-    const OpWork w = op_work(tr, i);
-    const std::string name(tr.name(tr.nodes[i]));
-    EXPECT_NE(w.family, OpFamily::Unmodeled) << name;
-    EXPECT_TRUE(w.by_name) << name;
-    EXPECT_GT(w.flops + w.bytes, 0) << name;
-    EXPECT_FALSE(w.dtype.empty()) << name;
-    families.insert(family_name(w.family));
-  }
-  EXPECT_GT(ops, 50);
-  for (const std::string& f : sweep_families()) EXPECT_TRUE(families.count(f)) << f;
-  EXPECT_EQ(profiler_steps(tr).size(), 1u);
-
-  // One family alone holds only that family's ops.
   o.families = {"memory"};
   const Trace mem = calibration_sweep(o);
+  int ops = 0;
   for (uint32_t i = 0; i < mem.nodes.size(); ++i) {
     if (mem.nodes[i].kind != NodeKind::Operator) continue;
+    ++ops;
     EXPECT_EQ(op_work(mem, i).family, OpFamily::Memory) << mem.name(mem.nodes[i]);
   }
+  EXPECT_GT(ops, 0);
 }
 
 }  // namespace
