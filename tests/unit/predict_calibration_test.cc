@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <set>
 #include <string>
@@ -214,6 +217,103 @@ TEST(FitCalibration, CostModelPredictsSizesItDidNotMeasure) {
   // Without the calibration the cluster's figures time it: op_overhead + FLOPs / (peak x efficiency).
   const OpCost bare = CostModel(cluster).op(tr, mm);
   EXPECT_NEAR(bare.host, 1e-6 + 2.0 * 384 * 200 * 300 / (100e9 * 0.7), 1e-15);
+}
+
+TEST(FitCalibration, AnOpItDidNotMeasureTakesItsFamilysRate) {
+  const Calibration cal = known_calibration();
+  const CostModel m(parse_cluster(kCpu, "<test>"), &cal);
+  Ops x;
+  x.b.op("aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+         {x.t({200}), x.t({384, 300}), x.t({300, 200}), x.b.integer(1), x.b.integer(1)}, {x.t({384, 200})});
+  const Trace tr = x.b.finish();
+  const OpCost c = m.op(tr, static_cast<uint32_t>(tr.nodes.size() - 1));
+  ASSERT_EQ(c.work.family, OpFamily::Gemm);
+  EXPECT_TRUE(c.modeled);
+  // mm's rate (the gemm family's only op) and the median overhead of the ops measured.
+  EXPECT_NEAR(c.host, cal.default_overhead + c.work.flops / 50e9, 1e-6 * c.host);
+}
+
+TEST(FitCalibration, OverheadsStayBetweenZeroAndTheFastestCall) {
+  Ops x;
+  for (int64_t s : {256, 512, 1024}) x.mm(s, s, s);
+  x.add(512, 512);  // one size only
+  const Trace tr = x.b.finish();
+  std::vector<std::pair<uint32_t, double>> measured;
+  for (uint32_t i = 0; i < tr.nodes.size(); ++i) {
+    if (tr.nodes[i].kind != NodeKind::Operator) continue;
+    const OpWork w = op_work(tr, i);
+    // mm: a line through -1 us (a fit below zero); add: 40 us for its one size.
+    measured.emplace_back(i, w.family == OpFamily::Gemm ? w.flops / 50e9 - 1e-6 : 40e-6);
+  }
+  const Calibration c = fit_calibration(samples_from_trace(tr, measured));
+  EXPECT_EQ(c.overheads.at("aten::mm"), 0);
+  // One size says nothing of the intercept: the median of the other ops' overheads, at most its own time.
+  EXPECT_EQ(c.overheads.at("aten::add"), 0);
+  EXPECT_EQ(c.default_overhead, 0);
+
+  Ops y;
+  y.add(64, 64);
+  y.add(128, 128);
+  y.add(256, 256);
+  y.b.op("aten::relu(Tensor self) -> Tensor", {y.t({4096, 4096})}, {y.t({4096, 4096})});
+  const Trace tr2 = y.b.finish();
+  std::vector<std::pair<uint32_t, double>> m2;
+  for (uint32_t i = 0; i < tr2.nodes.size(); ++i) {
+    if (tr2.nodes[i].kind != NodeKind::Operator) continue;
+    const OpWork w = op_work(tr2, i);
+    m2.emplace_back(i, tr2.name(tr2.nodes[i]) == "aten::relu" ? 2e-6 : add_truth(w));
+  }
+  const Calibration c2 = fit_calibration(samples_from_trace(tr2, m2));
+  EXPECT_NEAR(c2.overheads.at("aten::add"), 3e-6, 1e-12);
+  EXPECT_EQ(c2.overheads.at("aten::relu"), 2e-6);  // the median (3 us) is more than its fastest call
+}
+
+TEST(MeasuredCluster, CarriesTheAchievedRatesAndReadsBackAsYaml) {
+  Calibration cal = known_calibration();
+  cal.source = "microbenchmarks";
+  cal.device = "cpu";
+  cal.machine = "test machine";
+  const Cluster k = measured_cluster(cal, "measured", 2);
+  EXPECT_EQ(k.device.kind, "cpu");
+  EXPECT_NEAR(k.device.peak_flops("Float", true), 50e9, 1e-6 * 50e9);
+  EXPECT_NEAR(k.device.memory_bandwidth, 10e9, 1e-6 * 10e9);
+  EXPECT_EQ(k.device.op_overhead, cal.default_overhead);
+  EXPECT_EQ(k.devices(), 2);
+  ASSERT_EQ(k.levels.size(), 1u);
+  EXPECT_NE(k.description.find("estimated"), std::string::npos);  // no collective sweeps
+  const Cluster back = parse_cluster(cluster_yaml(k), "<measured>");
+  EXPECT_EQ(back.device.peak_flops("Float", false), k.device.peak_flops("Float", false));
+  EXPECT_EQ(back.device.memory_bandwidth, k.device.memory_bandwidth);
+  EXPECT_EQ(back.device.op_overhead, k.device.op_overhead);
+  EXPECT_EQ(back.levels[0].bandwidth, k.levels[0].bandwidth);
+  // Timed by that description alone (efficiencies 1), a GEMM takes the overhead and the rate measured.
+  Ops x;
+  x.mm(384, 200, 300);
+  const Trace tr = x.b.finish();
+  const OpCost c = CostModel(back).op(tr, static_cast<uint32_t>(tr.nodes.size() - 1));
+  EXPECT_NEAR(c.host, cal.default_overhead + 2.0 * 384 * 200 * 300 / 50e9, 1e-6 * c.host);
+
+  cal.collectives.push_back(fit_collective(sweep_points(0, 1), kFactor));
+  const Cluster linked = measured_cluster(cal, "measured", 4);
+  EXPECT_NEAR(linked.levels[0].bandwidth, 20e9, 0.03 * 20e9);
+  EXPECT_NEAR(linked.levels[0].latency, 5e-6, 0.03 * 5e-6);
+  EXPECT_EQ(linked.description.find("estimated"), std::string::npos);
+}
+
+TEST(MeasuredCluster, TheTableNamesEachFamilyAndCurve) {
+  Calibration cal = known_calibration();
+  cal.collectives.push_back(fit_collective(sweep_points(0, 1), kFactor));
+  const std::string path = test::test_dir() + "/table.txt";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  print_calibration(f, cal);
+  std::fclose(f);
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("gemm"), std::string::npos) << text;
+  EXPECT_NE(text.find("50.0 GFLOP/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("10.00 GB/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("all_reduce"), std::string::npos) << text;
 }
 
 TEST(FitCalibration, NothingToFitIsAUserError) {
