@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -194,6 +195,61 @@ TEST(Predict, MeasuredOpTimesOfTwoRanksAddTheModeledCollectives) {
   const double want = sums[1] + static_cast<double>(ops.comm.size()) * 2e-6 + colls;
   EXPECT_NEAR(p.ranks[1].seconds, want, 1e-9 * want);
   EXPECT_NEAR(p.seconds, want, 1e-9 * want);
+}
+
+// Every op of this trace is timed by an uncalibrated model (sigma 0.3): the bounds are the time scaled by
+// exp(-+z 0.3), z the normal quantile of the two-sided confidence.
+TEST(Predict, TheIntervalIsTheModelsSpreadAtTheConfidence) {
+  TraceBuilder b("interval");
+  b.roots();
+  b.set_parent(b.annotation("ProfilerStep#3"));
+  auto t = [&](std::vector<int64_t> shape) {
+    TensorSpec s;
+    s.id = b.next_id();
+    s.storage_id = s.id;
+    s.shape = std::move(shape);
+    return b.tensor(s);
+  };
+  b.op("aten::mm(Tensor self, Tensor mat2) -> Tensor", {t({64, 128}), t({128, 32})}, {t({64, 32})});
+  b.op("aten::relu(Tensor self) -> Tensor", {t({64, 32})}, {t({64, 32})});
+  const std::string path = test::test_dir() + "/interval.et.json";
+  write_et(b.finish(), path);
+  for (const auto& [confidence, z] : {std::pair<double, double>{0.9, 1.6448536269514722}, {0.5, 0.6744897501960817}}) {
+    PredictOptions o = cpu_options();
+    o.confidence = confidence;
+    const Prediction p = predict(path, o);
+    EXPECT_EQ(p.steps, std::vector<std::string>{"ProfilerStep#3"});
+    EXPECT_EQ(p.modeled, 2);
+    EXPECT_NEAR(p.hi / p.seconds, std::exp(z * 0.3), 1e-9) << confidence;
+    EXPECT_NEAR(p.lo / p.seconds, std::exp(-z * 0.3), 1e-9) << confidence;
+    // By hand: 2 us overhead each, mm at 100 GFLOP/s x 0.7, relu's 16 KiB at 20 GB/s x 0.8.
+    const double want = 2e-6 + 2.0 * 64 * 128 * 32 / (100e9 * 0.7) + 2e-6 + 2.0 * 4 * 64 * 32 / (20e9 * 0.8);
+    EXPECT_NEAR(p.seconds, want, 1e-12 * want);
+  }
+}
+
+TEST(Predict, AllStepsAreAveragedAndCountedPerIteration) {
+  const std::string path = test::test_dir() + "/two-steps.et.json.gz";
+  SyntheticSpec s = mlp(2, 0);
+  s.iterations = 3;
+  write_et(synthetic_trace(s), path);
+  const Prediction one = predict(path, cpu_options());
+  PredictOptions o = cpu_options();
+  o.all_steps = true;
+  const Prediction all = predict(path, o);
+  EXPECT_EQ(all.steps, (std::vector<std::string>{"ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"}));
+  EXPECT_NEAR(all.seconds, one.seconds, 1e-9 * one.seconds);  // the steps are alike
+  EXPECT_EQ(all.ops, kOpsPerStep);
+  EXPECT_EQ(all.modeled, one.modeled);
+  EXPECT_EQ(all.families.at("gemm").count, 12);
+  EXPECT_NEAR(all.families.at("gemm").seconds, one.families.at("gemm").seconds, 1e-9 * one.families.at("gemm").seconds);
+  ASSERT_EQ(all.ranks[0].sim.step_seconds.size(), 3u);
+
+  o.all_steps = false;
+  o.steps = {2, 1};
+  const Prediction picked = predict(path, o);
+  EXPECT_EQ(picked.steps, (std::vector<std::string>{"ProfilerStep#2", "ProfilerStep#1"}));
+  EXPECT_EQ(picked.ops, kOpsPerStep);
 }
 
 TEST(Predict, ASingleTraceOfATwoRankJobPredictsBothRanks) {
