@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "reprise/common/error.h"
+#include "reprise/generators/generate.h"
 #include "reprise/predict/cost_model.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/write.h"
@@ -261,6 +262,29 @@ TEST(Predict, ASingleTraceOfATwoRankJobPredictsBothRanks) {
   EXPECT_EQ(p.programs, 1);   // both ranks run the one trace
   EXPECT_EQ(p.name, "solo");  // the file name without .et.json.gz
   EXPECT_DOUBLE_EQ(p.ranks[0].seconds, p.ranks[1].seconds);
+}
+
+TEST(Predict, ABundleIsItsWorldAndItsRolesShareAProgram) {
+  const std::string job = rank_folder(2);
+  gen::GenerateOptions g;
+  g.out = test::test_dir() + "/as-is";
+  gen::generate_from_trace(job, g);
+  const Prediction traces = predict(job, cpu_options()), bundle = predict(g.out, cpu_options());
+  EXPECT_EQ(bundle.world_size, 2);
+  EXPECT_EQ(bundle.programs, 1);  // data-parallel ranks: one role
+  EXPECT_DOUBLE_EQ(bundle.seconds, traces.seconds);
+  EXPECT_EQ(bundle.ops, traces.ops);
+
+  // Scaled to 64 ranks: every rank predicted, each all_reduce over 64 takes 2 x 63 latency steps.
+  g.out = test::test_dir() + "/x64";
+  const std::string config = "source: " + job + "\ntransforms:\n  - scale: {world_size: 64}\n";
+  gen::generate_from_config(test::write_file(test::test_dir() + "/x64.yaml", config), g);
+  const Prediction big = predict(g.out, cpu_options());
+  EXPECT_EQ(big.world_size, 64);
+  ASSERT_EQ(big.ranks.size(), 64u);
+  EXPECT_EQ(big.programs, 1);
+  EXPECT_GT(big.seconds, traces.seconds);
+  for (const RankPrediction& r : big.ranks) EXPECT_NEAR(r.seconds, big.seconds, 1e-9 * big.seconds) << r.rank;
 }
 
 TEST(Predict, JsonAndTimelineHoldWhatTheDocsList) {
