@@ -229,6 +229,44 @@ TEST(Predict, TheIntervalIsTheModelsSpreadAtTheConfidence) {
   }
 }
 
+// On a GPU the host launches and the stream runs: GEMMs long enough queue their kernels back to back after the first
+// launch; tiny ops leave the stream idle and the host's overheads add up.
+TEST(Predict, OnAGpuKernelsQueueBehindTheirLaunches) {
+  auto trace = [](const std::string& name, int ops, int64_t n) {
+    TraceBuilder b(name);
+    b.roots();
+    b.set_parent(b.annotation("ProfilerStep#0"));
+    auto t = [&](std::vector<int64_t> shape) {
+      TensorSpec s;
+      s.id = b.next_id();
+      s.storage_id = s.id;
+      s.dtype = "c10::BFloat16";
+      s.itemsize = 2;
+      s.device = "cuda:0";
+      s.shape = std::move(shape);
+      return b.tensor(s);
+    };
+    for (int k = 0; k < ops; ++k)
+      b.op("aten::mm(Tensor self, Tensor mat2) -> Tensor", {t({n, n}), t({n, n})}, {t({n, n})});
+    const std::string path = test::test_dir() + "/" + name + ".et.json";
+    write_et(b.finish(), path);
+    return path;
+  };
+  PredictOptions o;
+  o.cluster = load_cluster(std::string(REPRISE_SOURCE_DIR) + "/clusters/h100-sxm-8.yaml");
+  const double host = 8e-6 + 4e-6;  // op overhead + launch
+  const double big = 2.0 * 4096 * 4096 * 4096 / (989e12 * 0.7);
+  const Prediction device_bound = predict(trace("big", 3, 4096), o);
+  EXPECT_NEAR(device_bound.seconds, host + 3 * big, 1e-9 * device_bound.seconds);
+  EXPECT_NEAR(device_bound.ranks[0].sim.compute_busy, 3 * big, 1e-9 * big);
+  EXPECT_NEAR(device_bound.ranks[0].sim.host_busy, 3 * host, 1e-9 * host);
+
+  const double small = std::max(2.0 * 8 * 8 * 8 / (989e12 * 0.7), 3.0 * 2 * 8 * 8 / 3.35e12) / 0.7;
+  const Prediction host_bound = predict(trace("small", 5, 8), o);
+  EXPECT_GT(host, small);
+  EXPECT_NEAR(host_bound.seconds, 5 * host + small, 1e-9 * host_bound.seconds);
+}
+
 TEST(Predict, AllStepsAreAveragedAndCountedPerIteration) {
   const std::string path = test::test_dir() + "/two-steps.et.json.gz";
   SyntheticSpec s = mlp(2, 0);
