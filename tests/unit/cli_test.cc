@@ -339,6 +339,19 @@ TEST(Cli, PredictASynthTraceOnAShippedCluster) {
   Result missing = run("predict " + dir + "/nope.json --cluster " + cluster);
   EXPECT_EQ(missing.status, 2) << missing.out;
   EXPECT_NE(missing.out.find(dir + "/nope.json"), std::string::npos) << missing.out;
+
+  // A calibration or op-times file of the wrong kind, an impossible confidence: one line each, naming what.
+  const std::string other = reprise::test::write_file(dir + "/other.json", "{\"format\": \"something-else/1\"}\n");
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--calibration " + other, other + ": not a Reprise calibration"},
+           {"--op-times " + other, other + ": not a reprise replay results file"},
+           {"--confidence 1.5", "--confidence"}}) {
+    Result e = run("predict " + dir + "/s.json.gz --cluster " + cluster + " " + args + " --out " + dir + "/never.json");
+    EXPECT_EQ(e.status, 2) << args << ": " << e.out;
+    EXPECT_EQ(std::count(e.out.begin(), e.out.end(), '\n'), 1) << args << ": " << e.out;
+    EXPECT_NE(e.out.find(says), std::string::npos) << args << ": " << e.out;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/never.json")) << args;
+  }
 }
 
 #ifdef REPRISE_HAVE_REPLAY
