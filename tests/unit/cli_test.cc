@@ -370,11 +370,48 @@ TEST(Cli, CalibrateQuickMemorySweep) {
   EXPECT_TRUE(cal.overheads.count("aten::add"));
   EXPECT_TRUE(cal.sigma.count("memory"));
 
+  // The calibration times the predictions it is given to.
+  const std::string cluster = std::string(REPRISE_SOURCE_DIR) + "/clusters/cpu-2core-example.yaml";
+  ASSERT_EQ(
+      run("synth --out " + dir + "/s.json.gz --world-size 1 --iterations 2 --layers 2 --hidden 32 --batch 8").status,
+      0);
+  Result p = run("predict " + dir + "/s.json.gz --cluster " + cluster + " --calibration " + dir + "/c.json --out " +
+                 dir + "/p.json -q");
+  ASSERT_EQ(p.status, 0) << p.out;
+  auto pj = nlohmann::json::parse(std::ifstream(dir + "/p.json"));
+  EXPECT_EQ(pj["calibration"], dir + "/c.json");
+  EXPECT_GT(pj["iteration_seconds"].get<double>(), 0);
+
   Result t = run("calibrate --threads 0 --out " + dir + "/t.json");
   EXPECT_EQ(t.status, 2) << t.out;
   EXPECT_EQ(std::count(t.out.begin(), t.out.end(), '\n'), 1) << t.out;
   EXPECT_NE(t.out.find("--threads"), std::string::npos) << t.out;
   EXPECT_FALSE(std::filesystem::exists(dir + "/t.json"));
+}
+
+// A replay's per-op times feed predict (--op-times: every op measured) and calibrate (--from-replay).
+TEST(Cli, ReplayPerOpTimesFeedPredictAndCalibrate) {
+  const std::string dir = reprise::test::test_dir();
+  const std::string cluster = std::string(REPRISE_SOURCE_DIR) + "/clusters/cpu-2core-example.yaml";
+  ASSERT_EQ(
+      run("synth --out " + dir + "/s.json.gz --world-size 1 --iterations 2 --layers 2 --hidden 32 --batch 8").status,
+      0);
+  Result r =
+      run("replay " + dir + "/s.json.gz --device cpu --iterations 1 --warmup 0 --per-op --out " + dir + "/r.json -q");
+  ASSERT_EQ(r.status, 0) << r.out;
+  Result p = run("predict " + dir + "/s.json.gz --cluster " + cluster + " --op-times " + dir + "/r.json --out " + dir +
+                 "/p.json -q");
+  ASSERT_EQ(p.status, 0) << p.out;
+  auto pj = nlohmann::json::parse(std::ifstream(dir + "/p.json"));
+  const int64_t ops = pj["coverage"]["ops"], measured = pj["coverage"]["measured"];
+  // Every op but the all_reduce calls (a c10d call is timed by the collective model) was measured.
+  EXPECT_EQ(measured, ops - 2) << pj["coverage"].dump();
+
+  Result c = run("calibrate --from-replay " + dir + "/r.json --out " + dir + "/c.json -q");
+  ASSERT_EQ(c.status, 0) << c.out;
+  const reprise::predict::Calibration cal = reprise::predict::read_calibration(dir + "/c.json");
+  EXPECT_FALSE(cal.samples.empty());
+  EXPECT_NE(cal.source.find(dir + "/r.json"), std::string::npos) << cal.source;
 }
 #endif
 
