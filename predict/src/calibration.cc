@@ -164,31 +164,39 @@ CollectiveCurve fit_collective(const std::vector<CommPoint>& points, double fact
   c.group = pts.front().group;
   c.level = pts.front().level;
   c.points = static_cast<int>(pts.size());
-  const size_t n = pts.size();
-  // Latency: the median time of the smallest sizes (up to three), where the bytes are nothing.
-  std::vector<double> small;
-  for (size_t k = 0; k < std::min<size_t>(3, n); ++k) small.push_back(pts[k].seconds);
-  c.latency = median(small);
-  // Saturated bus bandwidth: the median over the largest sizes (up to three) whose time is mostly transfer; a sweep
-  // with none such (all latency) gets the bandwidth its largest size shows.
-  std::vector<double> busbw;
-  for (size_t k = n; k-- > 0 && busbw.size() < 3;) {
-    const double transfer = pts[k].seconds - c.latency;
-    if (transfer > 0.5 * pts[k].seconds) busbw.push_back(pts[k].bytes * factor / transfer);
-  }
-  c.bandwidth = busbw.empty() ? pts.back().bytes * std::max(factor, 1e-9) / pts.back().seconds : median(busbw);
-  // The turning point and the width of the sigmoid by grid search on the squared log error.
+  // The step through the smallest and the largest point: the answer for one point, the candidate to beat for more.
+  c.latency = pts.front().seconds;
+  c.bandwidth = pts.back().bytes * factor / std::max(pts.back().seconds - c.latency, 1e-12);
+  if (pts.size() < 2) return c;
+  // For each turning point and width on a grid (and the step: no sigmoid), t = latency + x / bandwidth is linear in
+  // latency and 1 / bandwidth, so those two are least squares on the relative error; the candidate with the lowest
+  // squared log error wins. Points just above the smallest size give no bandwidth of their own (their time is
+  // mostly latency, and noise puts some below it), so the curve is fitted to all points at once.
   const double lo = std::log2(std::max(pts.front().bytes, 1.0)), hi = std::log2(std::max(pts.back().bytes, 1.0));
+  std::vector<std::pair<double, double>> grid{{0, 0}};  // (mid, width)
+  for (double width : {0.25, 0.5, 1.0, 1.5, 2.0, 3.0})
+    for (double mid = lo - 2; mid <= hi + 2; mid += 0.25) grid.emplace_back(mid, width);
   CollectiveCurve best = c;
   double best_err = curve_log_error(c, pts, factor);
-  for (double width : {0.25, 0.5, 1.0, 1.5, 2.0, 3.0})
-    for (double mid = lo - 2; mid <= hi + 2; mid += 0.25) {
-      CollectiveCurve t = c;
-      t.mid = mid, t.width = width;
-      const double e = curve_log_error(t, pts, factor);
-      if (e < best_err) best = t, best_err = e;
+  for (const auto& [mid, width] : grid) {
+    CollectiveCurve t = c;
+    t.mid = mid, t.width = width, t.latency = 0, t.bandwidth = 1;
+    // Rows (1 / s_i, x_i / s_i) against 1, x_i the transfer time at unit bandwidth.
+    double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
+    for (const CommPoint& p : pts) {
+      const double r1 = 1 / p.seconds, r2 = t.seconds(p.bytes, factor) / p.seconds;
+      a11 += r1 * r1, a12 += r1 * r2, a22 += r2 * r2, b1 += r1, b2 += r2;
     }
-  best.sigma = std::sqrt(best_err / static_cast<double>(n));
+    const double det = a11 * a22 - a12 * a12;
+    double latency = det > 0 ? (b1 * a22 - b2 * a12) / det : -1, inv_bw = det > 0 ? (a11 * b2 - a12 * b1) / det : 0;
+    if (latency < 0) latency = 0, inv_bw = a22 > 0 ? b2 / a22 : 0;
+    if (!(inv_bw > 0)) continue;
+    t.latency = latency;
+    t.bandwidth = 1 / inv_bw;
+    const double e = curve_log_error(t, pts, factor);
+    if (e < best_err) best = t, best_err = e;
+  }
+  best.sigma = std::sqrt(best_err / static_cast<double>(pts.size()));
   return best;
 }
 

@@ -140,9 +140,15 @@ BuiltProgram Builder::run() {
   b_.program.op_names.resize(t_.nodes.size());
   for (const SimOp& op : b_.program.ops)
     if (op.kind != SimOp::Kind::StepEnd) b_.program.op_names[op.node] = std::string(t_.name(t_.nodes[op.node]));
-  for (auto& [label, tot] : b_.per_op) tot.seconds /= static_cast<double>(steps.size());
-  for (auto& [label, tot] : b_.per_op)
-    tot.count = (tot.count + static_cast<int64_t>(steps.size()) - 1) / static_cast<int64_t>(steps.size());
+  // Totals per iteration, as the counts of coverage are too (rounded up: a step that holds an op counts it).
+  const int64_t n = static_cast<int64_t>(steps.size());
+  auto per_step = [n](int64_t& count) { count = (count + n - 1) / n; };
+  for (auto& [label, tot] : b_.per_op) {
+    tot.seconds /= static_cast<double>(n);
+    per_step(tot.count);
+  }
+  for (int64_t* count : {&b_.ops, &b_.modeled, &b_.fallback, &b_.measured}) per_step(*count);
+  for (auto& [op, count] : b_.unmodeled) per_step(count);
   return std::move(b_);
 }
 

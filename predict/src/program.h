@@ -26,6 +26,7 @@ struct BuiltProgram {
   std::vector<double> coll_sigma;          // per program collective
   std::vector<std::string> steps;          // step names
   std::map<std::string, OpTotals> per_op;  // by op label, per iteration
+  // Coverage, per iteration:
   int64_t ops = 0, modeled = 0, fallback = 0, measured = 0;
   std::map<std::string, int64_t> unmodeled;  // op -> count
 };

@@ -35,10 +35,11 @@ void RateIndex::build(const std::vector<OpSample>& samples, const std::vector<do
   for (size_t i = 0; i < samples.size(); ++i) {
     const OpSample& s = samples[i];
     const double work = work_measure(s);
-    // A call its overhead dominates says little of the rate (the difference of two close numbers): it only bounds
-    // it. Such sizes are timed by their overhead, and their rate comes from the sizes where the work shows.
-    if (work <= 0 || s.seconds <= 0 || s.seconds < 2 * overhead_of[i]) continue;
+    if (work <= 0 || s.seconds <= 0) continue;
+    // A call less than a tenth of which is work says little about the rate, and an overhead fitted slightly high
+    // would make its rate explode: it is left out, and the op's other sizes (or its family) give the rate there.
     const double busy = s.seconds - overhead_of[i];
+    if (busy < 0.1 * s.seconds) continue;
     Point p{log_key(s.key), std::log(work / busy), i};
     const std::string fam = family_name(s.family);
     for (const std::string& g : {group_key(s.op, s.dtype), group_key(s.op, ""), group_key(fam, s.dtype), fam})

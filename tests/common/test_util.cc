@@ -111,6 +111,13 @@ std::string temp_dir() {
   return *dir;
 }
 
+std::string test_dir() {
+  const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string dir = temp_dir() + "/" + t->test_suite_name() + "." + t->name();
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
 std::string write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
   f << text;

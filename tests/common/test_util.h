@@ -25,6 +25,8 @@ std::string model_difference(const Trace& a, const Trace& b);
 
 // A fresh temporary folder, removed at the end of the test program.
 std::string temp_dir();
+// A folder of the running test's own under temp_dir() (Suite.Test), created: file names other tests use too.
+std::string test_dir();
 
 std::string write_file(const std::string& path, const std::string& text);
 

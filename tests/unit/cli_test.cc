@@ -7,7 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 
+#include "reprise/common/error.h"
+#include "reprise/predict/calibration.h"
 #include "test_util.h"
 
 namespace {
@@ -30,8 +33,9 @@ Result run(const std::string& args) {
 
 TEST(Cli, HelpForEveryCommand) {
   EXPECT_EQ(run("--help").status, 0);
-  std::vector<std::string> commands = {"inspect", "convert", "synth", "validate"};
+  std::vector<std::string> commands = {"inspect", "convert", "synth", "predict", "validate"};
 #ifdef REPRISE_HAVE_REPLAY
+  commands.push_back("calibrate");
   commands.push_back("replay");
   commands.push_back("capture");
   commands.push_back("generate");
@@ -351,6 +355,113 @@ TEST(Cli, GenerateInspectVerifyReplayABundle) {
   EXPECT_NE(e.out.find("bad.yaml:3:25: world_size:"), std::string::npos) << e.out;
   EXPECT_FALSE(std::filesystem::exists(dir + "/never"));
   EXPECT_EQ(run("verify " + dir).status, 2) << "a folder that is no bundle";
+}
+#endif
+
+// predict on a synthetic trace and a shipped cluster; a missing --cluster or a malformed cluster file is one line,
+// exit 2, the file's place named.
+TEST(Cli, PredictASynthTraceOnAShippedCluster) {
+  const std::string dir = reprise::test::test_dir();
+  ASSERT_EQ(run("synth --out " + dir + "/s.json.gz --world-size 2 --iterations 2 --layers 2").status, 0);
+  const std::string cluster = std::string(REPRISE_SOURCE_DIR) + "/clusters/cpu-2core-example.yaml";
+  Result p = run("predict " + dir + "/s.json.gz --cluster " + cluster + " --out " + dir + "/p.json -q");
+  ASSERT_EQ(p.status, 0) << p.out;
+  auto j = nlohmann::json::parse(std::ifstream(dir + "/p.json"));
+  EXPECT_EQ(j["format"], "reprise-prediction/1");
+  EXPECT_EQ(j["world_size"], 2);
+  EXPECT_GT(j["iteration_seconds"].get<double>(), 0);
+  EXPECT_NE(p.out.find("prediction: " + dir + "/p.json"), std::string::npos) << p.out;
+
+  Result no_cluster = run("predict " + dir + "/s.json.gz");
+  EXPECT_EQ(no_cluster.status, 2);
+  EXPECT_EQ(std::count(no_cluster.out.begin(), no_cluster.out.end(), '\n'), 1) << no_cluster.out;
+  EXPECT_NE(no_cluster.out.find("--cluster is required"), std::string::npos) << no_cluster.out;
+
+  const std::string bad = reprise::test::write_file(dir + "/bad.yaml", "name: bad\ndevice:\n  kind: tpu\n");
+  Result b = run("predict " + dir + "/s.json.gz --cluster " + bad + " --out " + dir + "/never.json");
+  EXPECT_EQ(b.status, 2) << b.out;
+  EXPECT_EQ(std::count(b.out.begin(), b.out.end(), '\n'), 1) << b.out;
+  const size_t at = b.out.find(bad + ":");
+  ASSERT_NE(at, std::string::npos) << b.out;
+  EXPECT_TRUE(std::regex_search(b.out.substr(at + bad.size()), std::regex("^:[0-9]+:[0-9]+: "))) << b.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/never.json"));
+
+  Result missing = run("predict " + dir + "/nope.json --cluster " + cluster);
+  EXPECT_EQ(missing.status, 2) << missing.out;
+  EXPECT_NE(missing.out.find(dir + "/nope.json"), std::string::npos) << missing.out;
+
+  // A calibration or op-times file of the wrong kind, an impossible confidence: one line each, naming what.
+  const std::string other = reprise::test::write_file(dir + "/other.json", "{\"format\": \"something-else/1\"}\n");
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--calibration " + other, other + ": not a Reprise calibration"},
+           {"--op-times " + other, other + ": not a reprise replay results file"},
+           {"--confidence 1.5", "--confidence"}}) {
+    Result e = run("predict " + dir + "/s.json.gz --cluster " + cluster + " " + args + " --out " + dir + "/never.json");
+    EXPECT_EQ(e.status, 2) << args << ": " << e.out;
+    EXPECT_EQ(std::count(e.out.begin(), e.out.end(), '\n'), 1) << args << ": " << e.out;
+    EXPECT_NE(e.out.find(says), std::string::npos) << args << ": " << e.out;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/never.json")) << args;
+  }
+}
+
+#ifdef REPRISE_HAVE_REPLAY
+// calibrate: the memory family's quick sweep, one pass, writes a calibration read_calibration accepts.
+TEST(Cli, CalibrateQuickMemorySweep) {
+  const std::string dir = reprise::test::test_dir();
+  Result c = run("calibrate --quick --passes 1 --family memory --out " + dir + "/c.json -q");
+  ASSERT_EQ(c.status, 0) << c.out;
+  const reprise::predict::Calibration cal = reprise::predict::read_calibration(dir + "/c.json");
+  EXPECT_EQ(cal.device, "cpu");
+  EXPECT_FALSE(cal.samples.empty());
+  for (const reprise::predict::OpSample& s : cal.samples) {
+    EXPECT_EQ(s.family, reprise::predict::OpFamily::Memory) << s.op;
+    EXPECT_GT(s.seconds, 0) << s.op;
+  }
+  EXPECT_TRUE(cal.overheads.count("aten::add"));
+  EXPECT_TRUE(cal.sigma.count("memory"));
+
+  // The calibration times the predictions it is given to.
+  const std::string cluster = std::string(REPRISE_SOURCE_DIR) + "/clusters/cpu-2core-example.yaml";
+  ASSERT_EQ(
+      run("synth --out " + dir + "/s.json.gz --world-size 1 --iterations 2 --layers 2 --hidden 32 --batch 8").status,
+      0);
+  Result p = run("predict " + dir + "/s.json.gz --cluster " + cluster + " --calibration " + dir + "/c.json --out " +
+                 dir + "/p.json -q");
+  ASSERT_EQ(p.status, 0) << p.out;
+  auto pj = nlohmann::json::parse(std::ifstream(dir + "/p.json"));
+  EXPECT_EQ(pj["calibration"], dir + "/c.json");
+  EXPECT_GT(pj["iteration_seconds"].get<double>(), 0);
+
+  Result t = run("calibrate --threads 0 --out " + dir + "/t.json");
+  EXPECT_EQ(t.status, 2) << t.out;
+  EXPECT_EQ(std::count(t.out.begin(), t.out.end(), '\n'), 1) << t.out;
+  EXPECT_NE(t.out.find("--threads"), std::string::npos) << t.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/t.json"));
+}
+
+// A replay's per-op times feed predict (--op-times: every op measured) and calibrate (--from-replay).
+TEST(Cli, ReplayPerOpTimesFeedPredictAndCalibrate) {
+  const std::string dir = reprise::test::test_dir();
+  const std::string cluster = std::string(REPRISE_SOURCE_DIR) + "/clusters/cpu-2core-example.yaml";
+  ASSERT_EQ(
+      run("synth --out " + dir + "/s.json.gz --world-size 1 --iterations 2 --layers 2 --hidden 32 --batch 8").status,
+      0);
+  Result r =
+      run("replay " + dir + "/s.json.gz --device cpu --iterations 1 --warmup 0 --per-op --out " + dir + "/r.json -q");
+  ASSERT_EQ(r.status, 0) << r.out;
+  Result p = run("predict " + dir + "/s.json.gz --cluster " + cluster + " --op-times " + dir + "/r.json --out " + dir +
+                 "/p.json -q");
+  ASSERT_EQ(p.status, 0) << p.out;
+  auto pj = nlohmann::json::parse(std::ifstream(dir + "/p.json"));
+  const int64_t ops = pj["coverage"]["ops"], measured = pj["coverage"]["measured"];
+  // Every op but the all_reduce calls (a c10d call is timed by the collective model) was measured.
+  EXPECT_EQ(measured, ops - 2) << pj["coverage"].dump();
+
+  Result c = run("calibrate --from-replay " + dir + "/r.json --out " + dir + "/c.json -q");
+  ASSERT_EQ(c.status, 0) << c.out;
+  const reprise::predict::Calibration cal = reprise::predict::read_calibration(dir + "/c.json");
+  EXPECT_FALSE(cal.samples.empty());
+  EXPECT_NE(cal.source.find(dir + "/r.json"), std::string::npos) << cal.source;
 }
 #endif
 

@@ -1,0 +1,510 @@
+// Calibration: fits on synthetic measurements drawn from known parameters recover them; the calibration, replay
+// results and comms sweep files read back or are refused naming the file and the place.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "reprise/common/error.h"
+#include "reprise/predict/calibration.h"
+#include "reprise/predict/cluster.h"
+#include "reprise/predict/cost_model.h"
+#include "reprise/trace/builder.h"
+#include "test_util.h"
+
+namespace reprise::predict {
+namespace {
+
+// The message of the UserError `f` throws ("" when it throws none).
+template <typename F>
+std::string user_error(F&& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// ---- Collective curves ----------------------------------------------------------------------------------------
+
+// all_reduce over 4 ranks: nccl-tests' bus-bandwidth factor 2(n-1)/n.
+constexpr double kFactor = 2.0 * 3 / 4;
+
+// The curve the points are drawn from, written out: latency 5 us, 20 GB/s saturated, turning at 64 KiB (2^16).
+double true_seconds(double bytes) {
+  const double busbw = 20e9 / (1 + std::exp(-(std::log2(bytes) - 16) / 1.0));
+  return 5e-6 + bytes * kFactor / busbw;
+}
+
+std::vector<CommPoint> sweep_points(double noise, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-noise, noise);
+  std::vector<CommPoint> pts;
+  for (double bytes = 1024; bytes <= 256.0 * 1024 * 1024; bytes *= 2)
+    pts.push_back({"all_reduce", 4, "nvlink", bytes, true_seconds(bytes) * (1 + u(rng))});
+  return pts;
+}
+
+TEST(FitCollective, RecoversAKnownCurve) {
+  const CollectiveCurve c = fit_collective(sweep_points(0, 1), kFactor);
+  EXPECT_EQ(c.op, "all_reduce");
+  EXPECT_EQ(c.group, 4);
+  EXPECT_EQ(c.level, "nvlink");
+  EXPECT_EQ(c.points, 19);
+  EXPECT_NEAR(c.bandwidth, 20e9, 0.03 * 20e9);
+  EXPECT_LT(c.sigma, 0.02);
+  for (double bytes = 1024; bytes <= 256.0 * 1024 * 1024; bytes *= 2)
+    EXPECT_NEAR(c.seconds(bytes, kFactor) / true_seconds(bytes), 1.0, 0.03) << bytes << " bytes";
+}
+
+TEST(FitCollective, ToleratesThreePercentNoise) {
+  for (unsigned seed : {1u, 2u, 3u}) {
+    const CollectiveCurve c = fit_collective(sweep_points(0.03, seed), kFactor);
+    EXPECT_NEAR(c.bandwidth, 20e9, 0.1 * 20e9) << "seed " << seed;
+    EXPECT_LT(c.sigma, 0.05) << "seed " << seed;
+    for (double bytes = 1024; bytes <= 256.0 * 1024 * 1024; bytes *= 2)
+      EXPECT_NEAR(c.seconds(bytes, kFactor) / true_seconds(bytes), 1.0, 0.1) << bytes << " bytes, seed " << seed;
+  }
+}
+
+// reprise comms' default sweep starts at 8 bytes: the first sizes are nearly all latency, and noise puts some of them
+// below the smallest size's time. They must not pass for a huge bandwidth.
+TEST(FitCollective, ASweepFromEightBytesGivesTheLatencyAndTheBandwidth) {
+  auto truth = [](double bytes) {
+    return 5e-6 + bytes * kFactor / (20e9 / (1 + std::exp(-(std::log2(bytes) - 16) / 2.0)));
+  };
+  for (unsigned seed : {1u, 2u, 3u}) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> u(-0.03, 0.03);
+    std::vector<CommPoint> pts;
+    for (double bytes = 8; bytes <= 64.0 * 1024 * 1024; bytes *= 2)
+      pts.push_back({"all_reduce", 4, "", bytes, truth(bytes) * (1 + u(rng))});
+    const CollectiveCurve c = fit_collective(pts, kFactor);
+    EXPECT_NEAR(c.latency, 5e-6, 0.1 * 5e-6) << "seed " << seed;
+    EXPECT_NEAR(c.bandwidth, 20e9, 0.1 * 20e9) << "seed " << seed;
+    for (const CommPoint& p : pts)
+      EXPECT_NEAR(c.seconds(p.bytes, kFactor) / truth(p.bytes), 1.0, 0.1) << p.bytes << " bytes, seed " << seed;
+  }
+}
+
+TEST(FitCollective, OnePointIsItsLatency) {
+  const CollectiveCurve c = fit_collective({{"broadcast", 2, "", 1024, 7e-6}}, 1.0);
+  EXPECT_EQ(c.points, 1);
+  EXPECT_DOUBLE_EQ(c.seconds(1024, 1.0), 7e-6 + 1024 / c.bandwidth);
+  EXPECT_NEAR(c.seconds(1024, 1.0), 7e-6, 1e-6 * 7e-6);
+  EXPECT_NE(user_error([] { fit_collective({}, 1.0); }), "");
+}
+
+TEST(FitCollective, CurvesOfASweepFileAreFittedByOpAndGroup) {
+  std::vector<CommPoint> pts = sweep_points(0, 1);
+  for (double bytes = 1024; bytes <= 1 << 20; bytes *= 4)
+    pts.push_back({"all_gather", 2, "", bytes, 1e-5 + bytes / 1e10});
+  const Calibration c = fit_calibration({}, pts);
+  ASSERT_EQ(c.collectives.size(), 2u);
+  std::set<std::string> ops;
+  for (const CollectiveCurve& k : c.collectives) ops.insert(k.op + "/" + std::to_string(k.group));
+  EXPECT_EQ(ops, (std::set<std::string>{"all_reduce/4", "all_gather/2"}));
+  EXPECT_NE(user_error([] {
+              fit_calibration({}, {{"all_to_some", 2, "", 8, 1e-6}});
+            }).find("all_to_some"),
+            std::string::npos);
+  EXPECT_NE(user_error([] { fit_calibration({}); }), "");
+}
+
+// ---- Op samples -----------------------------------------------------------------------------------------------
+
+// Measured times that follow a known model: 5 us + FLOPs / 50 GFLOP/s for mm, 3 us + bytes / 10 GB/s for add.
+double mm_truth(const OpWork& w) { return 5e-6 + w.flops / 50e9; }
+double add_truth(const OpWork& w) { return 3e-6 + w.bytes / 10e9; }
+
+struct Ops {
+  TraceBuilder b;
+  Ops() { b.roots(); }
+  Value t(std::vector<int64_t> shape) {
+    TensorSpec s;
+    s.id = b.next_id();
+    s.storage_id = s.id;
+    s.shape = std::move(shape);
+    return b.tensor(s);
+  }
+  void mm(int64_t m, int64_t n, int64_t k) {
+    b.op("aten::mm(Tensor self, Tensor mat2) -> Tensor", {t({m, k}), t({k, n})}, {t({m, n})});
+  }
+  void add(int64_t rows, int64_t cols) {
+    b.op("aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+         {t({rows, cols}), t({rows, cols}), b.integer(1)}, {t({rows, cols})});
+  }
+};
+
+// Every operator of the trace, timed by the truth of its family.
+std::vector<std::pair<uint32_t, double>> measure(const Trace& tr) {
+  std::vector<std::pair<uint32_t, double>> out;
+  for (uint32_t i = 0; i < tr.nodes.size(); ++i) {
+    if (tr.nodes[i].kind != NodeKind::Operator) continue;
+    const OpWork w = op_work(tr, i);
+    out.emplace_back(i, w.family == OpFamily::Gemm ? mm_truth(w) : add_truth(w));
+  }
+  return out;
+}
+
+Calibration known_calibration() {
+  Ops x;
+  for (int64_t s : {32, 64, 128, 256, 512}) x.mm(s, s, s);
+  for (int64_t s : {8, 64, 256, 1024, 2048}) x.add(s, s);
+  const Trace tr = x.b.finish();
+  return fit_calibration(samples_from_trace(tr, measure(tr)));
+}
+
+const char* kCpu = R"Y(name: test-cpu
+device:
+  kind: cpu
+  peak_flops:
+    vector:
+      fp32: 100e9
+  memory_bandwidth: 20e9
+  op_overhead: 1e-6
+topology:
+  devices_per_node: 1
+  nodes: 1
+  levels:
+    - name: shm
+      span: 1
+      bandwidth: 5e9
+      latency: 1e-6
+)Y";
+
+TEST(FitCalibration, RecoversOverheadsAndRatesOfAKnownModel) {
+  const Calibration c = known_calibration();
+  ASSERT_EQ(c.samples.size(), 10u);
+  EXPECT_EQ(c.samples[0].op, "aten::mm");
+  EXPECT_EQ(c.samples[0].family, OpFamily::Gemm);
+  EXPECT_EQ(c.samples[5].family, OpFamily::Memory);
+  ASSERT_TRUE(c.overheads.count("aten::mm"));
+  ASSERT_TRUE(c.overheads.count("aten::add"));
+  EXPECT_NEAR(c.overheads.at("aten::mm"), 5e-6, 1e-9);
+  EXPECT_NEAR(c.overheads.at("aten::add"), 3e-6, 1e-9);
+  EXPECT_NEAR(c.default_overhead, 4e-6, 1e-9);  // the median of the two
+  // Noiseless data at one achieved rate per op: every sample is predicted exactly from the others.
+  ASSERT_TRUE(c.sigma.count("gemm"));
+  ASSERT_TRUE(c.sigma.count("memory"));
+  EXPECT_LT(c.sigma.at("gemm"), 1e-6);
+  EXPECT_LT(c.sigma.at("memory"), 1e-6);
+}
+
+TEST(FitCalibration, CostModelPredictsSizesItDidNotMeasure) {
+  const Calibration cal = known_calibration();
+  const Cluster cluster = parse_cluster(kCpu, "<test>");
+  const CostModel m(cluster, &cal);
+  Ops x;
+  x.mm(384, 200, 300);
+  x.add(1536, 700);
+  const Trace tr = x.b.finish();
+  const uint32_t mm = static_cast<uint32_t>(tr.nodes.size() - 2), add = mm + 1;
+  ASSERT_EQ(tr.name(tr.nodes[mm]), "aten::mm");
+  const OpCost cm = m.op(tr, mm), ca = m.op(tr, add);
+  EXPECT_TRUE(cm.modeled);
+  EXPECT_EQ(cm.device, 0);  // a CPU: the whole op is host time
+  EXPECT_NEAR(cm.host / mm_truth(cm.work), 1.0, 1e-6);
+  EXPECT_NEAR(ca.host / add_truth(ca.work), 1.0, 1e-6);
+  EXPECT_LT(cm.sigma, 1e-6);
+  // Without the calibration the cluster's figures time it: op_overhead + FLOPs / (peak x efficiency).
+  const OpCost bare = CostModel(cluster).op(tr, mm);
+  EXPECT_NEAR(bare.host, 1e-6 + 2.0 * 384 * 200 * 300 / (100e9 * 0.7), 1e-15);
+}
+
+TEST(FitCalibration, AnOpItDidNotMeasureTakesItsFamilysRate) {
+  const Calibration cal = known_calibration();
+  const CostModel m(parse_cluster(kCpu, "<test>"), &cal);
+  Ops x;
+  x.b.op("aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+         {x.t({200}), x.t({384, 300}), x.t({300, 200}), x.b.integer(1), x.b.integer(1)}, {x.t({384, 200})});
+  const Trace tr = x.b.finish();
+  const OpCost c = m.op(tr, static_cast<uint32_t>(tr.nodes.size() - 1));
+  ASSERT_EQ(c.work.family, OpFamily::Gemm);
+  EXPECT_TRUE(c.modeled);
+  // mm's rate (the gemm family's only op) and the median overhead of the ops measured.
+  EXPECT_NEAR(c.host, cal.default_overhead + c.work.flops / 50e9, 1e-6 * c.host);
+}
+
+TEST(FitCalibration, OverheadsStayBetweenZeroAndTheFastestCall) {
+  Ops x;
+  for (int64_t s : {256, 512, 1024}) x.mm(s, s, s);
+  x.add(512, 512);  // one size only
+  const Trace tr = x.b.finish();
+  std::vector<std::pair<uint32_t, double>> measured;
+  for (uint32_t i = 0; i < tr.nodes.size(); ++i) {
+    if (tr.nodes[i].kind != NodeKind::Operator) continue;
+    const OpWork w = op_work(tr, i);
+    // mm: a line through -1 us (a fit below zero); add: 40 us for its one size.
+    measured.emplace_back(i, w.family == OpFamily::Gemm ? w.flops / 50e9 - 1e-6 : 40e-6);
+  }
+  const Calibration c = fit_calibration(samples_from_trace(tr, measured));
+  EXPECT_EQ(c.overheads.at("aten::mm"), 0);
+  // One size says nothing of the intercept: the median of the other ops' overheads, at most its own time.
+  EXPECT_EQ(c.overheads.at("aten::add"), 0);
+  EXPECT_EQ(c.default_overhead, 0);
+
+  Ops y;
+  y.add(64, 64);
+  y.add(128, 128);
+  y.add(256, 256);
+  y.b.op("aten::relu(Tensor self) -> Tensor", {y.t({4096, 4096})}, {y.t({4096, 4096})});
+  const Trace tr2 = y.b.finish();
+  std::vector<std::pair<uint32_t, double>> m2;
+  for (uint32_t i = 0; i < tr2.nodes.size(); ++i) {
+    if (tr2.nodes[i].kind != NodeKind::Operator) continue;
+    const OpWork w = op_work(tr2, i);
+    m2.emplace_back(i, tr2.name(tr2.nodes[i]) == "aten::relu" ? 2e-6 : add_truth(w));
+  }
+  const Calibration c2 = fit_calibration(samples_from_trace(tr2, m2));
+  EXPECT_NEAR(c2.overheads.at("aten::add"), 3e-6, 1e-12);
+  EXPECT_EQ(c2.overheads.at("aten::relu"), 2e-6);  // the median (3 us) is more than its fastest call
+}
+
+TEST(MeasuredCluster, CarriesTheAchievedRatesAndReadsBackAsYaml) {
+  Calibration cal = known_calibration();
+  cal.source = "microbenchmarks";
+  cal.device = "cpu";
+  cal.machine = "test machine";
+  const Cluster k = measured_cluster(cal, "measured", 2);
+  EXPECT_EQ(k.device.kind, "cpu");
+  EXPECT_NEAR(k.device.peak_flops("Float", true), 50e9, 1e-6 * 50e9);
+  EXPECT_NEAR(k.device.memory_bandwidth, 10e9, 1e-6 * 10e9);
+  EXPECT_EQ(k.device.op_overhead, cal.default_overhead);
+  EXPECT_EQ(k.devices(), 2);
+  ASSERT_EQ(k.levels.size(), 1u);
+  EXPECT_NE(k.description.find("estimated"), std::string::npos);  // no collective sweeps
+  const Cluster back = parse_cluster(cluster_yaml(k), "<measured>");
+  EXPECT_EQ(back.device.peak_flops("Float", false), k.device.peak_flops("Float", false));
+  EXPECT_EQ(back.device.memory_bandwidth, k.device.memory_bandwidth);
+  EXPECT_EQ(back.device.op_overhead, k.device.op_overhead);
+  EXPECT_EQ(back.levels[0].bandwidth, k.levels[0].bandwidth);
+  // Timed by that description alone (efficiencies 1), a GEMM takes the overhead and the rate measured.
+  Ops x;
+  x.mm(384, 200, 300);
+  const Trace tr = x.b.finish();
+  const OpCost c = CostModel(back).op(tr, static_cast<uint32_t>(tr.nodes.size() - 1));
+  EXPECT_NEAR(c.host, cal.default_overhead + 2.0 * 384 * 200 * 300 / 50e9, 1e-6 * c.host);
+
+  cal.collectives.push_back(fit_collective(sweep_points(0, 1), kFactor));
+  const Cluster linked = measured_cluster(cal, "measured", 4);
+  EXPECT_NEAR(linked.levels[0].bandwidth, 20e9, 0.03 * 20e9);
+  EXPECT_NEAR(linked.levels[0].latency, 5e-6, 0.03 * 5e-6);
+  EXPECT_EQ(linked.description.find("estimated"), std::string::npos);
+}
+
+TEST(MeasuredCluster, TheTableNamesEachFamilyAndCurve) {
+  Calibration cal = known_calibration();
+  cal.collectives.push_back(fit_collective(sweep_points(0, 1), kFactor));
+  const std::string path = test::test_dir() + "/table.txt";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  print_calibration(f, cal);
+  std::fclose(f);
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("gemm"), std::string::npos) << text;
+  EXPECT_NE(text.find("50.0 GFLOP/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("10.00 GB/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("all_reduce"), std::string::npos) << text;
+}
+
+TEST(FitCalibration, NothingToFitIsAUserError) {
+  EXPECT_NE(user_error([] { fit_calibration({}); }).find("no measured ops"), std::string::npos);
+}
+
+// ---- Files ----------------------------------------------------------------------------------------------------
+
+TEST(CalibrationFile, RoundTrips) {
+  Calibration c = known_calibration();
+  c.source = "microbenchmarks";
+  c.device = "cpu";
+  c.machine = "test machine";
+  c.torch_version = "2.5.0";
+  c.threads = 2;
+  c.collectives.push_back(fit_collective(sweep_points(0, 1), kFactor));
+  const std::string path = test::test_dir() + "/c.json";
+  write_calibration(c, path);
+  const Calibration r = read_calibration(path);
+  EXPECT_EQ(r.source, c.source);
+  EXPECT_EQ(r.device, c.device);
+  EXPECT_EQ(r.machine, c.machine);
+  EXPECT_EQ(r.torch_version, c.torch_version);
+  EXPECT_EQ(r.threads, 2);
+  EXPECT_EQ(r.overheads, c.overheads);
+  EXPECT_EQ(r.default_overhead, c.default_overhead);
+  EXPECT_EQ(r.sigma, c.sigma);
+  ASSERT_EQ(r.samples.size(), c.samples.size());
+  for (size_t i = 0; i < c.samples.size(); ++i) {
+    EXPECT_EQ(r.samples[i].op, c.samples[i].op);
+    EXPECT_EQ(r.samples[i].family, c.samples[i].family);
+    EXPECT_EQ(r.samples[i].dtype, c.samples[i].dtype);
+    EXPECT_EQ(r.samples[i].key, c.samples[i].key);
+    EXPECT_EQ(r.samples[i].flops, c.samples[i].flops);
+    EXPECT_EQ(r.samples[i].bytes, c.samples[i].bytes);
+    EXPECT_EQ(r.samples[i].seconds, c.samples[i].seconds);
+  }
+  ASSERT_EQ(r.collectives.size(), 1u);
+  const CollectiveCurve &a = r.collectives[0], &b = c.collectives[0];
+  EXPECT_EQ(a.op, b.op);
+  EXPECT_EQ(a.group, b.group);
+  EXPECT_EQ(a.level, b.level);
+  EXPECT_EQ(a.latency, b.latency);
+  EXPECT_EQ(a.bandwidth, b.bandwidth);
+  EXPECT_EQ(a.mid, b.mid);
+  EXPECT_EQ(a.width, b.width);
+  EXPECT_EQ(a.sigma, b.sigma);
+  EXPECT_EQ(a.points, b.points);
+}
+
+TEST(CalibrationFile, WrongFilesNameTheFileAndThePlace) {
+  const std::string dir = test::test_dir();
+  const std::string not_json = test::write_file(dir + "/a.json", "{\"format\": ");
+  EXPECT_NE(user_error([&] { read_calibration(not_json); }).find(not_json + ": not JSON"), std::string::npos);
+  const std::string other = test::write_file(dir + "/b.json", R"({"format": "reprise-prediction/1"})");
+  EXPECT_NE(user_error([&] { read_calibration(other); }).find(other + ": not a Reprise calibration"),
+            std::string::npos);
+  const std::string short_row = test::write_file(dir + "/c.json", R"({"format": "reprise-calibration/1",
+    "default_overhead": 1e-6, "overheads": {}, "collectives": [],
+    "samples": [["aten::mm", "gemm", "Float", [1, 1, 1, 0], 2, 12, 1e-6],
+                ["aten::mm", "gemm", "Float", [1, 1, 1, 0], 2, 12]]})");
+  EXPECT_NE(user_error([&] { read_calibration(short_row); }).find(short_row + ": samples[1]: expected"),
+            std::string::npos);
+  const std::string bad_family = test::write_file(dir + "/d.json", R"({"format": "reprise-calibration/1",
+    "default_overhead": 1e-6, "overheads": {}, "collectives": [],
+    "samples": [["aten::mm", "matmul", "Float", [1, 1, 1, 0], 2, 12, 1e-6]]})");
+  EXPECT_NE(user_error([&] { read_calibration(bad_family); }).find(bad_family + ": samples[0]: unknown op family"),
+            std::string::npos);
+  const std::string no_key = test::write_file(dir + "/e.json", R"({"format": "reprise-calibration/1"})");
+  EXPECT_NE(user_error([&] { read_calibration(no_key); }).find(no_key + ": "), std::string::npos);
+  EXPECT_NE(user_error([&] { read_calibration(dir + "/absent.json"); }).find(dir + "/absent.json: cannot read"),
+            std::string::npos);
+}
+
+TEST(OpTimesFile, ReadsSingleRankAndMergedResults) {
+  const std::string dir = test::test_dir();
+  const std::string one = test::write_file(dir + "/one.json", R"({"reprise_replay": 1, "trace": "t.json", "rank": 0,
+    "op_times": {"node_ids": [5, 7, 5], "seconds": [1e-6, 2e-6, 3e-6]}})");
+  const std::vector<OpTimes> a = read_op_times(one);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].trace, "t.json");
+  EXPECT_EQ(a[0].rank, 0);
+  EXPECT_EQ(a[0].seconds.size(), 2u);
+  EXPECT_EQ(a[0].seconds.at(5), 3e-6);  // the last occurrence of a repeated node
+  EXPECT_EQ(a[0].seconds.at(7), 2e-6);
+  ASSERT_EQ(a[0].in_order.size(), 3u);
+  EXPECT_EQ(a[0].in_order[0], std::make_pair(int64_t{5}, 1e-6));
+
+  // A distributed replay's merged results: the top level is rank 0's document, ranks[i] each rank's.
+  const std::string merged = test::write_file(dir + "/merged.json", R"({"reprise_replay": 1, "trace": "r0.json",
+    "op_times": {"node_ids": [1], "seconds": [9e-6]}, "world_size": 2,
+    "ranks": [{"rank": 0, "trace": "r0.json", "op_times": {"node_ids": [1, 2], "seconds": [1e-6, 2e-6]}},
+              {"rank": 1, "trace": "r1.json", "op_times": {"node_ids": [3], "seconds": [4e-6]}}]})");
+  const std::vector<OpTimes> b = read_op_times(merged);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].rank, 0);
+  EXPECT_EQ(b[0].trace, "r0.json");
+  EXPECT_EQ(b[0].seconds.size(), 2u);
+  EXPECT_EQ(b[1].rank, 1);
+  EXPECT_EQ(b[1].trace, "r1.json");
+  EXPECT_EQ(b[1].seconds.at(3), 4e-6);
+}
+
+TEST(OpTimesFile, ResultsWithoutOpTimesOrOfAnotherKindAreRefused) {
+  const std::string dir = test::test_dir();
+  const std::string none = test::write_file(dir + "/none.json", R"({"reprise_replay": 1, "trace": "t.json"})");
+  EXPECT_NE(user_error([&] { read_op_times(none); }).find(none + ": no op_times"), std::string::npos);
+  const std::string other = test::write_file(dir + "/other.json", R"({"format": "reprise-calibration/1"})");
+  EXPECT_NE(user_error([&] { read_op_times(other); }).find(other + ": not a reprise replay results file"),
+            std::string::npos);
+  const std::string uneven = test::write_file(dir + "/uneven.json", R"({"reprise_replay": 1,
+    "ranks": [{"rank": 0, "op_times": {"node_ids": [1], "seconds": [1e-6]}},
+              {"rank": 1, "op_times": {"node_ids": [1, 2], "seconds": [1e-6]}}]})");
+  EXPECT_NE(user_error([&] { read_op_times(uneven); }).find(uneven + ": ranks[1]: op_times"), std::string::npos);
+  const std::string wrong_type = test::write_file(dir + "/type.json", R"({"reprise_replay": 1,
+    "op_times": {"node_ids": "1", "seconds": [1e-6]}})");
+  EXPECT_NE(user_error([&] { read_op_times(wrong_type); }).find(wrong_type + ": "), std::string::npos);
+}
+
+TEST(CommSweepFile, ReadsRowsAndRefusesOtherFiles) {
+  const std::string dir = test::test_dir();
+  const std::string sweep = test::write_file(dir + "/ar.json", R"({"op": "all_reduce", "dtype": "float",
+    "backend": "mpi", "world_size": 4, "busbw_factor": 1.5, "rows": [
+    {"bytes": 8, "count": 2, "time_us": 3.5, "algbw_gbps": 0, "busbw_gbps": 0, "wrong": 0},
+    {"bytes": 0, "count": 0, "time_us": 1.0, "algbw_gbps": 0, "busbw_gbps": 0, "wrong": 0},
+    {"bytes": 1048576, "count": 262144, "time_us": 120, "algbw_gbps": 8.7, "busbw_gbps": 13.1, "wrong": 0}]})");
+  const std::vector<CommPoint> p = read_comm_sweeps({sweep});
+  ASSERT_EQ(p.size(), 2u);  // the empty message is no point of a curve
+  EXPECT_EQ(p[0].op, "all_reduce");
+  EXPECT_EQ(p[0].group, 4);
+  EXPECT_EQ(p[0].level, "");
+  EXPECT_EQ(p[0].bytes, 8);
+  EXPECT_DOUBLE_EQ(p[0].seconds, 3.5e-6);
+  EXPECT_DOUBLE_EQ(p[1].seconds, 120e-6);
+  const std::string other = test::write_file(dir + "/r.json", R"({"reprise_replay": 1, "rows": []})");
+  EXPECT_NE(user_error([&] {
+              read_comm_sweeps({sweep, other});
+            }).find(other + ": not a reprise comms --json result"),
+            std::string::npos);
+  const std::string text = test::write_file(dir + "/t.json", "op,bytes,time\n");
+  EXPECT_NE(user_error([&] { read_comm_sweeps({text}); }).find(text + ": not JSON"), std::string::npos);
+}
+
+// ---- The microbenchmark sweep ---------------------------------------------------------------------------------
+
+TEST(CalibrationSweep, EveryOpHasAFamilyModelAndWork) {
+  for (bool quick : {true, false})
+    for (const auto& [dtype, c10] :
+         {std::pair<std::string, std::string>{"float", "Float"}, {"c10::BFloat16", "BFloat16"}}) {
+      SweepOptions o;
+      o.quick = quick;
+      o.dtype = dtype;
+      const Trace tr = calibration_sweep(o);
+      const std::string where = std::string(quick ? "quick " : "full ") + dtype + ": ";
+      std::set<std::string> families;
+      std::vector<std::pair<uint32_t, double>> measured;
+      for (uint32_t i = 0; i < tr.nodes.size(); ++i) {
+        if (tr.nodes[i].kind != NodeKind::Operator) continue;
+        const OpWork w = op_work(tr, i);
+        const std::string name = where + std::string(tr.name(tr.nodes[i]));
+        EXPECT_NE(w.family, OpFamily::Unmodeled) << name;
+        EXPECT_TRUE(w.by_name) << name;
+        EXPECT_GT(w.flops + w.bytes, 0) << name;
+        EXPECT_EQ(w.dtype, c10) << name;
+        families.insert(family_name(w.family));
+        measured.emplace_back(i, 1e-5);
+      }
+      EXPECT_GT(measured.size(), quick ? 50u : 300u) << where;
+      for (const std::string& f : sweep_families()) EXPECT_TRUE(families.count(f)) << where << f;
+      EXPECT_EQ(profiler_steps(tr).size(), 1u) << where;
+      // Every op measured gives a sample of its family.
+      const std::vector<OpSample> samples = samples_from_trace(tr, measured);
+      ASSERT_EQ(samples.size(), measured.size()) << where;
+      for (size_t k = 0; k < samples.size(); ++k)
+        EXPECT_EQ(samples[k].family, op_work(tr, measured[k].first).family) << where << samples[k].op;
+    }
+}
+
+TEST(CalibrationSweep, OneFamilyHoldsOnlyThatFamilysOps) {
+  SweepOptions o;
+  o.quick = true;
+  o.families = {"memory"};
+  const Trace mem = calibration_sweep(o);
+  int ops = 0;
+  for (uint32_t i = 0; i < mem.nodes.size(); ++i) {
+    if (mem.nodes[i].kind != NodeKind::Operator) continue;
+    ++ops;
+    EXPECT_EQ(op_work(mem, i).family, OpFamily::Memory) << mem.name(mem.nodes[i]);
+  }
+  EXPECT_GT(ops, 0);
+}
+
+}  // namespace
+}  // namespace reprise::predict
