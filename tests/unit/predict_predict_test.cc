@@ -198,8 +198,9 @@ TEST(Predict, MeasuredOpTimesOfTwoRanksAddTheModeledCollectives) {
   EXPECT_NEAR(p.seconds, want, 1e-9 * want);
 }
 
-// Every op of this trace is timed by an uncalibrated model (sigma 0.3): the bounds are the time scaled by
-// exp(-+z 0.3), z the normal quantile of the two-sided confidence.
+// Every op of this trace is timed by an uncalibrated model (sigma 0.3), each op's error independent: the bounds are
+// the time scaled by exp(-+z s), s = 0.3 sqrt(t1^2 + t2^2) / (t1 + t2), z the normal quantile of the two-sided
+// confidence.
 TEST(Predict, TheIntervalIsTheModelsSpreadAtTheConfidence) {
   TraceBuilder b("interval");
   b.roots();
@@ -221,10 +222,11 @@ TEST(Predict, TheIntervalIsTheModelsSpreadAtTheConfidence) {
     const Prediction p = predict(path, o);
     EXPECT_EQ(p.steps, std::vector<std::string>{"ProfilerStep#3"});
     EXPECT_EQ(p.modeled, 2);
-    EXPECT_NEAR(p.hi / p.seconds, std::exp(z * 0.3), 1e-9) << confidence;
-    EXPECT_NEAR(p.lo / p.seconds, std::exp(-z * 0.3), 1e-9) << confidence;
     // By hand: 2 us overhead each, mm at 100 GFLOP/s x 0.7, relu's 16 KiB at 20 GB/s x 0.8.
-    const double want = 2e-6 + 2.0 * 64 * 128 * 32 / (100e9 * 0.7) + 2e-6 + 2.0 * 4 * 64 * 32 / (20e9 * 0.8);
+    const double t1 = 2e-6 + 2.0 * 64 * 128 * 32 / (100e9 * 0.7), t2 = 2e-6 + 2.0 * 4 * 64 * 32 / (20e9 * 0.8);
+    const double want = t1 + t2, spread = 0.3 * std::sqrt(t1 * t1 + t2 * t2) / (t1 + t2);
+    EXPECT_NEAR(p.hi / p.seconds, std::exp(z * spread), 1e-9) << confidence;
+    EXPECT_NEAR(p.lo / p.seconds, std::exp(-z * spread), 1e-9) << confidence;
     EXPECT_NEAR(p.seconds, want, 1e-12 * want);
   }
 }
