@@ -227,6 +227,7 @@ void write_calibration(const Calibration& c, const std::string& path) {
   j["machine"] = c.machine;
   j["torch_version"] = c.torch_version;
   j["threads"] = c.threads;
+  j["concurrent_ranks"] = c.concurrent_ranks;
   j["default_overhead"] = c.default_overhead;
   j["overheads"] = c.overheads;
   j["sigma"] = c.sigma;
@@ -261,6 +262,7 @@ Calibration read_calibration(const std::string& path) {
     c.machine = j.value("machine", "");
     c.torch_version = j.value("torch_version", "");
     c.threads = j.value("threads", 1);
+    c.concurrent_ranks = j.value("concurrent_ranks", 1);
     c.default_overhead = j.at("default_overhead").get<double>();
     c.overheads = j.at("overheads").get<std::map<std::string, double>>();
     c.sigma = j.value("sigma", std::map<std::string, double>{});

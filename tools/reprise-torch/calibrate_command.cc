@@ -13,6 +13,7 @@
 #include "bundle_commands.h"
 #include "cli.h"
 #include "progress.h"
+#include "reprise/comms/communicator.h"
 #include "reprise/predict/calibration.h"
 #include "reprise/replay/replay.h"
 #include "reprise/trace/read.h"
@@ -78,7 +79,9 @@ int cmd_calibrate(int argc, char** argv) {
       "convolutions) replayed op by op through LibTorch, each op's median over --passes; the fits (achieved rates by\n"
       "shape, per-op host overheads, residuals, collective bandwidth curves from `reprise comms --json` files) go\n"
       "to FILE (docs/predict.md). --from-replay fits from replays written with --per-op instead (measured results\n"
-      "fed back into the model). --cluster-out also writes the measured machine as a cluster description.\n\noptions");
+      "fed back into the model). --cluster-out also writes the measured machine as a cluster description. Under\n"
+      "mpirun -np K every rank runs the sweep at once (the machine as busy as a K-rank replay keeps it); rank 0\n"
+      "writes the files.\n\noptions");
   std::string out, cluster_out, device = "cpu", dtype = "float";
   std::vector<std::string> from_replay, comms, families;
   int threads = 1, passes = 5;
@@ -113,6 +116,12 @@ int cmd_calibrate(int argc, char** argv) {
   for (const std::string* p : {&out, &cluster_out})
     if (!p->empty()) check_output_path(*p);
   at::set_num_threads(threads);
+  // Under mpirun/srun every rank runs the sweep at once, so each op is measured with the machine as busy as a replay
+  // of that many ranks keeps it (memory bandwidth and caches shared); rank 0 writes the results.
+  const comms::Launch launch = comms::detect_launch();
+  const bool reporter = launch.rank == 0;
+  if (launch.size > 1 && !from_replay.empty())
+    throw UserError("calibrate: --from-replay fits files; run it as one process, not under a launcher");
   ProgressLine line;
 
   Calibration cal;
@@ -134,15 +143,16 @@ int cmd_calibrate(int argc, char** argv) {
     ro.iterations = 1;
     ro.warmup = 1;
     ro.threads = threads;
-    if (!vm.count("quiet")) ro.progress = [&line](const replay::Progress& p) { line.update(p); };
+    if (!vm.count("quiet") && reporter) ro.progress = [&line](const replay::Progress& p) { line.update(p); };
     replay::ReplayResult r = replay::replay_trace(sweep, ro);
-    if (!r.failed.empty())
+    if (!r.failed.empty() && reporter)
       line.message("warning: " + std::to_string(r.failed.size()) + " sweep op(s) failed, first " + r.failed.front().op +
                    ": " + r.failed.front().reason);
     samples = samples_from_trace(sweep, by_node_index(sweep, r.op_times));
     cal.source = "microbenchmarks (" + std::to_string(samples.size()) + " ops, " + std::to_string(passes) + " passes)";
     cal.device = r.device;
   }
+  if (!reporter) return 0;
   std::vector<CommPoint> points = read_comm_sweeps(comms);
   Calibration fitted = fit_calibration(std::move(samples), points);
   fitted.source = cal.source;
@@ -150,6 +160,7 @@ int cmd_calibrate(int argc, char** argv) {
   fitted.machine = cal.device.rfind("cuda", 0) == 0 ? cal.device : cpu_model();
   fitted.torch_version = TORCH_VERSION;
   fitted.threads = threads;
+  fitted.concurrent_ranks = std::max(launch.local_size, 1);
   write_calibration(fitted, out);
   print_calibration(stdout, fitted);
   std::printf("calibration: %s\n", out.c_str());

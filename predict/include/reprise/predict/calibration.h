@@ -62,6 +62,7 @@ struct Calibration {
   std::string machine;  // CPU or GPU model
   std::string torch_version;
   int threads = 1;
+  int concurrent_ranks = 1;  // ranks that ran the microbenchmarks at once on the machine (calibrate under mpirun)
   std::vector<OpSample> samples;
   std::map<std::string, double> overheads;  // host seconds per call, by op name
   double default_overhead = 0;              // for ops without their own
