@@ -383,7 +383,9 @@ TEST(ValidateReports, JsonTextSvgHtml) {
   EXPECT_EQ(j["summary"]["fastest_match"], true);
 
   std::vector<Timing> not_utf8 = {timing("gpt\xff", 1.0)};
-  EXPECT_NO_THROW((void)nlohmann::json::parse(validation_json(compare(not_utf8, {timing("", 1.0)}))));
+  nlohmann::json parsed;
+  EXPECT_NO_THROW(parsed = nlohmann::json::parse(validation_json(compare(not_utf8, {timing("", 1.0)}))));
+  EXPECT_TRUE(parsed.is_object());
 
   char* buf = nullptr;
   size_t size = 0;
