@@ -83,6 +83,26 @@ class Simulation {
   static void later(double& t, EvRef& pred, double cand, EvRef cand_ev) {
     if (cand > t) t = cand, pred = cand_ev;
   }
+  // The host thread spends `seconds` on op `pc` (its call), from where it is.
+  void host_call(int64_t r, uint32_t pc, double seconds) {
+    Rank& k = ranks_[r];
+    k.host_last = log(r, k.host, k.host + seconds, pc, kHost, k.host_last);
+    k.host += seconds;
+    k.out.host_busy += seconds;
+  }
+  // False (and rank r queued on it) while collective instance `inst` has not completed.
+  bool done_or_wait(int64_t r, int64_t inst) {
+    if (inst_[inst].done) return true;
+    inst_[inst].waiting.push_back(r);
+    return false;
+  }
+  // After a completed collective of `group`, the host (CPU: MPI progresses on it) or the compute stream (GPU) goes on.
+  void continue_after(Rank& k, bool cpu, uint16_t stream, int32_t group) {
+    if (cpu)
+      later(k.host, k.host_last, k.comm_tail[group], k.comm_last[group]);
+    else
+      later(k.stream_tail[stream], k.stream_last[stream], k.comm_tail[group], k.comm_last[group]);
+  }
   void arrive(int64_t r, int64_t inst, double at, EvRef ev);
   void resolve(int64_t inst);
   [[noreturn]] void deadlock() const;
@@ -189,9 +209,7 @@ bool Simulation::step(int64_t r) {
           k.op_end[pc] = k.host, k.op_ev[pc] = k.host_last;
           break;
         }
-        k.host_last = log(r, k.host, k.host + op.host, pc, kHost, k.host_last);
-        k.host += op.host;
-        k.out.host_busy += op.host;
+        host_call(r, pc, op.host);
         double ks = k.host;
         EvRef kp = k.host_last;
         later(ks, kp, start, pred);
@@ -207,9 +225,7 @@ bool Simulation::step(int64_t r) {
         const SimCollective& c = p.collectives[op.coll];
         const int64_t inst = k.instance[op.coll];
         if (!k.arrived_here) {
-          k.host_last = log(r, k.host, k.host + op.host, pc, kHost, k.host_last);
-          k.host += op.host;
-          k.out.host_busy += op.host;
+          host_call(r, pc, op.host);
           k.arrived_here = true;
           if (cpu && c.waited) break;  // an MPI request progresses in its wait
           double at = k.host;
@@ -218,35 +234,20 @@ bool Simulation::step(int64_t r) {
           arrive(r, inst, at, ev);
         }
         if (c.waited && !cpu) break;
-        if (!inst_[inst].done) {
-          inst_[inst].waiting.push_back(r);
-          return false;
-        }
-        // A synchronous collective: the host (CPU) or the compute stream (GPU) continues after it.
-        if (cpu)
-          later(k.host, k.host_last, k.comm_tail[c.group], k.comm_last[c.group]);
-        else
-          later(k.stream_tail[op.stream], k.stream_last[op.stream], k.comm_tail[c.group], k.comm_last[c.group]);
+        if (!done_or_wait(r, inst)) return false;
+        continue_after(k, cpu, op.stream, c.group);  // a synchronous collective
         break;
       }
       case SimOp::Kind::Wait: {
         const SimCollective& c = p.collectives[op.coll];
         const int64_t inst = k.instance[op.coll];
         if (!k.arrived_here) {
-          k.host_last = log(r, k.host, k.host + op.host, pc, kHost, k.host_last);
-          k.host += op.host;
-          k.out.host_busy += op.host;
+          host_call(r, pc, op.host);
           k.arrived_here = true;
           if (cpu) arrive(r, inst, k.host, k.host_last);
         }
-        if (!inst_[inst].done) {
-          inst_[inst].waiting.push_back(r);
-          return false;
-        }
-        if (cpu)
-          later(k.host, k.host_last, k.comm_tail[c.group], k.comm_last[c.group]);
-        else
-          later(k.stream_tail[op.stream], k.stream_last[op.stream], k.comm_tail[c.group], k.comm_last[c.group]);
+        if (!done_or_wait(r, inst)) return false;
+        continue_after(k, cpu, op.stream, c.group);
         break;
       }
       case SimOp::Kind::StepEnd: {
