@@ -70,6 +70,17 @@ case $CASE in
       --timeout 120 -q || fail "replay exited $?"
     check_json "$WORK/r.json" 'all(e["collectives_replayed"] == 20 for e in r["ranks"]) and any(t["name"] == "all_gather" and t["bytes"] == 8 and t["group_size"] == 2 for t in r["collective_timing"])'
     ;;
+  calibrate_predict_np2)
+    # Both ranks run the sweep at once, then sweep every collective at 2 ranks; rank 0 writes the calibration, whose
+    # curves then time the collectives of a 2-rank prediction.
+    "${MPI[@]}" -np 2 "$BIN/reprise" calibrate --quick --passes 1 --family memory --comms-max-bytes 64K \
+      --out "$WORK/cal.json" --cluster-out "$WORK/machine.yaml" -q >/dev/null || fail "calibrate exited $?"
+    check_json "$WORK/cal.json" 'r["concurrent_ranks"] == 2 and {c["op"] for c in r["collectives"]} >= {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_allv"} and all(c["group"] == 2 and c["bandwidth"] > 0 and c["points"] > 10 for c in r["collectives"])'
+    synth "$WORK/t" 2 2
+    "$BIN/reprise" predict "$WORK/t" --cluster "$WORK/machine.yaml" --calibration "$WORK/cal.json" \
+      --out "$WORK/p.json" -q >/dev/null || fail "predict exited $?"
+    check_json "$WORK/p.json" 'r["world_size"] == 2 and r["families"]["collective"] > 0 and all(e["comm_busy_seconds"] > 0 for e in r["ranks"])'
+    ;;
   capture_dlrm_np4)
     "${MPI[@]}" -np 4 "$BIN/reprise" capture --workload dlrm --out "$WORK/cap" --batch 32 --rows 2000 --warmup 1 \
       --steps 2 -q >/dev/null || fail "capture exited $?"

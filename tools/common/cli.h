@@ -10,6 +10,7 @@
 #include <iostream>
 #include <new>
 #include <stdexcept>
+#include <string>
 
 #include "reprise/common/error.h"
 
@@ -45,6 +46,30 @@ inline int guarded(const std::function<int()>& body) {
     std::cerr << "reprise: " << e.what() << "\n";
     return 1;
   }
+}
+
+// A size as people write it: 8, 64K, 256M, 1G (K = 1024); `what` names the option in the error.
+inline size_t parse_bytes(const std::string& s, const std::string& what) {
+  const std::string bad = what + ": bad size '" + s + "' (use 8, 64K, 256M, 1G)";
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (const std::exception&) {
+    throw UserError(bad);
+  }
+  const std::string unit = s.substr(pos);
+  double mult = 1;
+  if (unit == "K" || unit == "k" || unit == "KB" || unit == "KiB")
+    mult = 1024;
+  else if (unit == "M" || unit == "MB" || unit == "MiB")
+    mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GiB")
+    mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty() && unit != "B")
+    throw UserError(bad);
+  if (!(v >= 0) || v * mult > 1e18) throw UserError(bad);
+  return static_cast<size_t>(v * mult);
 }
 
 // An output file's folder must exist and be writable before any work starts, so a long run is not lost at the end.

@@ -51,29 +51,6 @@ po::options_description flag_table(Flags& f) {
   return opts;
 }
 
-size_t parse_size(const std::string& s) {
-  const std::string bad = "comms: bad size '" + s + "' (use 8, 64K, 256M, 1G)";
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &pos);
-  } catch (const std::exception&) {
-    throw UserError(bad);
-  }
-  std::string unit = s.substr(pos);
-  double mult = 1;
-  if (unit == "K" || unit == "k" || unit == "KB" || unit == "KiB")
-    mult = 1024;
-  else if (unit == "M" || unit == "MB" || unit == "MiB")
-    mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GB" || unit == "GiB")
-    mult = 1024.0 * 1024 * 1024;
-  else if (!unit.empty() && unit != "B")
-    throw UserError(bad);
-  if (v < 0) throw UserError("comms: bad size '" + s + "'");
-  return static_cast<size_t>(v * mult);
-}
-
 void check_flags(Flags& f) {
   SweepOptions& o = f.sweep;
   if (!parse_kind(f.op, o.kind) || o.kind == Kind::Recv)
@@ -81,8 +58,8 @@ void check_flags(Flags& f) {
   if (!parse_dtype(f.dtype, o.dtype)) throw UserError("comms: --dtype " + f.dtype + ": unknown");
   if (!parse_reduce_op(f.redop, o.op)) throw UserError("comms: --redop " + f.redop + ": unknown");
   if (o.iters < 1 || o.warmup < 0) throw UserError("comms: --iters must be >= 1 and --warmup >= 0");
-  o.min_bytes = parse_size(f.min_bytes);
-  o.max_bytes = parse_size(f.max_bytes);
+  o.min_bytes = reprise::cli::parse_bytes(f.min_bytes, "comms: --min-bytes");
+  o.max_bytes = reprise::cli::parse_bytes(f.max_bytes, "comms: --max-bytes");
   if (f.backend != "auto" && f.backend != "mpi" && f.backend != "nccl")
     throw UserError("comms: --backend " + f.backend + ": mpi, nccl or auto");
 }

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "progress.h"
 #include "reprise/comms/communicator.h"
+#include "reprise/comms/sweep.h"
 #include "reprise/predict/calibration.h"
 #include "reprise/replay/replay.h"
 #include "reprise/trace/read.h"
@@ -69,6 +70,37 @@ std::vector<OpSample> samples_from_replays(const std::vector<std::string>& files
   return out;
 }
 
+// Under a launcher of several ranks: each collective a replay issues, swept over message sizes at the launch's
+// world size on its backend (MPI on CPUs, NCCL on GPUs), as `reprise comms` sweeps it. Every rank takes part; the
+// points are rank 0's (a sweep's time is the slowest rank's).
+std::vector<CommPoint> sweep_collectives(size_t max_bytes, bool gpu, int device, bool progress) {
+  std::vector<CommPoint> points;
+  std::unique_ptr<comms::Communicator> world = comms::make_world(), nccl;
+  if (gpu) nccl = comms::make_nccl(*world, device);
+  comms::Communicator& c = nccl ? *nccl : *world;
+  for (comms::Kind kind : {comms::Kind::AllReduce, comms::Kind::AllGather, comms::Kind::ReduceScatter,
+                           comms::Kind::AllToAll, comms::Kind::AllToAllV}) {
+    comms::SweepOptions o;
+    o.kind = kind;
+    o.min_bytes = 4;
+    o.max_bytes = max_bytes;
+    o.warmup = 3;
+    o.iters = 10;
+    o.check = false;
+    o.device = device;
+    const std::string op = comms::describe(kind).name;
+    for (const comms::SweepRow& r : comms::sweep(c, o))
+      if (r.bytes > 0 && r.time_us > 0)
+        points.push_back({op, c.size(), "", static_cast<double>(r.bytes), r.time_us * 1e-6});
+    if (progress && c.rank() == 0)
+      std::fprintf(stderr, "reprise: collectives: %s swept on %d ranks\n", op.c_str(), c.size());
+  }
+  nccl.reset();
+  world.reset();
+  comms::finalize();
+  return points;
+}
+
 }  // namespace
 
 int cmd_calibrate(int argc, char** argv) {
@@ -80,9 +112,9 @@ int cmd_calibrate(int argc, char** argv) {
       "shape, per-op host overheads, residuals, collective bandwidth curves from `reprise comms --json` files) go\n"
       "to FILE (docs/predict.md). --from-replay fits from replays written with --per-op instead (measured results\n"
       "fed back into the model). --cluster-out also writes the measured machine as a cluster description. Under\n"
-      "mpirun -np K every rank runs the sweep at once (the machine as busy as a K-rank replay keeps it); rank 0\n"
-      "writes the files.\n\noptions");
-  std::string out, cluster_out, device = "cpu", dtype = "float";
+      "mpirun -np K every rank runs the sweep at once (the machine as busy as a K-rank replay keeps it), then every\n"
+      "collective is swept at K ranks (MPI on CPUs, NCCL on GPUs) for its curve; rank 0 writes the files.\n\noptions");
+  std::string out, cluster_out, device = "cpu", dtype = "float", comms_max_text = "16M";
   std::vector<std::string> from_replay, comms, families;
   int threads = 1, passes = 5;
   bool quick = false;
@@ -96,7 +128,9 @@ int cmd_calibrate(int argc, char** argv) {
       "family", po::value(&families)->composing(), "sweep only these (gemm, memory, embedding, conv; repeatable)")(
       "from-replay", po::value(&from_replay)->composing(), "fit from these replay results (--per-op) instead")(
       "comms", po::value(&comms)->composing(), "`reprise comms --json` results: collective bandwidth curves")(
-      "quiet,q", "no progress");
+      "comms-max-bytes", po::value(&comms_max_text)->default_value("16M"),
+      "under a launcher of several ranks, also sweep each collective up to this size (0: none)")("quiet,q",
+                                                                                                 "no progress");
   auto vm = parse(argc, argv, opts, {});
   if (vm.count("help")) {
     std::cout << opts << "\n";
@@ -105,6 +139,7 @@ int cmd_calibrate(int argc, char** argv) {
   if (out.empty()) throw UserError("calibrate: --out FILE is required (see reprise calibrate --help)");
   if (threads < 1 || threads > 1024) throw UserError("calibrate: --threads must be between 1 and 1024");
   if (passes < 1 || passes > 1000) throw UserError("calibrate: --passes must be between 1 and 1000");
+  const size_t comms_max = parse_bytes(comms_max_text, "calibrate: --comms-max-bytes");
   const std::map<std::string, std::string> dtypes{
       {"float", "float"}, {"bfloat16", "c10::BFloat16"}, {"half", "c10::Half"}};
   if (!dtypes.count(dtype)) throw UserError("calibrate: --dtype must be float, bfloat16 or half");
@@ -152,8 +187,13 @@ int cmd_calibrate(int argc, char** argv) {
     cal.source = "microbenchmarks (" + std::to_string(samples.size()) + " ops, " + std::to_string(passes) + " passes)";
     cal.device = r.device;
   }
-  if (!reporter) return 0;
   std::vector<CommPoint> points = read_comm_sweeps(comms);
+  if (launch.size > 1 && comms_max > 0) {
+    const bool gpu = device.rfind("cuda", 0) == 0;
+    std::vector<CommPoint> swept = sweep_collectives(comms_max, gpu, launch.local_rank, !vm.count("quiet"));
+    points.insert(points.end(), swept.begin(), swept.end());
+  }
+  if (!reporter) return 0;
   Calibration fitted = fit_calibration(std::move(samples), points);
   fitted.source = cal.source;
   fitted.device = cal.device;
