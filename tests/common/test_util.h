@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "reprise/common/error.h"
 #include "reprise/trace/trace.h"
 
 namespace reprise::test {
@@ -29,5 +30,16 @@ std::string temp_dir();
 std::string test_dir();
 
 std::string write_file(const std::string& path, const std::string& text);
+
+// The message of the UserError `f` throws ("" when it throws none).
+template <typename F>
+std::string user_error(F&& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
 
 }  // namespace reprise::test

@@ -21,16 +21,7 @@
 namespace reprise::predict {
 namespace {
 
-// The message of the UserError `f` throws ("" when it throws none).
-template <typename F>
-std::string user_error(F&& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::user_error;
 
 // ---- Collective curves ----------------------------------------------------------------------------------------
 

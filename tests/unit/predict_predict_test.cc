@@ -23,6 +23,8 @@
 namespace reprise::predict {
 namespace {
 
+using test::user_error;
+
 using json = nlohmann::json;
 
 // A 2-core CPU as clusters/cpu-2core-example.yaml describes it, with round figures of its own.
@@ -70,16 +72,6 @@ std::string rank_folder(int world_size) {
 // Per step of the 4-layer MLP: forward 4 x (linear, relu) + sum; backward 4 x (threshold_backward, mm, sum, mm,
 // allreduce); optimizer 4 x add_. The linear's t and addmm run inside it.
 constexpr int64_t kOpsPerStep = 9 + 20 + 4;
-
-template <typename F>
-std::string user_error(F&& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Predict, DataParallelMlpOnACpuCluster) {
   const std::string dir = rank_folder(2);
