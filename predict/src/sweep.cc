@@ -30,11 +30,12 @@ class Sweep {
     if (it != shared_.end()) return it->second;
     return shared_[key] = fresh(s, d);
   }
-  // A tensor of its own (outputs; indices whose range depends on the op reading them).
-  Value fresh(const Shape& s, const std::string& dtype = "") {
+  // A tensor of its own (outputs; indices whose range depends on the op reading them), on its own storage or, for a
+  // view's output, on `storage`.
+  Value fresh(const Shape& s, const std::string& dtype = "", int64_t storage = 0) {
     TensorSpec t;
     t.id = b_.next_id();
-    t.storage_id = t.id;
+    t.storage_id = storage ? storage : t.id;
     t.dtype = dtype.empty() ? o_.dtype : dtype;
     t.itemsize = itemsize(t.dtype);
     t.device = o_.device;
@@ -217,9 +218,43 @@ void convolutions(Sweep& s) {
   }
 }
 
+// Metadata-only ops (no device work): their whole time is the host's overhead, which replays pay per call.
+void views(Sweep& s) {
+  TraceBuilder& b = s.b();
+  auto ints = [&](const Shape& v) {
+    std::vector<Value> out;
+    for (int64_t x : v) out.push_back(b.integer(x));
+    return b.list(out);
+  };
+  for (const Shape& x : {Shape{16, 64}, Shape{256, 1024}}) {
+    const int64_t r = x[0], c = x[1];
+    // Inputs on storages of their own, so that each output is recorded as a view of its input's storage.
+    const int64_t sa = b.next_id(), srow = b.next_id();
+    const Value a = s.fresh(x, "", sa), row = s.fresh({1, c}, "", srow);
+    auto view = [&](const Shape& shape) { return s.fresh(shape, "", sa); };
+    s.op("aten::t(Tensor(a) self) -> Tensor(a)", {a}, {view({c, r})});
+    s.op("aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)", {a, ints({r * c})}, {view({r * c})});
+    s.op("aten::reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)", {a, ints({c, r})}, {view({c, r})});
+    s.op("aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", {a, b.integer(0), b.integer(1)},
+         {view({c, r})});
+    s.op("aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)", {a, ints({1, 0})}, {view({c, r})});
+    s.op("aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)",
+         {row, ints({r, c}), b.boolean(false)}, {s.fresh({r, c}, "", srow)});
+    s.op("aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", {a, b.integer(0)}, {view({1, r, c})});
+    s.op("aten::select.int(Tensor(a) self, int dim, int index) -> Tensor(a)", {a, b.integer(0), b.integer(0)},
+         {view({c})});
+    s.op(
+        "aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> "
+        "Tensor(a)",
+        {a, b.integer(0), b.integer(0), b.integer(r / 2), b.integer(1)}, {view({r / 2, c})});
+    s.op("aten::narrow(Tensor(a) self, int dim, int start, int length) -> Tensor(a)",
+         {a, b.integer(1), b.integer(0), b.integer(c / 2)}, {view({r, c / 2})});
+  }
+}
+
 const std::vector<std::pair<const char*, void (*)(Sweep&)>>& sweep_table() {
   static const std::vector<std::pair<const char*, void (*)(Sweep&)>> table{
-      {"gemm", gemms}, {"memory", memory_ops}, {"embedding", embeddings}, {"conv", convolutions}};
+      {"gemm", gemms}, {"memory", memory_ops}, {"embedding", embeddings}, {"conv", convolutions}, {"view", views}};
   return table;
 }
 

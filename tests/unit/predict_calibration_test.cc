@@ -469,8 +469,14 @@ TEST(CalibrationSweep, EveryOpHasAFamilyModelAndWork) {
         const std::string name = where + std::string(tr.name(tr.nodes[i]));
         EXPECT_NE(w.family, OpFamily::Unmodeled) << name;
         EXPECT_TRUE(w.by_name) << name;
-        EXPECT_GT(w.flops + w.bytes, 0) << name;
-        EXPECT_EQ(w.dtype, c10) << name;
+        if (w.family == OpFamily::View) {
+          EXPECT_EQ(w.flops + w.bytes, 0) << name;  // metadata only: measured for its overhead
+        } else {
+          EXPECT_GT(w.flops + w.bytes, 0) << name;
+        }
+        if (w.family != OpFamily::View) {
+          EXPECT_EQ(w.dtype, c10) << name;
+        }
         families.insert(family_name(w.family));
         measured.emplace_back(i, 1e-5);
       }

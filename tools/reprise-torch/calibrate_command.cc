@@ -125,7 +125,8 @@ int cmd_calibrate(int argc, char** argv) {
       "threads", po::value(&threads)->default_value(1), "intra-op threads (CPU); predict what replays with as many")(
       "passes", po::value(&passes)->default_value(5), "per-op passes; each op's time is its median")(
       "quick", po::bool_switch(&quick), "a few sizes per op (a first look, tests)")(
-      "family", po::value(&families)->composing(), "sweep only these (gemm, memory, embedding, conv; repeatable)")(
+      "family", po::value(&families)->composing(),
+      "sweep only these (gemm, memory, embedding, conv, view; repeatable)")(
       "from-replay", po::value(&from_replay)->composing(), "fit from these replay results (--per-op) instead")(
       "comms", po::value(&comms)->composing(), "`reprise comms --json` results: collective bandwidth curves")(
       "comms-max-bytes", po::value(&comms_max_text)->default_value("16M"),
@@ -146,7 +147,7 @@ int cmd_calibrate(int argc, char** argv) {
   for (const std::string& f : families) {
     const std::vector<std::string> known = sweep_families();
     if (std::find(known.begin(), known.end(), f) == known.end())
-      throw UserError("calibrate: unknown --family '" + f + "' (gemm, memory, embedding, conv)");
+      throw UserError("calibrate: unknown --family '" + f + "' (gemm, memory, embedding, conv, view)");
   }
   for (const std::string* p : {&out, &cluster_out})
     if (!p->empty()) check_output_path(*p);

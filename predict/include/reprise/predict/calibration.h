@@ -81,7 +81,7 @@ struct SweepOptions {
   std::vector<std::string> families;  // of sweep_families(); empty = all
 };
 Trace calibration_sweep(const SweepOptions& options);
-std::vector<std::string> sweep_families();  // "gemm", "memory", "embedding", "conv"
+std::vector<std::string> sweep_families();  // "gemm", "memory", "embedding", "conv", "view"
 
 // Samples from a trace and the seconds measured for some of its nodes (by node index); nodes of no family with a
 // model (views, waits, unmodeled ops) still give overhead samples.
