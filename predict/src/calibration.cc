@@ -228,6 +228,9 @@ void write_calibration(const Calibration& c, const std::string& path) {
   j["torch_version"] = c.torch_version;
   j["threads"] = c.threads;
   j["concurrent_ranks"] = c.concurrent_ranks;
+  json contention = json::object();
+  for (const auto& [ranks, factor] : c.memory_contention) contention[std::to_string(ranks)] = factor;
+  j["memory_contention"] = contention;
   j["default_overhead"] = c.default_overhead;
   j["overheads"] = c.overheads;
   j["sigma"] = c.sigma;
@@ -263,6 +266,13 @@ Calibration read_calibration(const std::string& path) {
     c.torch_version = j.value("torch_version", "");
     c.threads = j.value("threads", 1);
     c.concurrent_ranks = j.value("concurrent_ranks", 1);
+    if (j.contains("memory_contention"))
+      for (const auto& [ranks, factor] : j.at("memory_contention").items()) {
+        const int k = std::atoi(ranks.c_str());
+        if (k < 1 || !factor.is_number() || factor.get<double>() < 1)
+          throw UserError(path + ": memory_contention: expected {ranks: factor >= 1}, got \"" + ranks + "\"");
+        c.memory_contention[k] = factor.get<double>();
+      }
     c.default_overhead = j.at("default_overhead").get<double>();
     c.overheads = j.at("overheads").get<std::map<std::string, double>>();
     c.sigma = j.value("sigma", std::map<std::string, double>{});

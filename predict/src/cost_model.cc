@@ -68,6 +68,7 @@ struct CostModel::Impl {
   Cluster cluster;
   const Calibration* cal = nullptr;
   detail::RateIndex index;
+  double memory_slowdown = 1;  // set_ranks_per_node
 
   double overhead(const std::string& op) const {
     if (!cal) return cluster.device.op_overhead;
@@ -89,6 +90,13 @@ CostModel::~CostModel() = default;
 CostModel::CostModel(CostModel&&) noexcept = default;
 
 const Cluster& CostModel::cluster() const { return impl_->cluster; }
+
+void CostModel::set_ranks_per_node(int64_t ranks) {
+  impl_->memory_slowdown = 1;
+  if (!impl_->cal || impl_->cluster.device.kind != "cpu") return;
+  auto it = impl_->cal->memory_contention.find(static_cast<int>(ranks));
+  if (it != impl_->cal->memory_contention.end()) impl_->memory_slowdown = it->second;
+}
 
 OpCost CostModel::op(const Trace& t, uint32_t node) const {
   const DeviceSpec& d = impl_->cluster.device;
@@ -112,6 +120,7 @@ OpCost CostModel::op(const Trace& t, uint32_t node) const {
       c.modeled = w.by_name;
     }
   }
+  if (w.family == OpFamily::Memory || w.family == OpFamily::Embedding) busy *= impl_->memory_slowdown;
   const double overhead = impl_->overhead(op);
   if (d.kind == "cpu") {
     c.host = overhead + busy;

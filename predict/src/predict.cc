@@ -127,6 +127,8 @@ void Predictor::set_world(int world) {
   groups_ = std::make_unique<Groups>(world);
   rank_program_.assign(world, nullptr);
   const Cluster& c = o_.cluster;
+  // The ranks that run at once on one node: as many as it has devices, fewer when the world is smaller.
+  model_.set_ranks_per_node(std::min<int64_t>(world, c.devices_per_node));
   if (world <= c.devices()) return;
   if (c.device.kind == "cpu") {
     oversubscribed_ = static_cast<double>(world) / static_cast<double>(c.devices());

@@ -321,6 +321,7 @@ TEST(CalibrationFile, RoundTrips) {
   c.torch_version = "2.5.0";
   c.threads = 2;
   c.concurrent_ranks = 2;
+  c.memory_contention[2] = 1.375;
   c.collectives.push_back(fit_collective(sweep_points(0, 1), kFactor));
   const std::string path = test::test_dir() + "/c.json";
   write_calibration(c, path);
@@ -331,6 +332,7 @@ TEST(CalibrationFile, RoundTrips) {
   EXPECT_EQ(r.torch_version, c.torch_version);
   EXPECT_EQ(r.threads, 2);
   EXPECT_EQ(r.concurrent_ranks, 2);
+  EXPECT_EQ(r.memory_contention, c.memory_contention);
   EXPECT_EQ(r.overheads, c.overheads);
   EXPECT_EQ(r.default_overhead, c.default_overhead);
   EXPECT_EQ(r.sigma, c.sigma);

@@ -125,6 +125,25 @@ TEST_F(H100Ops, ACpuRunsEverythingOnTheHost) {
   EXPECT_DOUBLE_EQ(v.host, 5e-6);
 }
 
+// A calibration measured under mpirun knows how much slower memory-bound work runs with every core streaming: on a
+// CPU node running that many ranks, memory and embedding work slows by it; compute does not, nor does a GPU.
+TEST_F(H100Ops, MemoryContentionSlowsMemoryBoundWorkWhenTheNodeIsBusy) {
+  Calibration cal;  // no samples: the roofline times the ops, with no overhead
+  cal.memory_contention[2] = 1.5;
+  CostModel m(shipped("cpu-2core-example"), &cal);
+  const double add1 = m.op(tr, add).host, gemm1 = m.op(tr, gemm).host;
+  ASSERT_GT(add1, 0);
+  m.set_ranks_per_node(2);
+  EXPECT_DOUBLE_EQ(m.op(tr, add).host, 1.5 * add1);
+  EXPECT_DOUBLE_EQ(m.op(tr, gemm).host, gemm1);
+  m.set_ranks_per_node(3);  // no figure for 3 ranks: as measured alone
+  EXPECT_DOUBLE_EQ(m.op(tr, add).host, add1);
+  CostModel gpu(shipped("h100-sxm-8"), &cal);
+  const double dev = gpu.op(tr, add).device;
+  gpu.set_ranks_per_node(2);
+  EXPECT_DOUBLE_EQ(gpu.op(tr, add).device, dev);
+}
+
 TEST(CostModelEmbedding, TablesPastTheLargestCacheReadAtTheRandomAccessRate) {
   Ops x;
   auto bag = [&](int64_t rows) {

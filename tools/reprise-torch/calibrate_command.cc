@@ -13,10 +13,12 @@
 #include "bundle_commands.h"
 #include "cli.h"
 #include "progress.h"
+#include "reprise/common/stats.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/comms/sweep.h"
 #include "reprise/predict/calibration.h"
 #include "reprise/replay/replay.h"
+#include "reprise/trace/builder.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/write.h"
 
@@ -73,11 +75,12 @@ std::vector<OpSample> samples_from_replays(const std::vector<std::string>& files
 // Under a launcher of several ranks: each collective a replay issues, swept over message sizes at the launch's
 // world size on its backend (MPI on CPUs, NCCL on GPUs), as `reprise comms` sweeps it. Every rank takes part; the
 // points are rank 0's (a sweep's time is the slowest rank's).
-std::vector<CommPoint> sweep_collectives(size_t max_bytes, bool gpu, int device, bool progress) {
+std::vector<CommPoint> sweep_collectives(comms::Communicator& world, size_t max_bytes, bool gpu, int device,
+                                         bool progress) {
   std::vector<CommPoint> points;
-  std::unique_ptr<comms::Communicator> world = comms::make_world(), nccl;
-  if (gpu) nccl = comms::make_nccl(*world, device);
-  comms::Communicator& c = nccl ? *nccl : *world;
+  std::unique_ptr<comms::Communicator> nccl;
+  if (gpu) nccl = comms::make_nccl(world, device);
+  comms::Communicator& c = nccl ? *nccl : world;
   for (comms::Kind kind : {comms::Kind::AllReduce, comms::Kind::AllGather, comms::Kind::ReduceScatter,
                            comms::Kind::AllToAll, comms::Kind::AllToAllV}) {
     comms::SweepOptions o;
@@ -95,10 +98,38 @@ std::vector<CommPoint> sweep_collectives(size_t max_bytes, bool gpu, int device,
     if (progress && c.rank() == 0)
       std::fprintf(stderr, "reprise: collectives: %s swept on %d ranks\n", op.c_str(), c.size());
   }
-  nccl.reset();
-  world.reset();
-  comms::finalize();
   return points;
+}
+
+// How much slower a memory-bound op runs when every rank of the launch streams memory at once than when one does:
+// the time of a 64 MiB copy on rank 0 alone, then on every rank together (ranks of a data- or model-parallel step run
+// their memory-bound ops in lockstep). Rank 0's figure; 1 elsewhere.
+double memory_contention(comms::Communicator& world, const std::string& device, int threads) {
+  TraceBuilder b("<memory contention>");
+  b.roots();
+  TensorSpec t;
+  t.shape = {int64_t{16} << 20};  // 64 MiB of floats
+  t.device = device == "cuda" ? "cuda:0" : device;
+  t.id = t.storage_id = b.next_id();
+  const Value dst = b.tensor(t);
+  t.id = t.storage_id = b.next_id();
+  const Value src = b.tensor(t);
+  b.op("aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)", {dst, src, b.boolean(false)},
+       {dst});
+  const Trace copy = b.finish();
+  replay::ReplayOptions ro;
+  ro.device = device;
+  ro.iterations = 10;
+  ro.warmup = 2;
+  ro.threads = threads;
+  auto seconds = [&] { return median(replay::replay_trace(copy, ro).iteration_seconds); };
+  world.exchange("");
+  const double alone = world.rank() == 0 ? seconds() : 0;
+  world.exchange("");  // the others waited for rank 0
+  const double together = seconds();
+  std::vector<double> all;
+  for (const std::string& x : world.exchange(std::to_string(together))) all.push_back(std::stod(x));
+  return world.rank() == 0 && alone > 0 ? std::max(1.0, median(all) / alone) : 1.0;
 }
 
 }  // namespace
@@ -112,8 +143,10 @@ int cmd_calibrate(int argc, char** argv) {
       "shape, per-op host overheads, residuals, collective bandwidth curves from `reprise comms --json` files) go\n"
       "to FILE (docs/predict.md). --from-replay fits from replays written with --per-op instead (measured results\n"
       "fed back into the model). --cluster-out also writes the measured machine as a cluster description. Under\n"
-      "mpirun -np K every rank runs the sweep at once (the machine as busy as a K-rank replay keeps it), then every\n"
-      "collective is swept at K ranks (MPI on CPUs, NCCL on GPUs) for its curve; rank 0 writes the files.\n\noptions");
+      "mpirun -np K (one rank per core) every rank runs the sweep at once (the machine as busy as a K-rank replay\n"
+      "keeps it); then a CPU's memory contention is measured (a 64 MiB copy on every rank at once against one\n"
+      "alone) and every collective is swept at K ranks (MPI on CPUs, NCCL on GPUs); rank 0 writes the "
+      "files.\n\noptions");
   std::string out, cluster_out, device = "cpu", dtype = "float", comms_max_text = "16M";
   std::vector<std::string> from_replay, comms, families;
   int threads = 1, passes = 5;
@@ -189,10 +222,17 @@ int cmd_calibrate(int argc, char** argv) {
     cal.device = r.device;
   }
   std::vector<CommPoint> points = read_comm_sweeps(comms);
-  if (launch.size > 1 && comms_max > 0) {
+  double contention = 1;
+  if (launch.size > 1) {
+    std::unique_ptr<comms::Communicator> world = comms::make_world();
     const bool gpu = device.rfind("cuda", 0) == 0;
-    std::vector<CommPoint> swept = sweep_collectives(comms_max, gpu, launch.local_rank, !vm.count("quiet"));
-    points.insert(points.end(), swept.begin(), swept.end());
+    if (!gpu) contention = memory_contention(*world, device, threads);
+    if (comms_max > 0) {
+      std::vector<CommPoint> swept = sweep_collectives(*world, comms_max, gpu, launch.local_rank, !vm.count("quiet"));
+      points.insert(points.end(), swept.begin(), swept.end());
+    }
+    world.reset();
+    comms::finalize();
   }
   if (!reporter) return 0;
   Calibration fitted = fit_calibration(std::move(samples), points);
@@ -202,6 +242,7 @@ int cmd_calibrate(int argc, char** argv) {
   fitted.torch_version = TORCH_VERSION;
   fitted.threads = threads;
   fitted.concurrent_ranks = std::max(launch.local_size, 1);
+  if (launch.size > 1 && contention > 1) fitted.memory_contention[launch.local_size] = contention;
   write_calibration(fitted, out);
   print_calibration(stdout, fitted);
   std::printf("calibration: %s\n", out.c_str());

@@ -63,6 +63,10 @@ struct Calibration {
   std::string torch_version;
   int threads = 1;
   int concurrent_ranks = 1;  // ranks that ran the microbenchmarks at once on the machine (calibrate under mpirun)
+  // By ranks streaming memory at once on one CPU: how much slower a memory-bound op runs than with one rank alone
+  // (a 64 MiB copy on all of them against one). The cost model slows memory-bound work by it on CPU nodes with that
+  // many ranks running.
+  std::map<int, double> memory_contention;
   std::vector<OpSample> samples;
   std::map<std::string, double> overheads;  // host seconds per call, by op name
   double default_overhead = 0;              // for ops without their own

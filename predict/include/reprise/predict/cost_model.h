@@ -31,6 +31,9 @@ class CostModel {
   CostModel(CostModel&&) noexcept;
 
   OpCost op(const Trace& t, uint32_t node) const;
+  // `ranks` run at once on each CPU node: memory-bound work (memory and embedding families) slows by the
+  // calibration's measured memory contention for that many, when it has one.
+  void set_ranks_per_node(int64_t ranks);
   // A collective's time over a group of global ranks (their link level picks the curve), and its sigma.
   double collective(const Collective& c, const std::vector<int64_t>& group, double* sigma = nullptr) const;
   const Cluster& cluster() const;
