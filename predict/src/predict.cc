@@ -28,41 +28,18 @@ double two_sided_z(double confidence) {
   return (lo + hi) / 2;
 }
 
-// The ranks the traces span: their process groups, their collectives' group sizes, the rank files given.
-int world_of(const Trace& t, int rank_files) {
-  int64_t world = std::max(1, rank_files);
-  for (const ProcessGroup& pg : t.process_groups) {
-    world = std::max<int64_t>(world, std::max<int64_t>(pg.size, static_cast<int64_t>(pg.ranks.size())));
-    for (int64_t r : pg.ranks) world = std::max<int64_t>(world, r + 1);
-  }
-  for (const Collective& c : t.collectives) world = std::max<int64_t>(world, c.pg_size);
-  return static_cast<int>(world);
-}
-
 // Process groups of the whole run, keyed by their members (as replay keys them: group names of old traces differ
 // between ranks).
 class Groups {
  public:
   explicit Groups(int world) : world_(world) {}
 
-  // The members of a collective's group: the process-group node's list, else global_rank_start/stride and pg_size,
-  // else every rank of the world (replay's rule, docs/distributed.md).
+  // The members of a collective's group (collective_group_ranks): the group node of the bundle's manifest (`extra`)
+  // or of the trace, else what the collective says.
   int32_t of(const Trace& t, const Collective& c, const std::vector<ProcessGroup>& extra) {
-    const ProcessGroup* pg = nullptr;
-    for (const auto* list : {&extra, &t.process_groups})
-      for (const ProcessGroup& x : *list)
-        if (!pg && x.name == c.pg_name) pg = &x;
-    std::vector<int64_t> ranks;
-    if (pg && !pg->ranks.empty()) {
-      ranks = pg->ranks;
-    } else if (c.global_rank_start >= 0 && c.pg_size > 0 && c.pg_size < world_) {
-      for (int64_t k = 0; k < c.pg_size; ++k)
-        ranks.push_back(c.global_rank_start + k * std::max<int64_t>(c.global_rank_stride, 1));
-    } else {
-      const int64_t n = pg && pg->size > 0 ? pg->size : (c.pg_size > 0 ? c.pg_size : world_);
-      for (int64_t r = 0; r < n; ++r) ranks.push_back(r);
-    }
-    std::sort(ranks.begin(), ranks.end());
+    const ProcessGroup* pg = find_process_group(extra, c.pg_name);
+    if (!pg) pg = find_process_group(t.process_groups, c.pg_name);
+    const std::vector<int64_t> ranks = collective_group_ranks(c, pg, world_);
     auto [it, fresh] = index_.emplace(ranks, static_cast<int32_t>(groups_.size()));
     if (fresh) {
       SimGroup g;
@@ -220,7 +197,7 @@ void Predictor::load_traces() {
         p_.name.compare(p_.name.size() - std::strlen(ext), std::string::npos, ext) == 0)
       p_.name.resize(p_.name.size() - std::strlen(ext));
   int world = 1;
-  for (const Trace& t : set.ranks) world = std::max(world, world_of(t, static_cast<int>(set.ranks.size())));
+  for (const Trace& t : set.ranks) world = std::max(world, trace_world_size(t, static_cast<int>(set.ranks.size())));
   set_world(world);
   if (set.ranks.size() == 1) {  // one trace of a larger job: every rank replays it, as replay does
     const Built* b = build(std::make_unique<Trace>(std::move(set.ranks[0])), 0);

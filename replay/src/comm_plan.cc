@@ -73,24 +73,13 @@ bool Compiler::plan_collective(const Collective& c, CommSpec& s, std::string& wh
   return true;
 }
 
-// The index in p_.comm_groups of the collective's process group, added on first use. Its global ranks: the
-// process-group node's list, else global_rank_start/stride and pg_size, else every rank of the trace's world.
+// The index in p_.comm_groups of the collective's process group, added on first use; groups are keyed by their
+// global ranks (collective_group_ranks).
 uint32_t Compiler::comm_group_of(const Collective& c) {
   CommGroup g;
   g.name = c.pg_name.empty() ? "0" : c.pg_name;
-  const ProcessGroup* pg = nullptr;
-  for (const ProcessGroup& x : t_.process_groups)
-    if (x.name == c.pg_name) pg = &x;
-  if (pg && !pg->ranks.empty()) {
-    for (int64_t r : pg->ranks) g.ranks.push_back(static_cast<int>(r));
-  } else if (c.global_rank_start >= 0 && c.pg_size > 0 && c.pg_size < p_.trace_world) {
-    for (int64_t k = 0; k < c.pg_size; ++k)
-      g.ranks.push_back(static_cast<int>(c.global_rank_start + k * std::max<int64_t>(c.global_rank_stride, 1)));
-  } else {
-    int64_t n = pg && pg->size > 0 ? pg->size : (c.pg_size > 0 ? c.pg_size : p_.trace_world);
-    for (int64_t r = 0; r < n; ++r) g.ranks.push_back(static_cast<int>(r));
-  }
-  std::sort(g.ranks.begin(), g.ranks.end());
+  for (int64_t r : collective_group_ranks(c, find_process_group(t_.process_groups, c.pg_name), p_.trace_world))
+    g.ranks.push_back(static_cast<int>(r));
   for (size_t k = 0; k < p_.comm_groups.size(); ++k)
     if (p_.comm_groups[k].ranks == g.ranks) return static_cast<uint32_t>(k);
   p_.comm_groups.push_back(g);

@@ -91,15 +91,3 @@ Plan compile_plan(const Trace& trace, const ReplayOptions& options) {
 }
 
 }  // namespace reprise::replay::detail
-
-namespace reprise::replay {
-
-int trace_world_size(const Trace& t, int rank_files) {
-  int world = std::max(1, rank_files);
-  for (const ProcessGroup& pg : t.process_groups)
-    world = std::max<int>(world, static_cast<int>(std::max<int64_t>(pg.size, static_cast<int64_t>(pg.ranks.size()))));
-  for (const Collective& c : t.collectives) world = std::max<int>(world, static_cast<int>(c.pg_size));
-  return world;
-}
-
-}  // namespace reprise::replay

@@ -146,6 +146,37 @@ std::string collective_label(const Trace& t, uint32_t node) {
   return label;
 }
 
+int trace_world_size(const Trace& t, int rank_files) {
+  int64_t world = std::max(1, rank_files);
+  for (const ProcessGroup& pg : t.process_groups) {
+    world = std::max<int64_t>(world, std::max<int64_t>(pg.size, static_cast<int64_t>(pg.ranks.size())));
+    for (int64_t r : pg.ranks) world = std::max<int64_t>(world, r + 1);
+  }
+  for (const Collective& c : t.collectives) world = std::max<int64_t>(world, c.pg_size);
+  return static_cast<int>(world);
+}
+
+const ProcessGroup* find_process_group(const std::vector<ProcessGroup>& groups, std::string_view name) {
+  for (const ProcessGroup& g : groups)
+    if (g.name == name) return &g;
+  return nullptr;
+}
+
+std::vector<int64_t> collective_group_ranks(const Collective& c, const ProcessGroup* pg, int world) {
+  std::vector<int64_t> ranks;
+  if (pg && !pg->ranks.empty()) {
+    ranks = pg->ranks;
+  } else if (c.global_rank_start >= 0 && c.pg_size > 0 && c.pg_size < world) {
+    for (int64_t k = 0; k < c.pg_size; ++k)
+      ranks.push_back(c.global_rank_start + k * std::max<int64_t>(c.global_rank_stride, 1));
+  } else {
+    const int64_t n = pg && pg->size > 0 ? pg->size : (c.pg_size > 0 ? c.pg_size : world);
+    for (int64_t r = 0; r < n; ++r) ranks.push_back(r);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
 size_t Trace::memory_bytes() const {
   size_t b = strings.bytes();
   b += nodes.capacity() * sizeof(Node) + values.capacity() * sizeof(Value) + arg_types.capacity() * sizeof(StrId);

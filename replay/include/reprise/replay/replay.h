@@ -161,9 +161,8 @@ ReplayResult dry_run(const Trace& trace, const std::string& label, const std::ve
 // throws UserError listing, by node id, the ops whose arguments cannot be rewritten unambiguously.
 std::vector<std::string> infer_shapes(const Trace& recorded, Trace& trace, const std::vector<gen::DimChange>& changes);
 
-// The ranks the trace's process groups and collectives span, or `rank_files` (the rank traces it came with) when
-// that is more: the world size a distributed replay of it needs.
-int trace_world_size(const Trace& trace, int rank_files);
+// The world size a distributed replay of a trace needs: reprise::trace_world_size (reprise/trace/trace.h).
+using reprise::trace_world_size;
 
 // The results as JSON (schema in docs/replay.md).
 std::string result_json(const ReplayResult& result);

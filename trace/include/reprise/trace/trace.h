@@ -307,6 +307,16 @@ int32_t collective_of(const Trace& t, uint32_t node);
 // How tables name a communication node: "all_reduce (c10d::allreduce_)", "wait (record_param_comms)".
 std::string collective_label(const Trace& t, uint32_t node);
 
+// The ranks a job spans by one of its traces: its process groups (their sizes and the ranks they list), its
+// collectives' group sizes, and `rank_files`, the rank traces it came with. What replay launches and predict simulates.
+int trace_world_size(const Trace& t, int rank_files);
+// The first of `groups` named `name`, or nullptr.
+const ProcessGroup* find_process_group(const std::vector<ProcessGroup>& groups, std::string_view name);
+// The global ranks of a collective's group, ascending: `pg`'s list (its process-group node), else
+// global_rank_start/stride and pg_size when smaller than `world`, else ranks 0 .. n-1 with n `pg`'s size, the
+// collective's pg_size or `world` (docs/distributed.md). How replay and predict key groups: by their members.
+std::vector<int64_t> collective_group_ranks(const Collective& c, const ProcessGroup* pg, int world);
+
 // A set of traces, one per rank, as loaded from files, folders or archives.
 struct TraceSet {
   std::vector<Trace> ranks;  // sorted by rank
