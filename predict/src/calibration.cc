@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <tuple>
 
+#include "input_file.h"
 #include "rate_index.h"
 #include "reprise/common/error.h"
 #include "reprise/common/stats.h"
@@ -114,16 +113,6 @@ OpFamily family_from_name(const std::string& name, const std::string& where) {
   for (int k = 0; k < kOpFamilyCount; ++k)
     if (name == family_name(static_cast<OpFamily>(k))) return static_cast<OpFamily>(k);
   throw UserError(where + ": unknown op family '" + name + "'");
-}
-
-json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UserError(path + ": cannot read");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw UserError(path + ": not JSON (" + std::string(e.what()) + ")");
-  }
 }
 
 }  // namespace
@@ -255,7 +244,7 @@ void write_calibration(const Calibration& c, const std::string& path) {
 }
 
 Calibration read_calibration(const std::string& path) {
-  const json j = read_json_file(path);
+  const json j = detail::read_json(path);
   if (!j.is_object() || j.value("format", "") != "reprise-calibration/1")
     throw UserError(path + ": not a Reprise calibration (format reprise-calibration/1)");
   Calibration c;
@@ -311,7 +300,7 @@ Calibration read_calibration(const std::string& path) {
 }
 
 std::vector<OpTimes> read_op_times(const std::string& path) {
-  const json j = read_json_file(path);
+  const json j = detail::read_json(path);
   std::vector<OpTimes> out;
   auto one = [&](const json& d, const std::string& where) {
     OpTimes o;
@@ -347,7 +336,7 @@ std::vector<OpTimes> read_op_times(const std::string& path) {
 std::vector<CommPoint> read_comm_sweeps(const std::vector<std::string>& paths) {
   std::vector<CommPoint> out;
   for (const std::string& path : paths) {
-    const json j = read_json_file(path);
+    const json j = detail::read_json(path);
     try {
       const std::string op = j.at("op");
       const int64_t group = j.at("world_size");

@@ -5,9 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "reprise/common/dtype.h"
 #include "reprise/common/error.h"
@@ -121,6 +119,28 @@ void emit_number(YAML::Emitter& e, double v) {
   e << YAML::DoublePrecision(digits) << v;
 }
 
+Cluster read_cluster(const gen::YamlFile& f) {
+  const std::string& source = f.path();
+  const YAML::Node& root = f.root();
+  // An empty file parses to a null node without a mark: name its start.
+  if (root.IsNull()) throw UserError(source + ":1:1: cluster: the file is empty (docs/clusters.md gives the format)");
+  f.expect_map(root, "cluster", {"name", "description", "device", "topology", "launch"});
+  Cluster c;
+  c.source = source;
+  c.name = root["name"] ? f.string(root["name"], "name") : source;
+  if (root["description"]) c.description = f.string(root["description"], "description");
+  if (!root["device"]) f.fail(root, "cluster: device is required");
+  c.device = read_device(f, root["device"]);
+  if (!root["topology"]) f.fail(root, "cluster: topology is required");
+  read_topology(f, root["topology"], c);
+  if (const YAML::Node l = root["launch"]) {
+    if (!l.IsMap()) f.fail(l, "launch: expected a map of launcher name to command template");
+    for (auto it = l.begin(); it != l.end(); ++it)
+      c.launch[it->first.Scalar()] = f.string(it->second, it->first.Scalar());
+  }
+  return c;
+}
+
 }  // namespace
 
 double DeviceSpec::peak_flops(const std::string& dtype, bool matrix) const {
@@ -155,34 +175,10 @@ const LinkLevel& Cluster::level_for(const std::vector<int64_t>& ranks) const {
 }
 
 Cluster parse_cluster(const std::string& yaml, const std::string& source) {
-  gen::YamlFile f(source, yaml);
-  const YAML::Node& root = f.root();
-  // An empty file parses to a null node without a mark: name its start.
-  if (root.IsNull()) throw UserError(source + ":1:1: cluster: the file is empty (docs/clusters.md gives the format)");
-  f.expect_map(root, "cluster", {"name", "description", "device", "topology", "launch"});
-  Cluster c;
-  c.source = source;
-  c.name = root["name"] ? f.string(root["name"], "name") : source;
-  if (root["description"]) c.description = f.string(root["description"], "description");
-  if (!root["device"]) f.fail(root, "cluster: device is required");
-  c.device = read_device(f, root["device"]);
-  if (!root["topology"]) f.fail(root, "cluster: topology is required");
-  read_topology(f, root["topology"], c);
-  if (const YAML::Node l = root["launch"]) {
-    if (!l.IsMap()) f.fail(l, "launch: expected a map of launcher name to command template");
-    for (auto it = l.begin(); it != l.end(); ++it)
-      c.launch[it->first.Scalar()] = f.string(it->second, it->first.Scalar());
-  }
-  return c;
+  return read_cluster(gen::YamlFile(source, yaml));
 }
 
-Cluster load_cluster(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UserError(path + ": cannot read");
-  std::stringstream raw;
-  raw << in.rdbuf();
-  return parse_cluster(raw.str(), path);
-}
+Cluster load_cluster(const std::string& path) { return read_cluster(gen::YamlFile(path)); }
 
 std::string cluster_yaml(const Cluster& c) {
   YAML::Emitter e;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "input_file.h"
 #include "reprise/common/error.h"
 #include "reprise/common/stats.h"
 #include "reprise/predict/validate.h"
@@ -22,22 +23,6 @@ using json = nlohmann::json;
 
 constexpr const char* kPredictionFormat = "reprise-prediction/1";
 constexpr const char* kExternalFormat = "reprise-external-prediction/1";
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(path + ": cannot read");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-json parse_json(const std::string& text, const std::string& path) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    throw UserError(path + ": not JSON (" + std::string(e.what()) + ")");
-  }
-}
 
 // A number under `key`, nullopt when absent or null; anything else there is an error naming the key.
 std::optional<double> number(const json& obj, const char* key, const std::string& where) {
@@ -360,7 +345,7 @@ namespace detail {
 std::vector<Timing> predictions_from_text(const std::string& text, const std::string& path) {
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
-    const json j = parse_json(text, path);
+    const json j = detail::parse_json(text, path);
     if (j.contains("reprise_replay")) throw UserError(path + ": a replay's measurement, not a prediction");
     const std::string format = string_or(j, "format", "");
     if (format == kPredictionFormat) return {reprise_prediction(j, path)};
@@ -373,7 +358,7 @@ std::vector<Timing> predictions_from_text(const std::string& text, const std::st
 }
 
 Timing measurement_from_text(const std::string& text, const std::string& path) {
-  const json j = parse_json(text, path);
+  const json j = detail::parse_json(text, path);
   if (!j.is_object() || !j.contains("reprise_replay"))
     throw UserError(path + ": not a reprise replay result (no reprise_replay key)");
   Timing t;
@@ -409,9 +394,11 @@ Timing measurement_from_text(const std::string& text, const std::string& path) {
 }  // namespace detail
 
 std::vector<Timing> read_predictions(const std::string& path) {
-  return detail::predictions_from_text(read_text(path), path);
+  return detail::predictions_from_text(detail::read_input(path), path);
 }
 
-Timing read_measurement(const std::string& path) { return detail::measurement_from_text(read_text(path), path); }
+Timing read_measurement(const std::string& path) {
+  return detail::measurement_from_text(detail::read_input(path), path);
+}
 
 }  // namespace reprise::predict

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <iostream>
 #include <thread>
-#include <unordered_map>
 
 #include "bundle_commands.h"
 #include "cli.h"
@@ -29,13 +28,12 @@ namespace {
 
 using namespace reprise::predict;
 
+// Measured times by node id as samples_from_trace() takes them: by node index (Trace::find).
 std::vector<std::pair<uint32_t, double>> by_node_index(const Trace& t,
                                                        const std::vector<std::pair<int64_t, double>>& times) {
-  std::unordered_map<int64_t, uint32_t> index;
-  for (uint32_t i = 0; i < t.nodes.size(); ++i) index.emplace(t.nodes[i].id, i);
   std::vector<std::pair<uint32_t, double>> out;
   for (const auto& [id, s] : times)
-    if (auto it = index.find(id); it != index.end()) out.emplace_back(it->second, s);
+    if (const uint32_t i = t.find(id); i != kNone32) out.emplace_back(i, s);
   return out;
 }
 

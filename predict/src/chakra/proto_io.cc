@@ -1,10 +1,9 @@
 // Chakra files: one GlobalMetadata message, then one Node message per node, each preceded by its length as a varint
 // (the framing Chakra's protolib and ASTRA-sim's feeder use).
-#include <fstream>
-#include <sstream>
-
+#include "input_file.h"
 #include "reprise/common/error.h"
 #include "reprise/predict/chakra.h"
+#include "reprise/trace/write.h"
 
 #ifdef REPRISE_HAVE_PROTOBUF
 #include "et_def.pb.h"
@@ -207,19 +206,12 @@ void write_chakra_file(const ChakraTrace& g, const std::string& path) {
   } catch (const UserError& e) {
     throw UserError(path + ": " + e.what());
   }
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw UserError(path + ": cannot write the Chakra trace");
-  f.write(out.data(), static_cast<std::streamsize>(out.size()));
-  if (!f) throw UserError(path + ": write failed");
+  write_text_file(path, out);  // whole or not at all, as every file Reprise writes
 }
 
 ChakraTrace read_chakra(const std::string& path) {
   if (!chakra_available()) return decode_chakra({}, path);
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw UserError(path + ": cannot open the Chakra trace");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return decode_chakra(ss.str(), path);
+  return decode_chakra(detail::read_input(path), path);
 }
 
 ChakraFile write_chakra(const Trace& t, int64_t rank, const std::string& path, const ChakraOptions& o) {
