@@ -22,24 +22,15 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from truth import launcher as mpi, run  # noqa: E402  (one way to run a command and to launch N ranks)
+
 SHARED = os.environ.get("REPRISE_SHARED_TRACES", os.path.join(ROOT, "..", "shared", "traces"))
-
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
-    if r.returncode != 0:
-        raise SystemExit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-3000:]}")
-    return r.stdout
-
-
-def mpi(np_):
-    return ["mpiexec", "--allow-run-as-root", "--oversubscribe", "-np", str(np_)] if np_ > 1 else []
 
 
 def gmean_abs(errors):
