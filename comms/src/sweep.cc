@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "reprise/common/clock.h"
 
@@ -96,14 +98,29 @@ struct Step {
   std::unique_ptr<Buffer> in, out;
 };
 
+// One rank's buffer elements for `cnt` (Args::count) over n ranks.
+std::pair<size_t, size_t> buffer_elems(const Descriptor& d, size_t cnt, int n) {
+  if (d.p2p) return {cnt, cnt};  // a ring: everyone sends and receives
+  return {d.in_elems(cnt, n), d.out_elems(cnt, n)};
+}
+
+// The sweep's Args::count per row, smallest first (rows with fewer elements than ranks are left out).
+std::vector<size_t> sweep_counts(const SweepOptions& o, int n) {
+  const size_t es = dtype_size(o.dtype);
+  std::vector<size_t> counts;
+  for (double b = double(std::max<size_t>(o.min_bytes, es)); b <= double(o.max_bytes) * 1.0000001; b *= o.factor) {
+    size_t cnt = describe(o.kind).sweep_count(static_cast<size_t>(b) / es, n);
+    if (cnt > 0) counts.push_back(cnt);
+  }
+  return counts;
+}
+
 Step prepare(Communicator& c, const SweepOptions& o, size_t cnt) {
   const int n = c.size();
   const size_t es = dtype_size(o.dtype);
   const Descriptor& d = describe(o.kind);
   Step s;
-  s.in_n = d.in_elems(cnt, n);
-  s.out_n = d.out_elems(cnt, n);
-  if (d.p2p) s.in_n = s.out_n = cnt;  // a ring: everyone sends and receives
+  std::tie(s.in_n, s.out_n) = buffer_elems(d, cnt, n);
   s.in = allocate(c, std::max<size_t>(s.in_n, 1) * es, o.device);
   s.out = allocate(c, std::max<size_t>(s.out_n, 1) * es, o.device);
   std::vector<char> host(s.in_n * es + es);
@@ -217,9 +234,7 @@ std::vector<SweepRow> sweep(Communicator& c, const SweepOptions& o,
   validate(c, o);
   const size_t es = dtype_size(o.dtype);
   std::vector<SweepRow> rows;
-  for (double b = double(std::max<size_t>(o.min_bytes, es)); b <= double(o.max_bytes) * 1.0000001; b *= o.factor) {
-    size_t cnt = describe(o.kind).sweep_count(static_cast<size_t>(b) / es, c.size());
-    if (cnt == 0) continue;  // fewer elements than ranks
+  for (size_t cnt : sweep_counts(o, c.size())) {
     Step s = prepare(c, o, cnt);
     SweepRow row;
     row.count = std::max(s.in_n, s.out_n);
@@ -230,6 +245,17 @@ std::vector<SweepRow> sweep(Communicator& c, const SweepOptions& o,
     if (on_row) on_row(row);
   }
   return rows;
+}
+
+SweepMemory sweep_memory(const SweepOptions& o, int nranks) {
+  const size_t es = dtype_size(o.dtype);
+  SweepMemory m;
+  for (size_t cnt : sweep_counts(o, nranks)) {
+    auto [in, out] = buffer_elems(describe(o.kind), cnt, nranks);
+    m.buffers = std::max(m.buffers, (std::max<size_t>(in, 1) + std::max<size_t>(out, 1)) * es);
+    m.host_copy = std::max(m.host_copy, (std::max(in, out) + 1) * es);
+  }
+  return m;
 }
 
 void print_header(std::FILE* out, const Communicator& c, const SweepOptions& o) {

@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -52,6 +54,63 @@ TEST(Cli, HelpForEveryCommand) {
   EXPECT_EQ(run("frobnicate").status, 2);
   EXPECT_EQ(run("inspect --no-such-flag x").status, 2);
 }
+
+// Every command's -x means the same long option wherever it exists (-o is --out, never --redop).
+TEST(Cli, OneLetterMeansOneOptionAcrossCommands) {
+  std::vector<std::string> commands = {"inspect", "convert", "synth", "predict", "validate"};
+#ifdef REPRISE_HAVE_REPLAY
+  for (const char* c : {"calibrate", "replay", "capture", "generate", "verify"}) commands.push_back(c);
+#endif
+#ifdef REPRISE_HAVE_COMMS
+  commands.push_back("comms");
+#endif
+  std::map<char, std::pair<std::string, std::string>> seen;  // letter -> (long option, first command)
+  const std::regex short_long(R"(  -([A-Za-z]) \[ --([a-z0-9-]+) \])");
+  for (const std::string& c : commands) {
+    std::string help = run(c + " --help").out;
+    for (std::sregex_iterator it(help.begin(), help.end(), short_long), end; it != end; ++it) {
+      char letter = (*it)[1].str()[0];
+      std::string name = (*it)[2];
+      auto [at, fresh] = seen.emplace(letter, std::make_pair(name, c));
+      EXPECT_TRUE(fresh || at->second.first == name) << "-" << letter << " is --" << at->second.first << " in "
+                                                     << at->second.second << " but --" << name << " in " << c;
+    }
+  }
+  EXPECT_EQ(seen['o'].first, "out");
+}
+
+#ifdef REPRISE_HAVE_COMMS
+// Usage errors of `reprise comms` are one line, exit 2, found before MPI starts, and name only options the user gave.
+TEST(Cli, CommsUsageErrorsAreOneLineExitTwo) {
+  struct Case {
+    std::string args, says;
+  } cases[] = {
+      {"--dtype banana", "--dtype banana: unknown"},
+      {"--op broadcast --root 5", "--root 5: not a rank of this launch of 1"},
+      {"-b 1M -e 8", "--min-bytes 1M is larger than --max-bytes 8"},
+      {"-f abc", "('abc') for option '--step-factor' is invalid"},
+      {"-f 1.000001", "sizes from 8 to 64M (at most 1000)"},
+      {"-n -3", "--iters -3: must be 1 to"},
+      {"-w -1", "--warmup -1: must be 0 to"},
+      {"-o sum", "unrecognised option '-o'"},
+      {"--redop avg --dtype bool", "avg is not defined for bool"},
+      {"-b 4096G", "host memory per rank"},
+      {"--backend tcp", "--backend tcp: mpi, nccl or auto"},
+  };
+  for (const Case& c : cases) {
+    Result r = run("comms " + c.args);
+    EXPECT_EQ(r.status, 2) << c.args << ": " << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.args << ": " << r.out;
+    if (c.args == "-b 4096G") {
+      EXPECT_EQ(r.out.find("--max-bytes"), std::string::npos) << r.out;
+    }
+  }
+  // A size left at its default follows the one given: -e 4 alone sweeps 4 bytes, not "8 > 4".
+  Result small = run("comms -e 4 -n 1 -w 0");
+  EXPECT_EQ(small.status, 0) << small.out;
+}
+#endif
 
 TEST(Cli, SynthInspectConvert) {
   std::string dir = reprise::test::temp_dir();

@@ -39,7 +39,7 @@ int cmd_predict(int argc, char** argv) {
   std::vector<std::string> op_times;
   std::vector<int64_t> steps;
   PredictOptions o;
-  opts.add_options()("help,h", "show this help")("cluster,c", po::value(&cluster_path), "cluster description (YAML)")(
+  opts.add_options()("help,h", "show this help")("cluster", po::value(&cluster_path), "cluster description (YAML)")(
       "calibration", po::value(&calibration_path), "calibration file from `reprise calibrate`")(
       "op-times", po::value(&op_times)->composing(),
       "replay results written with --per-op: their measured op times replace the models' (the simulator's own error)")(

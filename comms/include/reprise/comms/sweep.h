@@ -31,6 +31,13 @@ struct SweepRow {
   int64_t wrong = 0;            // elements that differ from the expected result, summed over ranks; -1 = not checked
 };
 
+// The most memory one rank's sweep holds at once, at its largest size over `nranks` ranks: the send and receive
+// buffers (host memory on CPUs, device memory with NCCL) and the host copy a check reads the results into.
+struct SweepMemory {
+  size_t buffers = 0, host_copy = 0;
+};
+SweepMemory sweep_memory(const SweepOptions& o, int nranks);
+
 std::vector<SweepRow> sweep(Communicator& c, const SweepOptions& o,
                             const std::function<void(const SweepRow&)>& on_row = {});
 // The familiar table header and a row, as nccl-tests prints them.
