@@ -232,6 +232,10 @@ Prediction Predictor::run() {
   p_.programs = static_cast<int>(built_.size());
   p_.build_seconds = now_seconds() - t0;
 
+  for (int64_t r : o_.timeline_ranks)
+    if (r < 0 || static_cast<size_t>(r) >= rank_program_.size())
+      throw UserError(input_ + ": timeline rank " + std::to_string(r) + " is not one of its " +
+                      std::to_string(rank_program_.size()) + " rank(s)");
   const Built& zero = *rank_program_[0];
   p_.steps = zero.b.steps;
   auto input_of = [&](SimProgram Built::*which, bool timeline) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 
 #include "reprise/common/error.h"
 #include "reprise/predict/calibration.h"
@@ -461,6 +462,22 @@ TEST(Cli, PredictASynthTraceOnAShippedCluster) {
     EXPECT_NE(e.out.find(says), std::string::npos) << args << ": " << e.out;
     EXPECT_FALSE(std::filesystem::exists(dir + "/never.json")) << args;
   }
+
+  // --timeline-rank picks the ranks drawn (the default 0 is replaced, not kept; the critical path is drawn on the
+  // ranks it crosses); a rank the world lacks is refused.
+  Result one = run("predict " + dir + "/s.json.gz --cluster " + cluster + " --timeline-rank 1 --timeline " + dir +
+                   "/t1.json -q");
+  ASSERT_EQ(one.status, 0) << one.out;
+  std::set<int> pids;
+  const auto timeline = nlohmann::json::parse(std::ifstream(dir + "/t1.json"));
+  for (const auto& e : timeline["traceEvents"])
+    if (e.value("ph", "") == "X" && e.value("cat", "") != "critical") pids.insert(e["pid"].get<int>());
+  EXPECT_EQ(pids, std::set<int>{1});
+  Result far = run("predict " + dir + "/s.json.gz --cluster " + cluster + " --timeline-rank 7 --timeline " + dir +
+                   "/t7.json -q");
+  EXPECT_EQ(far.status, 2) << far.out;
+  EXPECT_NE(far.out.find("timeline rank 7 is not one of its 2 rank(s)"), std::string::npos) << far.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/t7.json"));
 }
 
 #ifdef REPRISE_HAVE_REPLAY

@@ -90,7 +90,7 @@ int cmd_inspect(int argc, char** argv) {
       "role.\nChakra files (*.et, reprise convert --to chakra) show their metadata, nodes by type, dependencies and\n"
       "collectives.\n\noptions");
   std::vector<std::string> traces;
-  size_t top = 15;
+  int top = 15;
   std::string json_out;
   opts.add_options()("help,h", "show this help")("json", "print the summary as JSON instead of a table")(
       "json-out", po::value(&json_out), "also write the JSON summary to this file")(
@@ -104,6 +104,7 @@ int cmd_inspect(int argc, char** argv) {
     return 0;
   }
   if (traces.empty()) throw UserError("inspect: no trace given (see reprise inspect --help)");
+  if (top < 0 || top > 1000000) throw UserError("inspect: --top " + std::to_string(top) + ": must be 0 to 1000000");
   double t0 = reprise::now_seconds();
   if (std::all_of(traces.begin(), traces.end(),
                   [](const std::string& p) { return p.size() > 3 && p.substr(p.size() - 3) == ".et"; })) {
@@ -114,9 +115,10 @@ int cmd_inspect(int argc, char** argv) {
     return 0;
   }
   if (traces.size() == 1 && reprise::gen::is_bundle(traces[0]))
-    return inspect_bundle(traces[0], top, vm.count("json") > 0, json_out, read_options(vm.count("quiet") > 0));
+    return inspect_bundle(traces[0], static_cast<size_t>(top), vm.count("json") > 0, json_out,
+                          read_options(vm.count("quiet") > 0));
   reprise::TraceSet set = reprise::load_traces(traces, read_options(vm.count("quiet") > 0));
-  reprise::Summary s = reprise::summarize(set, top);
+  reprise::Summary s = reprise::summarize(set, static_cast<size_t>(top));
   double secs = reprise::now_seconds() - t0;
   if (!json_out.empty()) {
     reprise::write_text_file(json_out, reprise::summary_json(s) + "\n");

@@ -63,7 +63,6 @@ int cmd_predict(int argc, char** argv) {
   if (input.empty()) throw UserError("predict: no bundle or trace given (see reprise predict --help)");
   if (cluster_path.empty()) throw UserError("predict: --cluster is required (clusters/*.yaml; see docs/clusters.md)");
   if (!(o.confidence > 0 && o.confidence < 1)) throw UserError("predict: --confidence must be between 0 and 1");
-  if (vm.count("timeline-rank")) o.timeline_ranks.erase(o.timeline_ranks.begin());  // the default 0 goes
   o.steps = steps;
   o.op_times_files = op_times;
   o.cluster = load_cluster(cluster_path);
