@@ -251,10 +251,14 @@ std::unique_ptr<Buffer> allocate(const Communicator& c, size_t bytes, int dev) {
   b->dev = dev;
   if (b->device) {
     cuda_check(cudaSetDevice(dev), "set device");
-    cuda_check(cudaMalloc(&b->ptr, std::max<size_t>(bytes, 1)), "allocate");
+    cudaError_t e = cudaMalloc(&b->ptr, std::max<size_t>(bytes, 1));
+    if (e == cudaErrorMemoryAllocation)
+      throw CommOutOfMemory("GPU " + std::to_string(dev) + " out of memory allocating " + std::to_string(bytes) +
+                            " bytes");
+    cuda_check(e, "allocate");
   } else {
     b->ptr = std::malloc(std::max<size_t>(bytes, 1));
-    if (!b->ptr) throw CommError("out of memory allocating " + std::to_string(bytes) + " bytes");
+    if (!b->ptr) throw CommOutOfMemory("out of memory allocating " + std::to_string(bytes) + " bytes");
   }
   return b;
 }

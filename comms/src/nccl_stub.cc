@@ -15,7 +15,7 @@ std::unique_ptr<Buffer> allocate(const Communicator&, size_t bytes, int dev) {
   b->bytes = bytes;
   b->dev = dev;
   b->ptr = std::malloc(bytes ? bytes : 1);
-  if (!b->ptr) throw CommError("out of memory allocating " + std::to_string(bytes) + " bytes");
+  if (!b->ptr) throw CommOutOfMemory("out of memory allocating " + std::to_string(bytes) + " bytes");
   return b;
 }
 

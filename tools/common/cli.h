@@ -19,6 +19,7 @@ namespace reprise::cli {
 namespace po = boost::program_options;
 
 constexpr int kBadInput = 2;
+constexpr int kOutOfMemory = 3;
 
 inline po::variables_map parse(int argc, char** argv, const po::options_description& opts,
                                const po::positional_options_description& pos = {}) {
@@ -41,7 +42,7 @@ inline int guarded(const std::function<int()>& body) {
     return kBadInput;
   } catch (const std::bad_alloc&) {
     std::cerr << "reprise: out of memory\n";
-    return 3;
+    return kOutOfMemory;
   } catch (const std::exception& e) {
     std::cerr << "reprise: " << e.what() << "\n";
     return 1;

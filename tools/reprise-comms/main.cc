@@ -41,6 +41,7 @@ int run_sweep(reprise::cli::CommsFlags& f) {
   std::unique_ptr<Communicator> world, comm;
   std::string json;
   int64_t wrong = 0;
+  int failed = 0;
   try {
     Launch launch = detect_launch();
     world = make_world();
@@ -49,13 +50,15 @@ int run_sweep(reprise::cli::CommsFlags& f) {
     wrong = sweep_and_print(comm ? *comm : *world, f.sweep, json);
   } catch (const CommError& e) {
     std::string what = "comms: " + (world ? "rank " + std::to_string(world->rank()) + ": " : "") + e.what();
-    if (!world || world->size() == 1) throw UserError(what);
+    const int status = dynamic_cast<const CommOutOfMemory*>(&e) ? reprise::cli::kOutOfMemory : reprise::cli::kBadInput;
     std::cerr << "reprise: " << what << "\n";
-    world->abort(reprise::cli::kBadInput);  // the other ranks would wait for this one forever
+    if (world && world->size() > 1) world->abort(status);  // the other ranks would wait for this one forever
+    failed = status;
   }
   comm.reset();
   world.reset();
   finalize();
+  if (failed) return failed;
   // After finalize, so that a file that cannot be written fails this rank alone, not MPI's shutdown.
   if (!f.json.empty() && !json.empty()) reprise::write_text_file(f.json, json);
   return wrong ? 1 : 0;

@@ -22,6 +22,12 @@ class CommError : public UserError {
   using UserError::UserError;
 };
 
+// A buffer the host or the GPU could not give: exit status 3, as every out-of-memory failure in reprise.
+class CommOutOfMemory : public CommError {
+ public:
+  using CommError::CommError;
+};
+
 // An operation in flight.
 class Request {
  public:
