@@ -96,6 +96,10 @@ case $CASE in
       [ $rc = 2 ] || fail "$cmd: exit $rc, expected 2: $out"
       grep -q "ro/x.json: folder ro is not writable" <<<"$out" || fail "$cmd: message: $out"
     done
+    out=$("$R" convert --to chakra t.json ro 2>&1)
+    rc=$?
+    [ $rc = 2 ] || fail "convert --to chakra: exit $rc, expected 2: $out"
+    grep -q "ro/workload.0.et: folder ro is not writable" <<<"$out" || fail "convert --to chakra: message: $out"
     [ -z "$(ls -A ro)" ] || fail "something was written into the read-only folder: $(ls -A ro)"
     ;;
   disk_full)

@@ -171,7 +171,10 @@ int cmd_convert(int argc, char** argv) {
     return 0;
   }
   if (in.empty() || out.empty()) throw UserError("convert: needs IN and OUT (see reprise convert --help)");
-  if (to == "chakra") return convert_chakra(in, out, prefix, co, vm.count("quiet") > 0);
+  if (to == "chakra") {
+    if (std::filesystem::is_directory(out)) reprise::cli::check_output_path(out + "/" + prefix + ".0.et");
+    return convert_chakra(in, out, prefix, co, vm.count("quiet") > 0);
+  }
   if (to != "et") throw UserError("convert: --to takes et or chakra, not '" + to + "'");
   // OUT is a folder when IN holds several ranks, which only reading IN tells; anything else is a file.
   if (!std::filesystem::is_directory(out)) reprise::cli::check_output_path(out);
