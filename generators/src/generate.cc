@@ -3,6 +3,8 @@
 // place, so a failure leaves nothing).
 #include "reprise/generators/generate.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include "invariants.h"
 #include "reprise/common/clock.h"
 #include "reprise/common/error.h"
+#include "reprise/trace/output.h"
 #include "reprise/trace/write.h"
 #include "reprise/version.h"
 #include "sha256.h"
@@ -136,6 +139,20 @@ Loaded load_source(const std::string& source, const GenerateOptions& o) {
   return l;
 }
 
+// Moves the finished folder `tmp` to `out`. An old bundle there is swapped out in one step, so no moment holds
+// neither, and then removed from where `tmp` was.
+void move_into_place(const std::string& tmp, const std::string& out) {
+  std::error_code ec;
+  if (fs::exists(out, ec) && renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(tmp, ec);
+    return;
+  }
+  // No old bundle, or a file system that cannot swap.
+  if (fs::exists(out, ec)) fs::remove_all(out, ec);
+  fs::rename(tmp, out, ec);
+  if (ec) throw UserError(out + ": cannot move the bundle into place: " + ec.message());
+}
+
 void check_out(const GenerateOptions& o) {
   if (o.out.empty()) throw UserError("generate: no output folder given");
   std::error_code ec;
@@ -234,6 +251,7 @@ GenerateReport finish(Loaded& l, const Config& c, const GenerateOptions& o, doub
   const std::string tmp = o.out + ".tmp-" + std::to_string(::getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);
+  const RemovedOnSignal guard(tmp);
   try {
     fs::create_directories(fs::path(tmp) / "traces", ec);
     if (ec) throw UserError(tmp + ": cannot create folder: " + ec.message());
@@ -255,9 +273,7 @@ GenerateReport finish(Loaded& l, const Config& c, const GenerateOptions& o, doub
     Bundle written = b;
     written.dir = tmp;
     write_manifest(written);
-    if (fs::exists(o.out, ec)) fs::remove_all(o.out, ec);
-    fs::rename(tmp, o.out, ec);
-    if (ec) throw UserError(o.out + ": cannot move the bundle into place: " + ec.message());
+    move_into_place(tmp, o.out);
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;

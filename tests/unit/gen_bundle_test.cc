@@ -128,7 +128,12 @@ TEST(Bundle, ExistingFolderIsNotReplacedWithoutForce) {
   EXPECT_THROW(generate_from_trace(job, quiet(out)), UserError);
   GenerateOptions o = quiet(out);
   o.force = true;
+  test::write_file(out + "/stale", "from the old bundle");
   EXPECT_NO_THROW(generate_from_trace(job, o));
+  EXPECT_FALSE(fs::exists(out + "/stale")) << "the old bundle is replaced as a whole";
+  EXPECT_NO_THROW(read_bundle(out));
+  for (const auto& e : fs::directory_iterator(test::temp_dir()))
+    EXPECT_EQ(e.path().filename().string().find("twice.tmp-"), std::string::npos) << "left behind: " << e.path();
   const std::string plain = test::temp_dir() + "/not_a_bundle";
   fs::create_directories(plain);
   o.out = plain;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "reprise/common/error.h"
+#include "reprise/trace/output.h"
 
 namespace reprise::cli {
 
@@ -73,13 +74,8 @@ inline size_t parse_bytes(const std::string& s, const std::string& what) {
   return static_cast<size_t>(v * mult);
 }
 
-// An output file's folder must exist and be writable before any work starts, so a long run is not lost at the end.
-inline void check_output_path(const std::string& path) {
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw UserError(path + ": folder " + dir.string() + " does not exist");
-  if (access(dir.c_str(), W_OK) != 0) throw UserError(path + ": folder " + dir.string() + " is not writable");
-}
+// An output file is checked before any work starts, so a long run is not lost at the end: its folder exists and is
+// writable, it is not read-only or a folder; a device, FIFO or `-` is fine, a link is checked at its target.
+inline void check_output_path(const std::string& path) { check_output_file(path); }
 
 }  // namespace reprise::cli

@@ -44,6 +44,7 @@ int run_sweep(reprise::cli::CommsFlags& f) {
   int failed = 0;
   try {
     Launch launch = detect_launch();
+    if (launch.rank == 0 && !f.json.empty()) reprise::cli::check_output_path(f.json);  // rank 0 writes it
     world = make_world();
     f.sweep.device = f.device >= 0 ? f.device : launch.local_rank;
     if (f.backend == "nccl" || (f.backend == "auto" && nccl_available())) comm = make_nccl(*world, f.sweep.device);

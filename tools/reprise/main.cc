@@ -105,6 +105,7 @@ int cmd_inspect(int argc, char** argv) {
   }
   if (traces.empty()) throw UserError("inspect: no trace given (see reprise inspect --help)");
   if (top < 0 || top > 1000000) throw UserError("inspect: --top " + std::to_string(top) + ": must be 0 to 1000000");
+  if (!json_out.empty()) reprise::cli::check_output_path(json_out);
   double t0 = reprise::now_seconds();
   if (std::all_of(traces.begin(), traces.end(),
                   [](const std::string& p) { return p.size() > 3 && p.substr(p.size() - 3) == ".et"; })) {
@@ -172,15 +173,21 @@ int cmd_convert(int argc, char** argv) {
     return 0;
   }
   if (in.empty() || out.empty()) throw UserError("convert: needs IN and OUT (see reprise convert --help)");
-  if (to == "chakra") return convert_chakra(in, out, prefix, co, vm.count("quiet") > 0);
+  if (to == "chakra") {
+    if (std::filesystem::is_directory(out)) reprise::cli::check_output_path(out + "/" + prefix + ".0.et");
+    return convert_chakra(in, out, prefix, co, vm.count("quiet") > 0);
+  }
   if (to != "et") throw UserError("convert: --to takes et or chakra, not '" + to + "'");
+  // OUT is a folder when IN holds several ranks, which only reading IN tells; anything else is a file.
+  if (!std::filesystem::is_directory(out)) reprise::cli::check_output_path(out);
   reprise::TraceSet set = reprise::load_traces({in}, read_options(vm.count("quiet") > 0));
   for (auto& t : set.ranks)
     if (t.from_kineto_only) throw reprise::UserError(t.source + ": a Kineto trace has no ET to convert");
   if (set.ranks.size() == 1) {
     reprise::write_et(set.ranks[0], out);
-    std::cout << "wrote " << out << " (" << set.ranks[0].nodes.size() << " nodes, schema " << reprise::kCurrentSchema
-              << ")\n";
+    if (out != "-")
+      std::cout << "wrote " << out << " (" << set.ranks[0].nodes.size() << " nodes, schema " << reprise::kCurrentSchema
+                << ")\n";
     return 0;
   }
   std::error_code ec;
@@ -219,9 +226,11 @@ int cmd_synth(int argc, char** argv) {
   if (s.iterations < 1 || s.layers < 1 || s.batch < 1 || s.hidden < 1 || s.world_size < 1 || s.rank < 0 ||
       s.rank >= s.world_size)
     throw UserError("synth: sizes must be positive and 0 <= rank < world-size");
+  reprise::cli::check_output_path(out);
   reprise::Trace t = reprise::synthetic_trace(s);
   reprise::write_et(t, out);
-  std::cout << "wrote " << out << " (" << t.nodes.size() << " nodes, " << t.collectives.size() << " collectives)\n";
+  if (out != "-")
+    std::cout << "wrote " << out << " (" << t.nodes.size() << " nodes, " << t.collectives.size() << " collectives)\n";
   return 0;
 }
 

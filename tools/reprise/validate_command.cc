@@ -37,6 +37,8 @@ int cmd_validate(int argc, char** argv) {
   }
   if (predicted.empty() || measured.empty())
     throw UserError("validate: needs --predicted and --measured (see reprise validate --help)");
+  for (const std::string* path : {&json_out, &html_out, &svg_out})
+    if (!path->empty()) check_output_path(*path);
   const predict::Validation v = predict::validate(predicted, measured, labels);
   if (!json_out.empty()) write_text_file(json_out, predict::validation_json(v));
   if (!html_out.empty()) write_text_file(html_out, predict::validation_html(v));

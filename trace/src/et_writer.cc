@@ -1,18 +1,14 @@
-#include <unistd.h>
-#include <zlib.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <mutex>
 #include <thread>
 
 #include "et/schema_layout.h"
+#include "output_file.h"
 #include "reprise/trace/write.h"
 
 namespace reprise {
@@ -289,11 +285,6 @@ class Writer {
   const Trace& t_;
 };
 
-bool ends_with(const std::string& s, const char* suffix) {
-  size_t n = std::strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
 }  // namespace
 
 std::string et_json(const Trace& trace) {
@@ -305,63 +296,8 @@ std::string et_json(const Trace& trace) {
   return all;
 }
 
-namespace {
-
-// A file written beside its target (plain or gzip by the name) and renamed into place on commit(); removed when
-// it was not committed.
-class AtomicFile {
- public:
-  explicit AtomicFile(const std::string& path, int gzip_level = 6)
-      : path_(path), tmp_(path + ".tmp-" + std::to_string(::getpid())), gz_(ends_with(path, ".gz")) {
-    if (gz_)
-      gzf_ = gzopen(tmp_.c_str(), ("wb" + std::to_string(std::clamp(gzip_level, 1, 9))).c_str());
-    else
-      f_ = std::fopen(tmp_.c_str(), "wb");
-    if (!gzf_ && !f_) throw UserError(path + ": cannot create: " + std::strerror(errno));
-  }
-  ~AtomicFile() {
-    if (done_) return;
-    close();
-    std::remove(tmp_.c_str());
-  }
-  void write(std::string_view s) {
-    if (s.empty()) return;
-    if (gz_)
-      ok_ = ok_ && gzwrite(gzf_, s.data(), static_cast<unsigned>(s.size())) == static_cast<int>(s.size());
-    else
-      ok_ = ok_ && std::fwrite(s.data(), 1, s.size(), f_) == s.size();
-  }
-  void commit() {
-    ok_ = close() && ok_;
-    if (!ok_ || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-      int err = errno;
-      std::remove(tmp_.c_str());
-      done_ = true;
-      throw UserError(path_ + ": write failed: " + std::strerror(err));
-    }
-    done_ = true;
-  }
-
- private:
-  bool close() {
-    bool ok = true;
-    if (gzf_) ok = gzclose(gzf_) == Z_OK;
-    if (f_) ok = std::fclose(f_) == 0;
-    gzf_ = nullptr;
-    f_ = nullptr;
-    return ok;
-  }
-  std::string path_, tmp_;
-  bool gz_;
-  gzFile gzf_ = nullptr;
-  FILE* f_ = nullptr;
-  bool ok_ = true, done_ = false;
-};
-
-}  // namespace
-
 void write_et(const Trace& trace, const std::string& path, int gzip_level) {
-  AtomicFile file(path, gzip_level);
+  OutputFile file(path, gzip_level);
   // Formatting and writing (gzip, for .gz) overlap: a second thread writes each full buffer while this one formats
   // the next; two buffers take turns.
   std::mutex mu;
@@ -384,6 +320,7 @@ void write_et(const Trace& trace, const std::string& path, int gzip_level) {
   auto hand_over = [&](std::string& o) {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return !have_full; });
+    file.throw_if_failed();  // a full disk ends the formatting too
     std::swap(full, o);
     have_full = true;
     cv.notify_all();
@@ -412,7 +349,7 @@ void write_et(const Trace& trace, const std::string& path, int gzip_level) {
 }
 
 void write_text_file(const std::string& path, std::string_view text) {
-  AtomicFile file(path);
+  OutputFile file(path);
   file.write(text);
   file.commit();
 }

@@ -1,12 +1,12 @@
 // Trace sets and bundles into a folder of per-rank Chakra files, named as ASTRA-sim looks them up: a workload
 // prefix P gives P.0.et, P.1.et, ..., and its communicator groups P.json.
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "reprise/common/error.h"
 #include "reprise/generators/bundle.h"
 #include "reprise/predict/chakra.h"
+#include "reprise/trace/write.h"
 
 namespace reprise::predict {
 namespace {
@@ -35,9 +35,7 @@ void write_comm_groups(const std::vector<ProcessGroup>& groups, const std::strin
   }
   if (j.empty()) return;
   const std::string path = (std::filesystem::path(dir) / (prefix + ".json")).string();
-  std::ofstream f(path);
-  if (!f) throw UserError(path + ": cannot write the communicator groups");
-  f << j.dump(2) << "\n";
+  write_text_file(path, j.dump(2) + "\n");
 }
 
 }  // namespace

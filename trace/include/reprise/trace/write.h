@@ -11,16 +11,17 @@ namespace reprise {
 
 inline constexpr const char* kCurrentSchema = "1.1.1-chakra.0.0.4";
 
-// Writes `trace` to `path` (gzip when it ends in .gz). The file appears whole or not at all: it is written
-// beside the target and renamed into place. Tensors from schemas that recorded no strides get contiguous ones.
-// `gzip_level`: 1 (fastest) to 9 (smallest).
+// Writes `trace` to `path` (gzip when it ends in .gz) by the rules of output.h: a file appears whole or not at all
+// (written beside its target and renamed into place), a device, FIFO or "-" is written in place. Tensors from schemas
+// that recorded no strides get contiguous ones. `gzip_level`: 1 (fastest) to 9 (smallest).
 void write_et(const Trace& trace, const std::string& path, int gzip_level = 6);
 
 // The same JSON as a string (tests, small traces).
 std::string et_json(const Trace& trace);
 
 // Writes `text` to `path` the way write_et does: whole or not at all, gzip when the name ends in .gz. Every file
-// Reprise writes (results, manifests, timelines, summaries) goes through here. Throws UserError naming the file.
+// Reprise writes (results, manifests, timelines, summaries) goes through here. Throws UserError naming the file and
+// the system's reason (a full disk, a read-only file).
 void write_text_file(const std::string& path, std::string_view text);
 
 // JSON text pieces, for writers that format their own JSON: a quoted, escaped string; an integer; a double as the

@@ -1,0 +1,34 @@
+// How Reprise writes an output (write_et and write_text_file follow these rules; docs/cli.md, "Outputs"):
+//
+//   check_output_file("results.json");   // before any work: throws UserError if it could not be written
+//   RemovedOnSignal guard(tmp_folder);   // SIGINT/SIGTERM/SIGHUP now remove tmp_folder before the process dies
+//
+// A regular file (or a new name) is written beside itself and renamed over itself, so it appears whole or not at
+// all. A symbolic link is followed to its final target (created when the link dangles), and the link stays. A
+// device, FIFO or socket, and "-" (standard output), are written in place. An existing output without write
+// permission (as root too: no write bit) is refused, not replaced.
+#pragma once
+
+#include <string>
+
+namespace reprise {
+
+// Throws UserError, naming `path`, when writing it would fail for a reason known now: its folder is missing or not
+// writable, it is a folder, it is read-only, or its links loop.
+void check_output_file(const std::string& path);
+
+// While it lives, `path` (a file, or a folder with what it holds) is removed when SIGINT, SIGTERM or SIGHUP ends the
+// process; the process then dies of that signal (or the handler that was there before runs). Handlers are in place
+// only while some path is registered, and a signal that was ignored stays ignored.
+class RemovedOnSignal {
+ public:
+  explicit RemovedOnSignal(const std::string& path);
+  ~RemovedOnSignal();
+  RemovedOnSignal(const RemovedOnSignal&) = delete;
+  RemovedOnSignal& operator=(const RemovedOnSignal&) = delete;
+
+ private:
+  int slot_;
+};
+
+}  // namespace reprise
