@@ -273,6 +273,21 @@ TEST(OutputFile, SignalRemovesARegisteredFolder) {
   EXPECT_FALSE(fs::exists(tmp));
 }
 
+// A watchdog ends the process with _Exit, which runs no destructor: it removes the registered paths first.
+TEST(OutputFile, RegisteredPathsAreRemovedBeforeAnExitWithoutUnwinding) {
+  const std::string dir = test_dir();
+  const std::string tmp = dir + "/results.json.tmp-7";
+  const int status = in_child([&] {
+    write_file(tmp, "partial");
+    const RemovedOnSignal guard(tmp);
+    remove_registered_now();
+    _exit(124);
+  });
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 124);
+  EXPECT_FALSE(fs::exists(tmp));
+}
+
 void exit_42(int) { _exit(42); }
 
 TEST(OutputFile, SignalChainsToThePreviousHandler) {

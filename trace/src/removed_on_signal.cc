@@ -65,10 +65,14 @@ void remove_path(int at, const char* name, int depth) {
 // Set while on_signal chains: a handler installed over ours that chains back to ours must not loop.
 volatile sig_atomic_t g_chaining = 0;
 
-void on_signal(int sig, siginfo_t* info, void* context) {
-  const int saved_errno = errno;
+void remove_armed() {
   for (Slot& s : g_slots)
     if (s.state.load(std::memory_order_acquire) == kArmed) remove_path(AT_FDCWD, s.path, kMaxDepth);
+}
+
+void on_signal(int sig, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  remove_armed();
   if (g_chaining) {
     errno = saved_errno;
     return;
@@ -149,5 +153,7 @@ RemovedOnSignal::~RemovedOnSignal() {
   g_slots[slot_].state.store(kFree, std::memory_order_release);
   if (--g_armed == 0) uninstall();
 }
+
+void remove_registered_now() { remove_armed(); }
 
 }  // namespace reprise

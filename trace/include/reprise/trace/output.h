@@ -31,4 +31,8 @@ class RemovedOnSignal {
   int slot_;
 };
 
+// Removes every path a RemovedOnSignal guards, now, with async-signal-safe calls only: for a process about to end
+// without unwinding (a watchdog's _Exit), which would otherwise leave them behind.
+void remove_registered_now();
+
 }  // namespace reprise
