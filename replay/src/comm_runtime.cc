@@ -1,5 +1,6 @@
 #include "comm_runtime.h"
 
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -25,50 +26,152 @@ std::vector<int> parse_ranks(const std::string& s) {
   return out;
 }
 
+// What the members of a group must agree on for one collective, in words. all_to_allv's counts differ per rank by
+// design: only its kind and dtype are compared.
+std::string describe(const CommSpec& s) {
+  const comms::Descriptor& d = comms::describe(s.args.kind);
+  std::string out = std::string(d.name) + " of " + comms::dtype_name(s.args.dtype);
+  if (d.reduces) out += ", " + std::string(comms::reduce_op_name(s.args.op));
+  if (d.rooted) out += ", root " + std::to_string(s.args.root);
+  if (!d.per_peer_count)
+    out += ", " + std::to_string(s.in_elems) + " elements in, " + std::to_string(s.out_elems) + " out";
+  return out;
+}
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 14695981039346656037ull) {
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+constexpr char kLocalError = '!';
+
 }  // namespace
 
-CommRuntime::CommRuntime(Plan& plan, comms::Communicator& world, at::Device device)
-    : plan_(plan), world_(world), device_(device) {
-  const int W = world.size(), me = world.rank();
-  if (world.backend() == "tcp" && !device.is_cuda())
-    throw UserError(
-        "a torchrun-style launch replays collectives on GPUs only (NCCL); on CPUs launch with mpirun or srun");
-  for (const CommGroup& g : plan.comm_groups) {
+// One rank's collectives on one group, in issue order: what it tells the others first is how many and a digest.
+struct CommRuntime::GroupLog {
+  std::vector<uint32_t> specs;  // in Plan::comms
+  std::vector<uint64_t> hashes;
+  uint64_t digest = fnv1a("");
+};
+
+// Collectives must match across each group's members in kind, dtype, sizes and order, or the ranks would hang or
+// corrupt each other's buffers (MPI aborts on a size mismatch). A digest per group is exchanged first; only when a
+// group's members disagree do they exchange per-collective hashes to find the first mismatch, then its description.
+// Every rank reaches the same verdict from the same data, so every rank throws the same AgreedFailure. Returns the
+// groups (by global ranks) any rank uses, in one order. Point-to-point operations (send/recv, issue 12) are to be
+// checked per pair of peers here, beside the per-group check.
+std::vector<std::vector<int>> CommRuntime::check_collectives_agree(const Trace& trace) {
+  const int W = world_.size(), me = world_.rank();
+  std::string local_error;
+  for (const CommGroup& g : plan_.comm_groups) {
     for (int r : g.ranks)
       if (r < 0 || r >= W)
-        throw UserError("process group " + g.name + " names rank " + std::to_string(r) + ", but the launch has " +
-                        std::to_string(W) + " rank(s)");
-    if (std::find(g.ranks.begin(), g.ranks.end(), me) == g.ranks.end())
-      throw UserError("rank " + std::to_string(me) + " replays collectives of process group " + g.name + " [" +
-                      ranks_text(g.ranks) + "], which it is not in: is this its trace?");
+        local_error = "process group " + g.name + " names rank " + std::to_string(r) + ", but the launch has " +
+                      std::to_string(W) + " rank(s)";
+    if (local_error.empty() && std::find(g.ranks.begin(), g.ranks.end(), me) == g.ranks.end())
+      local_error = "rank " + std::to_string(me) + " replays collectives of process group " + g.name + " [" +
+                    ranks_text(g.ranks) + "], which it is not in: is this its trace?";
   }
-  // Every rank says which groups it uses and how many collectives it issues on each; the union, in one order,
-  // is split on every rank (a split is collective), and members must agree on the counts or they would hang.
-  std::vector<int64_t> per_group(plan.comm_groups.size(), 0);
-  for (const CommSpec& s : plan.comms)
-    if (!s.is_wait) ++per_group[s.comm_group];
-  std::string mine;
-  for (size_t g = 0; g < plan.comm_groups.size(); ++g)
-    mine += ranks_text(plan.comm_groups[g].ranks) + ":" + std::to_string(per_group[g]) + ";";
-  std::vector<std::string> all = world.exchange(mine);
-  std::map<std::vector<int>, std::map<int, int64_t>> counts;  // group -> rank -> collectives
+  std::vector<GroupLog> logs(plan_.comm_groups.size());
+  for (uint32_t k = 0; k < plan_.comms.size(); ++k) {
+    const CommSpec& s = plan_.comms[k];
+    if (s.is_wait) continue;
+    GroupLog& l = logs[s.comm_group];
+    l.specs.push_back(k);
+    l.hashes.push_back(fnv1a(describe(s)));
+    l.digest = fnv1a(describe(s) + "\n", l.digest);
+  }
+  std::string mine = local_error.empty() ? "" : kLocalError + trace.source + ": " + local_error;
+  if (local_error.empty())
+    for (size_t g = 0; g < plan_.comm_groups.size(); ++g)
+      mine += ranks_text(plan_.comm_groups[g].ranks) + ":" + std::to_string(logs[g].specs.size()) + ":" +
+              std::to_string(logs[g].digest) + ";";
+  std::vector<std::string> all = world_.exchange(mine);
+  for (const std::string& said : all)
+    if (!said.empty() && said[0] == kLocalError) throw AgreedFailure(said.substr(1));
+
+  // group -> rank -> "count:digest"; a member that does not list a group issues nothing on it
+  std::map<std::vector<int>, std::map<int, std::string>> said;
   for (int r = 0; r < W; ++r) {
     std::istringstream in(all[static_cast<size_t>(r)]);
     std::string entry;
     while (std::getline(in, entry, ';')) {
       size_t colon = entry.find(':');
-      if (colon == std::string::npos) continue;
-      counts[parse_ranks(entry.substr(0, colon))][r] = std::stoll(entry.substr(colon + 1));
+      if (colon != std::string::npos) said[parse_ranks(entry.substr(0, colon))][r] = entry.substr(colon + 1);
     }
   }
-  for (auto& [ranks, by_rank] : counts) {
-    auto first = by_rank.begin();
-    for (auto& [r, n] : by_rank)
-      if (n != first->second)
-        throw UserError("rank " + std::to_string(first->first) + " issues " + std::to_string(first->second) +
-                        " collectives on group [" + ranks_text(ranks) + "] but rank " + std::to_string(r) + " issues " +
-                        std::to_string(n) + ": the traces do not belong to one run");
+  const std::string nothing = "0:" + std::to_string(fnv1a(""));
+  std::vector<std::vector<int>> groups;
+  const std::vector<int>* bad = nullptr;
+  for (auto& [ranks, by_rank] : said) {
+    groups.push_back(ranks);
+    auto of = [&, &by_rank = by_rank](int r) {
+      auto it = by_rank.find(r);
+      return it == by_rank.end() ? nothing : it->second;
+    };
+    for (int r : ranks)
+      if (!bad && of(r) != of(ranks.front())) bad = &ranks;
   }
+  if (bad) report_mismatch(trace, *bad, logs);
+  return groups;
+}
+
+// The members of `ranks` disagree: find their first differing collective and end every rank naming it.
+void CommRuntime::report_mismatch(const Trace& trace, const std::vector<int>& ranks,
+                                  const std::vector<GroupLog>& logs) {
+  const int me = world_.rank();
+  const GroupLog* mine = nullptr;
+  const std::string name = "[" + ranks_text(ranks) + "]";
+  std::string my_name;  // the trace's name for the group, as this rank's trace spells it
+  for (size_t g = 0; g < plan_.comm_groups.size(); ++g)
+    if (plan_.comm_groups[g].ranks == ranks) mine = &logs[g], my_name = plan_.comm_groups[g].name;
+  const bool member = std::find(ranks.begin(), ranks.end(), me) != ranks.end();
+  std::string hashes;
+  if (member && mine)
+    hashes.assign(reinterpret_cast<const char*>(mine->hashes.data()), mine->hashes.size() * sizeof(uint64_t));
+  std::vector<std::string> all = world_.exchange(hashes);
+  auto hash_at = [&](int r, size_t k) {
+    uint64_t h = 0;
+    std::memcpy(&h, all[static_cast<size_t>(r)].data() + k * sizeof(uint64_t), sizeof h);
+    return h;
+  };
+  auto count = [&](int r) { return all[static_cast<size_t>(r)].size() / sizeof(uint64_t); };
+  const int a = ranks.front();
+  int b = -1;
+  size_t first = SIZE_MAX;
+  for (int r : ranks) {
+    size_t k = 0;
+    const size_t n = std::min(count(a), count(r));
+    while (k < n && hash_at(a, k) == hash_at(r, k)) ++k;
+    if ((k < n || count(a) != count(r)) && k < first) first = k, b = r;
+  }
+  std::string what;  // the group's name, a newline, the collective
+  if (b >= 0 && (me == a || me == b)) {
+    if (mine && first < mine->specs.size()) {
+      const CommSpec& s = plan_.comms[mine->specs[first]];
+      what = my_name + "\n" + describe(s) + " (node " + std::to_string(trace.nodes[s.node].id) + " of " + trace.source +
+             ")";
+    } else {
+      what = my_name + "\nnone (its " + std::to_string(mine ? mine->specs.size() : 0) +
+             " collective(s) on the group end there, in " + trace.source + ")";
+    }
+  }
+  all = world_.exchange(what);
+  if (b < 0) throw AgreedFailure("process group " + name + ": the ranks' collectives on it differ");
+  auto said = [&](int r) { return all[static_cast<size_t>(r)].substr(all[static_cast<size_t>(r)].find('\n') + 1); };
+  const std::string pg = all[static_cast<size_t>(a)].substr(0, all[static_cast<size_t>(a)].find('\n'));
+  throw AgreedFailure("process group " + (pg.empty() ? "" : pg + " ") + name + ", collective " + std::to_string(first) +
+                      " on it: rank " + std::to_string(a) + " issues " + said(a) + ", but rank " + std::to_string(b) +
+                      " issues " + said(b) + ": the traces do not belong to one run");
+}
+
+CommRuntime::CommRuntime(const Trace& trace, Plan& plan, comms::Communicator& world, at::Device device)
+    : plan_(plan), world_(world), device_(device) {
+  const int W = world.size();
+  if (world.backend() == "tcp" && !device.is_cuda())
+    throw UserError(
+        "a torchrun-style launch replays collectives on GPUs only (NCCL); on CPUs launch with mpirun or srun");
+  const std::vector<std::vector<int>> groups = check_collectives_agree(trace);
 
   comms::Communicator* base = &world_;
   if (device_.is_cuda()) {
@@ -79,7 +182,7 @@ CommRuntime::CommRuntime(Plan& plan, comms::Communicator& world, at::Device devi
 #endif
   }
   group_comms_.assign(plan.comm_groups.size(), nullptr);
-  for (auto& [ranks, by_rank] : counts) {
+  for (const std::vector<int>& ranks : groups) {
     comms::Communicator* c = nullptr;
     if (static_cast<int>(ranks.size()) == W) {
       c = base;  // the whole world: no split

@@ -10,10 +10,18 @@
 
 namespace reprise::replay::detail {
 
+// A failure every rank of a launch finds at the same point from the same exchanged data, with the same message: the
+// ranks can end together and cleanly (rank 0 says why) instead of one of them aborting the job.
+class AgreedFailure : public UserError {
+ public:
+  using UserError::UserError;
+};
+
 class CommRuntime {
  public:
-  // Collective over the world: every rank constructs it. Throws UserError when the ranks' traces disagree.
-  CommRuntime(Plan& plan, comms::Communicator& world, at::Device device);
+  // Collective over the world: every rank constructs it. Throws AgreedFailure, on every rank, when the ranks'
+  // traces disagree (a rank outside a group it uses, collectives that differ between a group's members).
+  CommRuntime(const Trace& trace, Plan& plan, comms::Communicator& world, at::Device device);
   ~CommRuntime();
   // Issues the collective (completing it now unless a later wait does), or completes the one a wait names.
   void run(uint32_t spec);
@@ -30,6 +38,10 @@ class CommRuntime {
     std::unique_ptr<comms::Request> req;
     at::Tensor in, out;
   };
+  struct GroupLog;
+  std::vector<std::vector<int>> check_collectives_agree(const Trace& trace);
+  [[noreturn]] void report_mismatch(const Trace& trace, const std::vector<int>& ranks,
+                                    const std::vector<GroupLog>& logs);
   void complete(uint32_t spec);
   at::Tensor take(int64_t bytes);
   void give(at::Tensor t);

@@ -11,12 +11,14 @@
 #include "comm_runtime.h"
 #include "executor.h"
 #include "plan.h"
+#include "preflight.h"
 #include "progress.h"
 #include "reprise/common/clock.h"
 #include "reprise/common/stats.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/device/device.h"
 #include "reprise/trace/summary.h"
+#include "time_limit.h"
 
 namespace reprise::replay {
 namespace {
@@ -79,9 +81,10 @@ std::unique_ptr<detail::CommRuntime> connect(const Trace& trace, const ReplayOpt
                     "), or run a single process, which replays one rank's compute and skips its collectives");
   if (plan.device.is_meta() && !plan.comms.empty())
     throw UserError("the meta device replays no collectives: launch it as a single process");
-  if (plan.comms.empty()) return nullptr;
+  // Under a launch every rank takes part in the check that the ranks' collectives agree, those without any too.
+  if (plan.comms.empty() && o.comm->size() == 1) return nullptr;
   progress.begin("collectives", 0, "");
-  auto comm = std::make_unique<detail::CommRuntime>(plan, *o.comm, plan.device);
+  auto comm = std::make_unique<detail::CommRuntime>(trace, plan, *o.comm, plan.device);
   r.comm_backend = comm->backend();
   progress.end(std::to_string(plan.comms.size()) + " per iteration over " + r.comm_backend + ", " +
                std::to_string(plan.comm_groups.size()) + " process group(s)" +
@@ -106,15 +109,25 @@ void run_pass(detail::Executor& ex, const Plan& plan, detail::PhaseProgress* pro
   ex.end_iteration();
 }
 
+// A derived limit moves to what the measured time of a pass says the rest needs (detail::remaining_time_limit).
+void move_time_limit(const ReplayOptions& o, double pass, int passes_left, const char* from, double since_start,
+                     ReplayResult& r) {
+  if (!o.arm_time_limit || r.time_limit.seconds <= 0 || r.time_limit.from == "given") return;
+  const double rest = detail::remaining_time_limit(pass, passes_left);
+  r.time_limit = {since_start + rest, from};
+  o.arm_time_limit(rest, r.time_limit);
+}
+
 // The first pass validates: ops that throw are marked, once, with their reason. Then the untimed warm-up.
 // Returns the seconds of the last untimed iteration, which the measured ones should take too.
-double validate_and_warm_up(detail::Executor& ex, const Plan& plan, const ReplayOptions& o,
-                            detail::PhaseProgress& progress) {
+double validate_and_warm_up(detail::Executor& ex, const Plan& plan, const ReplayOptions& o, double start,
+                            ReplayResult& r, detail::PhaseProgress& progress) {
   progress.begin("validate", static_cast<int64_t>(plan.instrs.size()), "op");
   double t0 = now_seconds();
   run_pass(ex, plan, &progress);
   device::synchronize(plan.device);
   double last = now_seconds() - t0;
+  move_time_limit(o, last, detail::passes_after_first(o), "first pass", now_seconds() - start, r);
   ex.first_pass_done = true;
   int64_t failed = 0;
   for (const detail::Instr& in : plan.instrs) failed += in.failed ? 1 : 0;
@@ -129,6 +142,7 @@ double validate_and_warm_up(detail::Executor& ex, const Plan& plan, const Replay
     progress.advance(w + 1);
   }
   progress.end();
+  move_time_limit(o, last, detail::passes_after_first(o) - o.warmup, "warm-up", now_seconds() - start, r);
   return last;
 }
 
@@ -232,7 +246,20 @@ void count_ops(const Trace& trace, const Plan& plan, const ReplayOptions& o, Rep
 
 }  // namespace
 
+namespace detail {
+
+void require_execution_trace(const Trace& t) {
+  if (t.from_kineto_only)
+    throw UserError(t.source +
+                    ": a Kineto trace alone cannot be replayed: it records which ops ran and when, not their "
+                    "arguments, shapes or dtypes; give the execution trace (ET), with the Kineto trace beside it for "
+                    "the original times");
+}
+
+}  // namespace detail
+
 ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
+  detail::require_execution_trace(trace);
   if (o.iterations < 1) throw UserError("iterations must be at least 1");
   if (o.warmup < 0) throw UserError("warm-up iterations must not be negative");
   device::install_memory_tracking();
@@ -243,6 +270,7 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   r.rank = trace.rank;
   r.torch_version = TORCH_VERSION;
   r.threads = at::get_num_threads();
+  r.time_limit = o.time_limit.seconds >= 0 ? o.time_limit : TimeLimit{0, "none"};
   detail::PhaseProgress progress(o.progress);
 
   double t0 = now_seconds();
@@ -258,7 +286,7 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
   {
     detail::Executor ex(trace, plan, std::move(inputs));
     ex.set_comm(comm.get());
-    double iteration = validate_and_warm_up(ex, plan, o, progress);
+    double iteration = validate_and_warm_up(ex, plan, o, t0, r, progress);
     measure(ex, plan, o, comm.get(), iteration, r, progress);
     if (o.per_op || o.timeline) time_each_op(trace, ex, plan, o, r, progress);
     if (ex.late_failures() > 0)

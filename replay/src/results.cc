@@ -26,6 +26,8 @@ std::string result_json(const ReplayResult& r) {
   j["reprise_replay"] = 1;
   j["trace"] = r.trace;
   j["rank"] = r.rank;
+  if (r.trace_rank >= 0) j["trace_rank"] = r.trace_rank;
+  if (r.replicated) j["replicated"] = true;
   j["device"] = r.device;
   j["torch_version"] = r.torch_version;
   j["threads"] = r.threads;
@@ -84,6 +86,7 @@ std::string result_json(const ReplayResult& r) {
                    {"busbw_gbps", t.busbw}});
     j["collective_timing"] = a;
   }
+  j["time_limit"] = {{"seconds", r.time_limit.seconds}, {"from", r.time_limit.from}};
   j["warnings"] = r.warnings;
   return j.dump(2) + "\n";
 }
@@ -107,6 +110,7 @@ std::string merged_result_json(const std::vector<std::string>& rank_jsons) {
               {"iteration_seconds", d["iteration_seconds"]},
               {"median_iteration_seconds", d["median_iteration_seconds"]},
               {"peak_memory_bytes", d["peak_memory_bytes"]}};
+    if (d.contains("trace_rank")) e["trace_rank"] = d["trace_rank"];
     if (d.contains("original_iteration_seconds")) e["original_iteration_seconds"] = d["original_iteration_seconds"];
     if (d.contains("collective_timing")) e["collective_timing"] = d["collective_timing"];
     if (d.contains("op_times")) e["op_times"] = d["op_times"];

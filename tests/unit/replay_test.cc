@@ -14,6 +14,7 @@
 #include "reprise/trace/builder.h"
 #include "reprise/trace/read.h"
 #include "test_util.h"
+#include "time_limit.h"
 
 namespace reprise::replay {
 namespace {
@@ -575,6 +576,110 @@ TEST(Replay, HostDelayNodeHoldsTheHost) {
   EXPECT_EQ(r.compute_replayed, r.compute_selected);
   ASSERT_EQ(r.iteration_seconds.size(), 2u);
   for (double s : r.iteration_seconds) EXPECT_GE(s, 0.020);
+}
+
+}  // namespace
+}  // namespace reprise::replay
+
+namespace reprise::replay {
+namespace {
+
+Trace small_synthetic() {
+  SyntheticSpec spec;
+  spec.iterations = 2;
+  spec.layers = 2;
+  spec.hidden = 16;
+  spec.batch = 4;
+  return synthetic_trace(spec);
+}
+
+TEST(ReplayTimeLimit, DerivedFromTheRecordedIterationElseTheFloor) {
+  Trace t = small_synthetic();
+  ReplayOptions o;  // warm-up 1, iterations 5: 7 passes with the first
+  const double floor = 60 + 0.005 * static_cast<double>(t.nodes.size());
+  TimeLimit l = detail::derived_time_limit(t, o);
+  EXPECT_EQ(l.from, "floor");
+  EXPECT_NEAR(l.seconds, floor, 1e-9);
+  for (const Iteration& it : t.iterations)
+    if (it.step == 0) t.nodes[it.node].dur_us = 1e5;  // the first complete step, which replay selects
+  l = detail::derived_time_limit(t, o);
+  EXPECT_EQ(l.from, "trace");
+  EXPECT_NEAR(l.seconds, floor + 10 * 0.1 * 7, 1e-9);
+  o.original_iteration_seconds = {0.2};  // a capture manifest's time wins
+  o.per_op = true;
+  o.per_op_passes = 3;
+  EXPECT_NEAR(detail::derived_time_limit(t, o).seconds, floor + 10 * 0.2 * 10, 1e-9);
+  EXPECT_NEAR(detail::remaining_time_limit(0.5, 4), 80, 1e-9);
+}
+
+TEST(ReplayTimeLimit, MovesAfterTheFirstPassAndTheWarmUpUnlessGiven) {
+  Trace t = small_synthetic();
+  ReplayOptions o = quick();
+  o.warmup = 1;
+  std::vector<std::string> moves;
+  o.arm_time_limit = [&moves](double seconds, const TimeLimit& l) {
+    EXPECT_GE(seconds, 60);
+    moves.push_back(l.from);
+  };
+  o.time_limit = {61, "floor"};
+  ReplayResult r = replay_trace(t, o);
+  EXPECT_EQ(moves, (std::vector<std::string>{"first pass", "warm-up"}));
+  EXPECT_EQ(r.time_limit.from, "warm-up");
+  EXPECT_GE(r.time_limit.seconds, 60);
+  auto j = nlohmann::json::parse(result_json(r));
+  EXPECT_EQ(j["time_limit"]["from"], "warm-up");
+
+  moves.clear();
+  o.time_limit = {30, "given"};
+  EXPECT_EQ(replay_trace(t, o).time_limit.seconds, 30);
+  EXPECT_TRUE(moves.empty());
+  o.time_limit = {};  // not derived outside a launch: none
+  r = replay_trace(t, o);
+  EXPECT_EQ(r.time_limit.seconds, 0);
+  EXPECT_TRUE(moves.empty());
+}
+
+TEST(Replay, KinetoTraceAloneIsRefused) {
+  Trace t = small_synthetic();
+  t.from_kineto_only = true;
+  try {
+    replay_trace(t, quick());
+    FAIL() << "expected an error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("a Kineto trace alone cannot be replayed: it records which ops ran and when, "
+                                         "not their arguments"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// LibTorch's own failures, as its allocators raise them (allocating for real would abort under AddressSanitizer;
+// tests/faults/replay.sh out_of_memory does, under an address-space limit).
+TEST(Replay, ExitStatusOfLibTorchAllocationFailuresIsThree) {
+  const c10::SourceLocation here{__func__, __FILE__, __LINE__};
+  EXPECT_EQ(exit_status(c10::Error(here,
+                                   "[enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: can't "
+                                   "allocate memory: you tried to allocate 1600000000 bytes.")),
+            3);
+  EXPECT_EQ(exit_status(c10::OutOfMemoryError(here, "CUDA out of memory. Tried to allocate 2.00 GiB")), 3);
+  EXPECT_EQ(exit_status(std::bad_alloc()), 3);
+  EXPECT_EQ(exit_status(UserError("bad input")), 2);
+  EXPECT_EQ(exit_status(std::runtime_error("other")), 1);
+  EXPECT_FALSE(out_of_memory(c10::Error(here, "shape mismatch")));
+}
+
+TEST(Replay, ResultsSayWhichRankATraceWasRecordedOn) {
+  ReplayResult r;
+  r.rank = 1;
+  r.trace_rank = 0;
+  r.replicated = true;
+  auto j = nlohmann::json::parse(result_json(r));
+  EXPECT_EQ(j["rank"], 1);
+  EXPECT_EQ(j["trace_rank"], 0);
+  EXPECT_TRUE(j["replicated"].get<bool>());
+  auto merged = nlohmann::json::parse(merged_result_json({result_json(r), result_json(r)}));
+  EXPECT_EQ(merged["ranks"][1]["trace_rank"], 0);
+  EXPECT_FALSE(nlohmann::json::parse(result_json(ReplayResult())).contains("trace_rank"));
 }
 
 }  // namespace

@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -29,13 +32,60 @@ using reprise::cli::kBadInput;
 using reprise::UserError;
 using reprise::cli::parse;
 
-// A rank that stops making progress must not hang the job: every rank ends itself after the limit.
-void start_watchdog(double seconds) {
-  std::thread([seconds] {
-    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-    std::cerr << "reprise: replay: --timeout " << seconds << " s reached; aborting every rank\n";
-    std::_Exit(124);
-  }).detach();
+// A rank that stops making progress must not hang the job: each rank ends itself (exit 124) when its time limit
+// passes, and the launcher then ends the others. The limit can move: a replay derives it once the trace is read, and
+// moves it after its first pass and its warm-up.
+class Watchdog {
+ public:
+  // Ends the process `seconds` from now (0: never), printing `why`.
+  void arm(double seconds, const std::string& why) {
+    std::lock_guard<std::mutex> lock(m_);
+    armed_ = seconds > 0;
+    deadline_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                       std::chrono::duration<double>(std::min(seconds, 1e9)));
+    why_ = why;
+    if (!started_) std::thread([this] { watch(); }).detach();
+    started_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  void watch() {
+    std::unique_lock<std::mutex> lock(m_);
+    for (;;) {
+      if (!armed_) {
+        cv_.wait(lock);
+      } else if (cv_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ &&
+                 std::chrono::steady_clock::now() >= deadline_) {
+        std::cerr << "reprise: " << why_ << "\n";
+        std::_Exit(124);
+      }
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::string why_;
+  bool armed_ = false, started_ = false;
+};
+
+Watchdog& watchdog() {
+  static Watchdog* w = new Watchdog;  // never destroyed: its thread may outlive main
+  return *w;
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f s", s);
+  return buf;
+}
+
+// What a limit is and where it came from, for the line printed when it is set and the one printed when it passes.
+std::string time_limit_text(const reprise::replay::TimeLimit& l) {
+  if (l.from == "given") return seconds_text(l.seconds) + " (--timeout)";
+  if (l.from == "trace") return seconds_text(l.seconds) + " (derived: 60 s + 10x the recorded iteration time)";
+  if (l.from == "floor") return seconds_text(l.seconds) + " (derived: the floor; the trace records no iteration time)";
+  return seconds_text(l.seconds) + " (derived: 60 s + 10x the rest at the " + l.from + "'s rate)";
 }
 
 // The files written and, with --strict, exit status 1 when this rank skipped an op.
@@ -56,7 +106,36 @@ int finish_replay(const reprise::replay::LaunchReport& report, const reprise::re
   return 1;
 }
 
-po::options_description replay_options(reprise::replay::LaunchOptions& job, double& timeout) {
+// The numeric options Boost accepts too much of: any int, and "-1" read into an unsigned as a huge number.
+struct ReplayNumbers {
+  double timeout = -1;
+  int64_t seed = 0;
+};
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw UserError("replay: " + what);
+}
+
+int max_threads() { return static_cast<int>(std::min(1024u, std::max(64u, 4 * std::thread::hardware_concurrency()))); }
+
+void check_replay_numbers(const po::variables_map& vm, const reprise::replay::LaunchOptions& job,
+                          const ReplayNumbers& n) {
+  const reprise::replay::ReplayOptions& o = job.replay;
+  const std::string most = std::to_string(max_threads());
+  require(o.threads >= 0 && o.threads <= max_threads(),
+          "--threads must be between 0 (the default) and " + most + " (4x this machine's cores, at least 64)");
+  require(!vm.count("rank") || job.rank >= 0, "--rank must not be negative");
+  require(!vm.count("iteration") || o.iteration >= 0, "--iteration must not be negative");
+  require(o.max_ops >= 0, "--max-ops must not be negative (0: all)");
+  require(o.warmup >= 0, "--warmup must not be negative");
+  require(o.iterations >= 1, "--iterations must be at least 1");
+  require(n.seed >= 0, "--seed must not be negative");
+  require(!vm.count("timeout") || (std::isfinite(n.timeout) && n.timeout >= 0 && n.timeout <= 1e7),
+          "--timeout must be between 0 (never) and 1e7 seconds");
+  require(o.per_op_passes >= 1 && o.per_op_passes <= 1000, "--per-op-passes must be between 1 and 1000");
+}
+
+po::options_description replay_options(reprise::replay::LaunchOptions& job, ReplayNumbers& n) {
   po::options_description opts(
       "usage: reprise replay TRACE [options]\n\n"
       "Replays one iteration of a trace op for op through the LibTorch dispatcher, with the recorded shapes,\n"
@@ -83,17 +162,19 @@ po::options_description replay_options(reprise::replay::LaunchOptions& job, doub
       "threads", po::value(&o.threads)->default_value(0),
       "intra-op CPU threads (0: a capture manifest's, else LibTorch's default)")(
       "rank", po::value(&job.rank), "which rank of a multi-rank TRACE to replay")(
-      "seed", po::value(&o.seed)->default_value(0), "seed of the generated input data")(
+      "seed", po::value(&n.seed)->default_value(0), "seed of the generated input data")(
       "max-ops", po::value(&o.max_ops)->default_value(0), "replay only the first N ops of each step (0: all)")(
-      "timeout", po::value(&timeout)->default_value(0), "abort every rank after this many seconds (0: never)")(
-      "quiet,q", "no progress lines or warnings")("trace", po::value(&job.trace), "the trace");
+      "timeout", po::value(&n.timeout),
+      "end every rank after this many seconds (0: never); default under mpirun/srun: derived from the trace "
+      "(docs/replay.md), none for a single process")("quiet,q", "no progress lines or warnings")(
+      "trace", po::value(&job.trace), "the trace");
   return opts;
 }
 
 int cmd_replay(int argc, char** argv) {
   reprise::replay::LaunchOptions job;
-  double timeout = 0;
-  po::options_description opts = replay_options(job, timeout);
+  ReplayNumbers numbers;
+  po::options_description opts = replay_options(job, numbers);
   po::positional_options_description pos;
   pos.add("trace", 1);
   auto vm = parse(argc, argv, opts, pos);
@@ -102,10 +183,22 @@ int cmd_replay(int argc, char** argv) {
     return 0;
   }
   if (job.trace.empty()) throw UserError("replay: no trace given (see reprise replay --help)");
-  if (job.replay.per_op_passes < 1 || job.replay.per_op_passes > 1000)
-    throw UserError("replay: --per-op-passes must be between 1 and 1000");
+  check_replay_numbers(vm, job, numbers);
+  job.replay.seed = static_cast<uint64_t>(numbers.seed);
   if (!vm["per-op-passes"].defaulted()) job.replay.per_op = true;
-  if (timeout > 0) start_watchdog(timeout);
+  job.check_output = reprise::cli::check_output_path;
+  const bool quiet = vm.count("quiet") > 0;
+  const bool speaker = reprise::comms::detect_launch().rank == 0;
+  job.replay.arm_time_limit = [quiet, speaker](double seconds, const reprise::replay::TimeLimit& l) {
+    const std::string text = time_limit_text(l);
+    watchdog().arm(seconds, "replay: time limit of " + text + " reached; ending this rank, and with it the launch" +
+                                (l.from == "given" ? "" : " (--timeout S sets another, 0 none)"));
+    if (!quiet && speaker && l.from != "given") std::cerr << "reprise: time limit: " << text << "\n";
+  };
+  if (vm.count("timeout")) {
+    job.replay.time_limit = {numbers.timeout, "given"};
+    if (numbers.timeout > 0) job.replay.arm_time_limit(numbers.timeout, job.replay.time_limit);
+  }
   job.replay.timeline = !job.timeline.empty();
   job.threads_from_manifest = vm["threads"].defaulted();
   job.chosen = {vm.count("device") > 0, !vm["iterations"].defaulted(), !vm["warmup"].defaulted()};
@@ -115,12 +208,13 @@ int cmd_replay(int argc, char** argv) {
     job.replay.progress = [&line](const reprise::replay::Progress& p) { line.update(p); };
   }
   reprise::replay::LaunchReport report = reprise::replay::replay_launch(job);
+  if (report.quiet_failure) return report.quiet_failure;  // rank 0 says why
   if (report.reporter) reprise::replay::print_summary(stdout, report);
   std::fflush(stdout);
   return finish_replay(report, job, vm.count("strict") > 0);
 }
 
-po::options_description capture_options(reprise::workloads::WorkloadOptions& w, int& threads) {
+po::options_description capture_options(reprise::workloads::WorkloadOptions& w, int& threads, double& timeout) {
   std::string workloads, names;
   for (auto& [name, help] : reprise::workloads::workload_list()) {
     workloads += "  " + name + ": " + help + "\n";
@@ -152,11 +246,15 @@ po::options_description capture_options(reprise::workloads::WorkloadOptions& w, 
       "record", po::value(&w.record)->default_value(1), "recorded steps")(
       "threads", po::value(&threads)->default_value(0), "intra-op CPU threads (0: LibTorch's default)")(
       "seed", po::value(&w.seed)->default_value(0), "random seed")(
+      "timeout", po::value(&timeout),
+      "end every rank after this many seconds (0: never); default 1800 under mpirun/srun, none for a single process")(
       "lean",
       "record ops called by other ops without their arguments (a smaller trace and a little less\n"
       "overhead on tiny ops; replay issues the outer ops only)")("quiet,q", "no progress lines");
   return opts;
 }
+
+constexpr double kCaptureLaunchTimeout = 1800;
 
 struct Captured {
   reprise::workloads::CaptureReport report;  // this rank's
@@ -183,9 +281,10 @@ Captured capture_on_launch(reprise::workloads::WorkloadOptions& w) {
     }
     c.report = reprise::workloads::capture_workload(w);
   } catch (const std::exception& e) {
+    if (!world && reprise::replay::out_of_memory(e)) throw;
     if (!world) throw UserError(std::string("capture: ") + e.what());
     std::cerr << "reprise: capture: rank " << world->rank() << ": " << e.what() << "\n";
-    world->abort(2);
+    world->abort(reprise::replay::out_of_memory(e) ? 3 : 2);
   }
   c.manifest = (std::filesystem::path(w.out_dir) / "manifest.json").string();
   std::string text = reprise::workloads::manifest_json(w, {c.report}, world ? world->size() : 1);
@@ -223,7 +322,8 @@ void print_capture(const Captured& c, const std::string& out_dir) {
 int cmd_capture(int argc, char** argv) {
   reprise::workloads::WorkloadOptions w;
   int threads = 0;
-  po::options_description opts = capture_options(w, threads);
+  double timeout = -1;
+  po::options_description opts = capture_options(w, threads, timeout);
   auto vm = parse(argc, argv, opts, {});
   if (vm.count("help")) {
     std::cout << opts << "\n";
@@ -231,6 +331,17 @@ int cmd_capture(int argc, char** argv) {
   }
   if (!vm.count("workload")) throw UserError("capture: --workload NAME is required (see reprise capture --help)");
   if (w.out_dir.empty()) throw UserError("capture: --out DIR is required (see reprise capture --help)");
+  if (vm.count("timeout") && !(std::isfinite(timeout) && timeout >= 0 && timeout <= 1e7))
+    throw UserError("capture: --timeout must be between 0 (never) and 1e7 seconds");
+  if (threads < 0 || threads > max_threads())
+    throw UserError("capture: --threads must be between 0 (the default) and " + std::to_string(max_threads()));
+  // The workload's time is not known before it runs, so a launch of several ranks gets a fixed, generous limit
+  // (docs/cli.md): a stopped rank holds the others in a collective otherwise.
+  if (!vm.count("timeout") && reprise::comms::detect_launch().size > 1) timeout = kCaptureLaunchTimeout;
+  if (timeout > 0)
+    watchdog().arm(timeout,
+                   "capture: time limit of " + seconds_text(timeout) +
+                       " reached; ending this rank, and with it the launch (--timeout S sets another, 0 none)");
   w.lean = vm.count("lean") > 0;
   if (threads > 0) at::set_num_threads(threads);
   reprise::cli::ProgressLine line;
@@ -249,11 +360,19 @@ int main(int argc, char** argv) {
   }
   std::string cmd = argv[1];
   return reprise::cli::guarded([&]() -> int {
-    if (cmd == "replay") return cmd_replay(argc - 1, argv + 1);
-    if (cmd == "capture") return cmd_capture(argc - 1, argv + 1);
-    if (cmd == "generate") return reprise::cli::cmd_generate(argc - 1, argv + 1);
-    if (cmd == "verify") return reprise::cli::cmd_verify(argc - 1, argv + 1);
-    if (cmd == "calibrate") return reprise::cli::cmd_calibrate(argc - 1, argv + 1);
+    try {
+      if (cmd == "replay") return cmd_replay(argc - 1, argv + 1);
+      if (cmd == "capture") return cmd_capture(argc - 1, argv + 1);
+      if (cmd == "generate") return reprise::cli::cmd_generate(argc - 1, argv + 1);
+      if (cmd == "verify") return reprise::cli::cmd_verify(argc - 1, argv + 1);
+      if (cmd == "calibrate") return reprise::cli::cmd_calibrate(argc - 1, argv + 1);
+    } catch (const c10::Error& e) {
+      // LibTorch's allocation failures are c10::Errors, not std::bad_alloc: the same exit status 3.
+      if (!reprise::replay::out_of_memory(e)) throw;
+      const std::string what = e.what_without_backtrace();
+      std::cerr << "reprise: out of memory: " << what.substr(0, what.find('\n')) << "\n";
+      return reprise::replay::exit_status(e);
+    }
     std::cerr << "reprise: unknown command '" << cmd << "' (see reprise --help)\n";
     return kBadInput;
   });

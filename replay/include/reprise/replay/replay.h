@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -39,6 +40,15 @@ struct Progress {
   std::string note;  // on the last report: what the phase found ("3 not replayable")
 };
 
+// How long a replay may run before it ends itself (docs/replay.md, "Time limit"): under a launch of several ranks a
+// rank stopped or stuck would hold the others in a collective forever.
+struct TimeLimit {
+  double seconds = -1;  // from the start of the replay; 0 = never; < 0 (options only): derive it
+  // "given"; derived: "trace" (from the recorded iteration time), "floor" (none recorded), then "first pass" and
+  // "warm-up" (moved by their measured times); "single process" (no limit: nothing waits on another process)
+  std::string from;
+};
+
 struct ReplayOptions {
   std::string device;           // "" = the trace's own device; "cpu", "cuda", "cuda:N" or "meta" (shapes only)
   int64_t iteration = -1;       // ProfilerStep#N to replay; -1 = the first complete one
@@ -61,6 +71,11 @@ struct ReplayOptions {
   int trace_ranks = 1;  // rank files the trace came with (the trace's world when its groups do not say)
   // Receives the phases as they go. Default: silent.
   std::function<void(const Progress&)> progress;
+  // Given (seconds > 0, or 0 for never), else derived from the trace under a launch of several ranks and none for a
+  // single process.
+  TimeLimit time_limit;
+  // Told each limit set or moved, in seconds from now; the caller's watchdog ends the process when it passes.
+  std::function<void(double seconds, const TimeLimit& limit)> arm_time_limit;
 };
 
 // Ops not replayed, grouped by name and reason.
@@ -104,8 +119,12 @@ struct OpSpan {
 
 struct ReplayResult {
   std::string trace;  // source file
-  int64_t rank = -1;
-  std::string device;  // where it ran: "cpu", "cuda:0", "meta"
+  int64_t rank = -1;  // under a launch: the launch's rank
+  // The rank the trace was recorded on, when another rank replayed it (one trace replicated over a launch); -1
+  // otherwise.
+  int64_t trace_rank = -1;
+  bool replicated = false;  // a one-rank trace replayed as a copy on each rank of a launch
+  std::string device;       // where it ran: "cpu", "cuda:0", "meta"
   std::string torch_version;
   int threads = 1;
   std::vector<std::string> steps;  // the trace iterations replayed, in order ("ProfilerStep#6")
@@ -140,10 +159,12 @@ struct ReplayResult {
   std::string comm_backend;      // "mpi", "nccl", "self", or "" when collectives were skipped
   std::vector<OpSpan> timeline;  // when timeline: the spans of one per-op iteration
   std::vector<std::string> warnings;
+  TimeLimit time_limit;  // the limit it ran under (seconds 0: none)
 };
 
-// Replays `trace` as the options say. Throws UserError for a trace it cannot replay at all (no operators in
-// the selected iteration, an iteration that does not exist, a launch that does not match the trace's world).
+// Replays `trace` as the options say. Throws UserError for a trace it cannot replay at all (a Kineto trace without
+// its ET, no operators in the selected iteration, an iteration that does not exist, a launch that does not match
+// the trace's world, ranks whose collectives disagree).
 // Skipped ops are reported in the result, never thrown: `reprise replay --strict` turns them into exit status 1.
 ReplayResult replay_trace(const Trace& trace, const ReplayOptions& options);
 
@@ -195,6 +216,8 @@ struct LaunchOptions {
   std::string out;                    // results JSON to write ("" = none); every rank's under a launcher
   std::string timeline;               // Chrome trace of the per-op pass ("" = none); a process per rank
   std::function<void(const std::string&)> warn;  // what reading the traces let pass
+  // Checks an output path before any work (out, timeline; on the reporter only); throws UserError to refuse it.
+  std::function<void(const std::string& path)> check_output;
   // Which of device, iterations and warm-up the caller chose; a bundle's replay defaults fill in the others.
   struct Chosen {
     bool device = true, iterations = true, warmup = true;
@@ -210,14 +233,24 @@ struct LaunchReport {
   // the slowest rank in each.
   std::vector<double> rank_median_seconds;
   double slowest_rank_seconds = 0;
+  // Non-zero when the launch failed on every rank at once (a check on data the ranks exchanged): rank 0 threw the
+  // reason, the others return this exit status and say nothing, so the reason is printed once.
+  int quiet_failure = 0;
 };
 
-// A bundle (docs/bundle.md) replays its world size: each rank reads only its role's trace. Throws UserError for
-// traces that do not fit the launch (rank files or a bundle's world size against launch size, a rank without a trace,
-// an unreadable capture manifest) and whatever replay_trace throws. Under a launcher of several ranks a rank whose
-// replay fails prints why on stderr and ends every rank (status 2); the launch's MPI is finalized before it
-// returns, so a process calls it once.
+// A bundle (docs/bundle.md) replays its world size: each rank reads only its role's trace. One trace of a one-rank
+// run is replicated over a launch of several ranks (each replays a copy, its collectives over a world of one). Throws
+// UserError for traces that do not fit the launch (rank files or a bundle's world size against launch size, a rank
+// without a trace, an unreadable capture manifest) and whatever replay_trace throws. Under a launcher of several
+// ranks, a failure all ranks find together (a check of exchanged data, an output path rank 0 cannot write) is thrown
+// on rank 0 and returned as quiet_failure elsewhere; a rank whose replay fails alone prints why on stderr and ends
+// every rank (with exit_status()). The launch's MPI is finalized before it returns, so a process calls it once.
 LaunchReport replay_launch(const LaunchOptions& options);
+// The exit status for an error (docs/cli.md): 3 when memory ran out (std::bad_alloc, LibTorch's allocation
+// failures), 2 for a UserError, 1 otherwise.
+int exit_status(const std::exception& e);
+bool out_of_memory(const std::exception& e);
+
 // print_summary of this rank, then each rank's median and the slowest rank's when the launch has several.
 void print_summary(std::FILE* out, const LaunchReport& report);
 
