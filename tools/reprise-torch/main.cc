@@ -20,6 +20,7 @@
 #include "progress.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/replay/replay.h"
+#include "reprise/trace/output.h"
 #include "reprise/trace/write.h"
 #include "reprise/workloads/workloads.h"
 
@@ -58,6 +59,7 @@ class Watchdog {
       } else if (cv_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ &&
                  std::chrono::steady_clock::now() >= deadline_) {
         std::cerr << "reprise: " << why_ << "\n";
+        reprise::remove_registered_now();  // _Exit runs no destructor: a results file being written must not stay
         std::_Exit(124);
       }
     }
