@@ -214,9 +214,6 @@ int cmd_synth(int argc, char** argv) {
     return 0;
   }
   if (out.empty()) throw UserError("synth: --out is required (see reprise synth --help)");
-  if (s.iterations < 1 || s.layers < 1 || s.batch < 1 || s.hidden < 1 || s.world_size < 1 || s.rank < 0 ||
-      s.rank >= s.world_size)
-    throw UserError("synth: sizes must be positive and 0 <= rank < world-size");
   reprise::Trace t = reprise::synthetic_trace(s);
   reprise::write_et(t, out);
   std::cout << "wrote " << out << " (" << t.nodes.size() << " nodes, " << t.collectives.size() << " collectives)\n";
