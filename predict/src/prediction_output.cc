@@ -115,8 +115,8 @@ void print_prediction(std::FILE* out, const Prediction& p) {
                p.calibration.c_str());
   std::fprintf(out, "  iteration    %s  (%s .. %s, %.0f%% interval; slowest rank)\n", human_seconds(p.seconds).c_str(),
                human_seconds(p.lo).c_str(), human_seconds(p.hi).c_str(), 100 * p.confidence);
-  const double frac = p.ops > 0 ? static_cast<double>(p.modeled) / static_cast<double>(p.ops) : 1.0;
-  std::fprintf(out, "  coverage     %.1f%% of %s ops modeled", 100 * frac, human_count(p.ops).c_str());
+  const std::string covered = p.ops > 0 ? human_percent(p.modeled, p.ops) : "100.0%";
+  std::fprintf(out, "  coverage     %s of %s ops modeled", covered.c_str(), human_count(p.ops).c_str());
   if (p.measured > 0) std::fprintf(out, ", %s timed by a replay", human_count(p.measured).c_str());
   std::fprintf(out, "\n");
   if (!p.ranks.empty()) {

@@ -53,6 +53,7 @@ class Compiler {
   bool compile_node(uint32_t node, uint16_t step);
 
   // op_compiler.cc
+  void check_tensors(uint32_t node) const;
   bool compile_op(uint32_t node, uint16_t step, std::string& why);
   bool resolve_name(uint32_t node, std::string& name, std::string& overload, std::string& why);
   Resolved handle(const std::string& name, const std::string& overload);

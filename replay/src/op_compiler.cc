@@ -13,11 +13,27 @@
 namespace reprise::replay::detail {
 namespace {
 
-std::string first_line(std::string s, size_t max = 200) {
-  size_t nl = s.find('\n');
-  if (nl != std::string::npos) s.resize(nl);
-  if (s.size() > max) s = s.substr(0, max - 3) + "...";
-  return s;
+// TorchScript's parser reports "expected eof but found 'is' here:", then the schema, then a line marking the
+// token with '~'. A skip reason is one line and a whole sentence: "expected eof but found 'is' at column 27".
+std::string schema_error_sentence(const std::string& what) {
+  size_t nl = what.find('\n');
+  std::string first = what.substr(0, nl);
+  while (!first.empty() && (first.back() == ':' || first.back() == ' ')) first.pop_back();
+  if (first.size() >= 5 && first.compare(first.size() - 5, 5, " here") == 0) first.resize(first.size() - 5);
+  if (first.empty()) first = "cannot parse it";
+  if (first.size() > 160) first = first.substr(0, 157) + "...";
+  // the marker line: the first line after the first one holding '~'
+  for (size_t at = nl; at != std::string::npos && at < what.size();) {
+    size_t end = what.find('\n', at + 1);
+    std::string line = what.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
+    size_t col = line.find('~');
+    if (col != std::string::npos && line.find_first_not_of(" ~") >= col) {
+      first += " at column " + std::to_string(col + 1);
+      break;
+    }
+    at = end;
+  }
+  return first;
 }
 
 bool has_schema(const Trace& t, const Node& n) { return n.op_schema != 0 && !t.str(n.op_schema).empty(); }
@@ -84,7 +100,33 @@ void register_reprise_ops() {
 
 }  // namespace
 
+// Refuses, before any is made, a tensor whose recorded geometry cannot exist: LibTorch would be asked for an
+// impossible allocation, or compute a wrapped one. The readers check this too; traces edited in memory
+// (generators, the builder) reach here unchecked.
+void Compiler::check_tensors(uint32_t node) const {
+  const Node& n = t_.nodes[node];
+  for (bool outputs : {false, true}) {
+    const uint32_t first = outputs ? n.outputs : n.inputs, count = outputs ? n.num_outputs : n.num_inputs;
+    for (uint32_t a = 0; a < count; ++a)
+      each_tensor(t_, t_.values[first + a], [&](uint32_t k) {
+        const reprise::Tensor& x = t_.tensors[k];
+        TensorExtent e = tensor_extent(t_, x);
+        // LibTorch sizes the storage by its dtype's element size, which the recorded item size may not be
+        at::ScalarType dtype;
+        int64_t bytes = 0;
+        if (e.problem.empty() && scalar_type_of(t_.str(x.dtype), dtype) &&
+            __builtin_mul_overflow(e.elements, static_cast<int64_t>(c10::elementSize(dtype)), &bytes))
+          e.problem = "its storage of " + std::to_string(e.elements) + " elements of " + std::string(t_.str(x.dtype)) +
+                      " is past int64 bytes";
+        if (!e.problem.empty())
+          throw UserError(t_.source + ": node " + std::to_string(n.id) + " (" + std::string(t_.name(n)) +
+                          "): " + (outputs ? "output " : "input ") + std::to_string(a) + ": " + e.problem);
+      });
+  }
+}
+
 bool Compiler::compile_op(uint32_t node, uint16_t step, std::string& why) {
+  check_tensors(node);
   const Node& n = t_.nodes[node];
   Span<Value> inputs = t_.inputs(n);
   std::string name, overload;
@@ -140,7 +182,7 @@ bool Compiler::resolve_name(uint32_t node, std::string& name, std::string& overl
       ps.name = s.name();
       ps.overload = s.overload_name();
     } catch (const std::exception& e) {
-      ps.reason = "bad op_schema string: " + first_line(e.what(), 120);
+      ps.reason = "bad op_schema string: " + schema_error_sentence(e.what());
     }
     it = parsed_.emplace(n.op_schema, ps).first;
   }

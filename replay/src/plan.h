@@ -7,6 +7,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -148,8 +149,25 @@ struct Plan {
   std::vector<std::string> warnings;
 };
 
-// Compiles the selected iterations of `trace` into a plan (no tensors created yet).
+// Compiles the selected iterations of `trace` into a plan (no tensors created yet). Throws UserError for a tensor
+// whose recorded geometry cannot exist (tensor_extent), and when the plan cannot fit in its devices' memory
+// (check_memory against available_memory).
 Plan compile_plan(const Trace& trace, const ReplayOptions& options);
+
+// What a plan needs on one device before it runs: its input tensors (created up front, alive throughout) and its
+// largest other allocation (a tensor an op reads or returns not on an input's storage, or a collective's buffer).
+struct MemoryNeed {
+  at::Device device = at::kCPU;
+  int64_t inputs = 0, largest = 0;  // bytes
+  uint32_t largest_node = kNone32;  // the node of the largest allocation
+};
+// Per device the plan allocates on; none on meta.
+std::vector<MemoryNeed> memory_needs(const Trace& trace, const Plan& plan);
+// Bytes the device can still give this process (CPU: MemAvailable within the cgroup's limit; CUDA: the driver's
+// free memory plus what the caching allocator holds unused); -1 when unknown.
+int64_t available_memory(at::Device device);
+// Throws UserError, with the figures, when a device's need exceeds `available` of it (-1: unknown, not checked).
+void check_memory(const Trace& trace, const Plan& plan, const std::function<int64_t(at::Device)>& available);
 
 // Creates the input tensors of the plan (parallel to Plan::inputs) on its device, with their data ranges.
 std::vector<at::Tensor> create_input_tensors(const Plan& plan, uint64_t seed);

@@ -175,11 +175,12 @@ void print_coverage(std::FILE* out, const ReplayResult& r) {
   std::string steps;
   for (const std::string& s : r.steps) steps += (steps.empty() ? "" : ", ") + s;
   std::fprintf(out, "  steps        %s%s\n", steps.c_str(), r.truncated ? " (cut short by the op limit)" : "");
-  std::fprintf(
-      out, "  ops          %lld selected, %lld replayed (coverage %.1f%%); compute %lld/%lld, collectives %lld/%lld\n",
-      static_cast<long long>(r.ops_selected), static_cast<long long>(r.ops_replayed), 100 * r.coverage,
-      static_cast<long long>(r.compute_replayed), static_cast<long long>(r.compute_selected),
-      static_cast<long long>(r.collectives_replayed), static_cast<long long>(r.collectives_selected));
+  std::fprintf(out,
+               "  ops          %lld selected, %lld replayed (coverage %s); compute %lld/%lld, collectives %lld/%lld\n",
+               static_cast<long long>(r.ops_selected), static_cast<long long>(r.ops_replayed),
+               human_percent(r.ops_replayed, r.ops_selected).c_str(), static_cast<long long>(r.compute_replayed),
+               static_cast<long long>(r.compute_selected), static_cast<long long>(r.collectives_replayed),
+               static_cast<long long>(r.collectives_selected));
   size_t shown = 0;
   for (const SkipCount& s : r.skipped) {
     if (shown++ == 12) {

@@ -92,10 +92,13 @@ ArgSolution solve_view(const Shape& in_old, const Shape& in_new, const Shape& si
   Shape out = sizes;
   size_t inferred = out.size();
   for (size_t k = 0; k < out.size(); ++k) {
-    if (out[k] == -1)
+    if (out[k] == -1) {
       inferred = k;
-    else
-      known *= out[k];
+    } else if (out[k] < -1 || __builtin_mul_overflow(known, out[k], &known)) {
+      // the recorded arguments are no shape (a trace edited by hand): nothing to align
+      r.why = "sizes " + text(sizes) + " are not a shape";
+      return r;
+    }
   }
   if (inferred < out.size() && known > 0) out[inferred] = numel / known;
   if (numel == 0) return r;

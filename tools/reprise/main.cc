@@ -223,9 +223,7 @@ int cmd_synth(int argc, char** argv) {
     return 0;
   }
   if (out.empty()) throw UserError("synth: --out is required (see reprise synth --help)");
-  if (s.iterations < 1 || s.layers < 1 || s.batch < 1 || s.hidden < 1 || s.world_size < 1 || s.rank < 0 ||
-      s.rank >= s.world_size)
-    throw UserError("synth: sizes must be positive and 0 <= rank < world-size");
+  reprise::check_synthetic_spec(s);  // before the output is checked: a usage error first
   reprise::cli::check_output_path(out);
   reprise::Trace t = reprise::synthetic_trace(s);
   reprise::write_et(t, out);

@@ -25,7 +25,8 @@ Value TraceBuilder::tensor(const TensorSpec& s) {
   x.dims = static_cast<uint32_t>(t_.ints.size());
   for (int64_t d : s.shape) {
     t_.ints.push_back(d);
-    x.numel *= d;
+    // saturates, so a shape past int64 stays one: tensor_extent reports it where the trace is used
+    if (__builtin_mul_overflow(x.numel, d, &x.numel)) x.numel = INT64_MAX;
   }
   x.has_strides = true;
   x.strides = static_cast<uint32_t>(t_.ints.size());
@@ -36,7 +37,7 @@ Value TraceBuilder::tensor(const TensorSpec& s) {
     int64_t acc = 1;
     for (size_t k = s.shape.size(); k-- > 0;) {
       st[k] = acc;
-      acc *= std::max<int64_t>(s.shape[k], 1);
+      if (__builtin_mul_overflow(acc, std::max<int64_t>(s.shape[k], 1), &acc)) acc = INT64_MAX;
     }
     t_.ints.insert(t_.ints.end(), st.begin(), st.end());
   }
@@ -350,6 +351,26 @@ class SyntheticMlp {
 
 }  // namespace
 
-Trace synthetic_trace(const SyntheticSpec& spec) { return SyntheticMlp(spec).build(); }
+void check_synthetic_spec(const SyntheticSpec& s) {
+  auto range = [](const char* what, int64_t v, int64_t lo, int64_t hi, const char* why) {
+    if (v < lo || v > hi)
+      throw UserError("synthetic trace: " + std::string(what) + " " + std::to_string(v) + " is out of range " +
+                      std::to_string(lo) + " .. " + std::to_string(hi) + " (" + why + ")");
+  };
+  // 2^30 each: a [hidden, hidden] or [batch, hidden] float tensor then holds at most 2^62 bytes, within int64
+  range("hidden", s.hidden, 1, int64_t{1} << 30, "a hidden x hidden float weight must fit int64 bytes");
+  range("batch", s.batch, 1, int64_t{1} << 30, "a batch x hidden float activation must fit int64 bytes");
+  // about 12 nodes and 80 values per layer and iteration: keeps the model's 32-bit pool indices in range
+  range("layers", s.layers, 1, 100000, "the trace's node count");
+  range("iterations", s.iterations, 1, 1000000, "the trace's node count");
+  range("layers x iterations", int64_t{s.layers} * s.iterations, 1, 10000000, "the trace's node count");
+  range("world size", s.world_size, 1, 1 << 20, "ranks of one process group");
+  range("rank", s.rank, 0, s.world_size - 1, "a rank of the world size");
+}
+
+Trace synthetic_trace(const SyntheticSpec& spec) {
+  check_synthetic_spec(spec);
+  return SyntheticMlp(spec).build();
+}
 
 }  // namespace reprise

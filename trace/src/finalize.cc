@@ -71,7 +71,7 @@ std::vector<int64_t> parse_int_list_text(std::string_view s) {
 void sum_tensors(const Trace& t, const Value& v, int64_t& elems, const Tensor*& first) {
   if (v.kind == ValueKind::Tensor) {
     const Tensor& x = t.tensors[v.ref];
-    elems += x.numel;
+    if (__builtin_add_overflow(elems, x.numel, &elems)) elems = INT64_MAX;  // check_collective_sizes reports it
     if (!first) first = &x;
   } else if (v.kind == ValueKind::List || v.kind == ValueKind::Tuple) {
     for (const Value& e : t.items(v)) sum_tensors(t, e, elems, first);
@@ -127,6 +127,29 @@ void read_process_groups(Trace& t, const Node& n, const ReadOptions& opt) {
       pg.size = g["pg_size"].get<int64_t>();
     if (pg.size == 0) pg.size = static_cast<int64_t>(pg.ranks.size());
     t.process_groups.push_back(std::move(pg));
+  }
+}
+
+// Refuses the sizes no collective can have (replay sizes its buffers from them): negative element counts or
+// splits, or byte counts past int64.
+void check_collective_sizes(const Trace& t, const Collective& c) {
+  auto fail = [&](const std::string& why) {
+    throw UserError(t.source + ": node " + std::to_string(t.nodes[c.node].id) + ": collective " + c.raw_name + ": " +
+                    why);
+  };
+  int64_t bytes = 0;
+  for (auto [what, n] : {std::pair{"input", c.in_elems}, std::pair{"output", c.out_elems}}) {
+    if (n < 0) fail(std::string(what) + " element count " + std::to_string(n) + " is negative");
+    if (n == INT64_MAX || __builtin_mul_overflow(n, int64_t{c.itemsize}, &bytes))
+      fail(std::string(what) + " of " + std::to_string(n) + " elements is past int64 bytes");
+  }
+  for (const std::vector<int64_t>* splits : {&c.in_splits, &c.out_splits}) {
+    int64_t sum = 0;
+    for (int64_t n : *splits) {
+      if (n < 0) fail("split size " + std::to_string(n) + " is negative");
+      if (__builtin_add_overflow(sum, n, &sum) || __builtin_mul_overflow(sum, int64_t{c.itemsize}, &bytes))
+        fail("split sizes sum past int64 bytes");
+    }
   }
 }
 
@@ -230,6 +253,7 @@ Collective decode_collective(const Trace& t, uint32_t idx) {
   c.name = normalize_collective_name(c.raw_name);
   c.is_wait = c.name == "wait";
   if (c.name == "send" || c.name == "recv") c.p2p = true;
+  check_collective_sizes(t, c);
   return c;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -227,9 +228,9 @@ std::map<std::string, std::string> process_group_labels(const Trace& t) {
 }
 
 std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   int u = 0;
-  while (b >= 1024 && u < 4) {
+  while (b >= 1024 && u < 6) {
     b /= 1024;
     ++u;
   }
@@ -253,6 +254,19 @@ std::string human_count(int64_t n) {
   std::string s = std::to_string(n);
   for (int i = static_cast<int>(s.size()) - 3; i > (n < 0 ? 1 : 0); i -= 3) s.insert(static_cast<size_t>(i), ",");
   return s;
+}
+
+std::string human_percent(int64_t part, int64_t whole) {
+  if (whole <= 0 || part <= 0) return "0.0%";
+  if (part >= whole) return "100.0%";
+  // long double holds an int64 exactly, so p < 100 whenever part < whole, however close
+  const long double p = 100.0L * static_cast<long double>(part) / static_cast<long double>(whole);
+  char buf[64];
+  for (int digits = 1;; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*Lf%%", digits, p);
+    const long double shown = std::strtold(buf, nullptr);
+    if ((shown < 100.0L && shown > 0.0L) || digits >= 24) return buf;
+  }
 }
 
 Summary summarize(const TraceSet& set, size_t top) {

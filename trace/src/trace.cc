@@ -91,9 +91,64 @@ std::vector<int64_t> Trace::strides(const Tensor& t) const {
   int64_t acc = 1;
   for (int k = t.rank - 1; k >= 0; --k) {
     s[k] = acc;
-    acc *= std::max<int64_t>(ints[t.dims + k], 1);
+    // saturates: tensor_extent reports such a shape, and nothing may overflow on the way there
+    if (__builtin_mul_overflow(acc, std::max<int64_t>(ints[t.dims + k], 1), &acc)) acc = INT64_MAX;
   }
   return s;
+}
+
+namespace {
+
+std::string int_list_text(Span<int64_t> v) {
+  std::string s = "[";
+  for (size_t k = 0; k < v.size(); ++k) s += (k ? ", " : "") + std::to_string(v[k]);
+  return s + "]";
+}
+
+}  // namespace
+
+TensorExtent tensor_extent(const Trace& t, const Tensor& x) {
+  TensorExtent e;
+  Span<int64_t> dims = t.dims(x);
+  auto fail = [&](const std::string& why) {
+    e.problem = "tensor of sizes " + int_list_text(dims) + ": " + why;
+    return e;
+  };
+  auto strides_text = [&] {
+    return x.has_strides ? int_list_text({t.ints.data() + x.strides, x.rank}) : std::string("(contiguous)");
+  };
+  int64_t numel = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return fail("size " + std::to_string(d) + " is negative");
+    if (__builtin_mul_overflow(numel, d, &numel)) return fail("its element count is past int64");
+  }
+  if (x.numel < 0) return fail("element count " + std::to_string(x.numel) + " is negative");
+  if (x.offset < 0) return fail("storage offset " + std::to_string(x.offset) + " is negative");
+  if (x.itemsize < 0) return fail("item size " + std::to_string(x.itemsize) + " is negative");
+  // the last element's index past the first; contiguous strides (none recorded) are the later sizes' product. An
+  // empty tensor's other dims must reach within int64 too: LibTorch sums them before it meets the empty one
+  int64_t reach = 0, contiguous = 1;
+  for (size_t k = dims.size(); k-- > 0;) {
+    const int64_t stride = x.has_strides ? t.ints[x.strides + k] : contiguous;
+    if (!x.has_strides && __builtin_mul_overflow(contiguous, std::max<int64_t>(dims[k], 1), &contiguous))
+      contiguous = INT64_MAX;  // past an empty dim: the strides reach nothing
+    if (stride < 0) return fail("stride " + std::to_string(stride) + " in strides " + strides_text() + " is negative");
+    int64_t step = 0;
+    if (dims[k] > 0 &&
+        (__builtin_mul_overflow(dims[k] - 1, stride, &step) || __builtin_add_overflow(reach, step, &reach)))
+      return fail("strides " + strides_text() + " reach past int64 elements");
+  }
+  // an empty tensor reaches its offset still: replay makes its storage that long
+  int64_t span = 0;
+  if (__builtin_add_overflow(reach, 1, &span) || __builtin_add_overflow(x.offset, numel > 0 ? span : 0, &e.elements))
+    return fail("storage offset " + std::to_string(x.offset) + " and strides reach past int64 elements");
+  int64_t unused = 0;
+  if (__builtin_mul_overflow(x.numel, static_cast<int64_t>(x.itemsize), &unused))
+    return fail(std::to_string(x.numel) + " elements of " + std::to_string(x.itemsize) + " bytes are past int64 bytes");
+  if (__builtin_mul_overflow(e.elements, static_cast<int64_t>(x.itemsize), &e.bytes))
+    return fail("its storage of " + std::to_string(e.elements) + " elements of " + std::to_string(x.itemsize) +
+                " bytes is past int64 bytes");
+  return e;
 }
 
 uint32_t Trace::find(int64_t id) const {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "json_scan.h"
 
@@ -83,7 +84,10 @@ class EtText {
         } else if (key == "schema") {
           t_.schema = std::string(v.get_string().value());
         } else {
-          t_.metadata.emplace_back(std::string(key), std::string(raw_text(v)));
+          std::string_view raw = raw_text(v);
+          // simdjson checks only what it reads; the streaming path says what is wrong, and where
+          if (!metadata_problem(raw).empty()) throw RetryStreaming{std::string(buf_.data(), end_)};
+          t_.metadata.emplace_back(std::string(key), std::string(raw));
         }
       }
       const char* rest = nullptr;  // anything after the top-level object
@@ -150,14 +154,34 @@ class EtText {
       parse_nodes();
       return true;
     }
+    const uint64_t at = offset();
     std::string raw = read_raw_value();
     if (key == "schema") {
       if (raw.size() < 2 || raw.front() != '"') errors_.fail_at(offset(), "\"schema\" is not a string");
       t_.schema = raw.substr(1, raw.size() - 2);
     } else {
+      if (std::string why = metadata_problem(raw); !why.empty()) {
+        size_t bad = first_invalid_utf8(raw.data(), raw.size());
+        errors_.fail_at(at + (bad < raw.size() ? bad : 0), "\"" + key + "\": " + why);
+      }
       t_.metadata.emplace_back(key, raw);
     }
     return false;
+  }
+
+  // Why a top-level value, kept as raw text and written back as it is, is not JSON; empty when it is. Text such
+  // as NaN or Infinity reads as a number to a lenient parser, but no JSON reader takes it back.
+  static std::string metadata_problem(std::string_view raw) {
+    if (first_invalid_utf8(raw.data(), raw.size()) < raw.size()) return "a byte that is not UTF-8";
+    if (nlohmann::json::accept(raw)) return {};
+    std::string_view head = raw.substr(0, 40);
+    bool non_finite = head.find("NaN") != std::string_view::npos || head.find("nan") != std::string_view::npos ||
+                      head.find("Inf") != std::string_view::npos || head.find("inf") != std::string_view::npos;
+    std::string shown(head);
+    std::replace_if(
+        shown.begin(), shown.end(), [](char ch) { return ch >= 0 && ch < ' '; }, ' ');  // one line
+    if (raw.size() > head.size()) shown += "...";
+    return "'" + shown + "' is not a JSON value" + (non_finite ? " (JSON has no NaN or infinite numbers)" : "");
   }
 
   // ---- buffered text ----
@@ -305,8 +329,12 @@ class EtText {
       od::document doc = parser_.iterate(piece_.data(), len, piece_.capacity());
       parse_node_array(doc.get_array());
     } catch (const simdjson::simdjson_error& e) {
-      // simdjson cannot always say where it failed; the start of the node being read is the place we know
       const ErrorContext& c = errors_;
+      if (e.error() == simdjson::UTF8_ERROR) {
+        size_t bad = first_invalid_utf8(piece_.data(), len);
+        if (bad < len) c.fail_at(c.piece_base + bad, "a byte that is not UTF-8 (JSON text is UTF-8)");
+      }
+      // simdjson cannot always say where it failed; the start of the node being read is the place we know
       uint64_t off = c.piece_base + (c.node_start ? static_cast<uint64_t>(c.node_start - c.piece_data) : 1);
       std::string where = c.last_id_set ? " (in the node after node " + std::to_string(c.last_id) + ")" : "";
       c.fail_at(off, std::string("invalid JSON: ") + simdjson::error_message(e.error()) + where);

@@ -33,6 +33,8 @@ void ValueBinder::bind_args(const ArgTrees& a, uint32_t& first, uint32_t& count,
       type = ty->ref;
     }
     uint32_t tnode = type ? types_.get(type, t_.strings) : kNone32;
+    side_ = what;
+    arg_ = i;
     int32_t vi = static_cast<int32_t>(vals.ref + i);
     args_.push_back({bind(tnode, vi, tree_.child_index(a.shapes, i), tree_.child_index(a.strides, i)), type});
   }
@@ -50,11 +52,17 @@ void ValueBinder::bind_attr(std::string_view name, std::string_view type, int32_
   Attr a;
   a.name = t_.strings.intern(name);
   a.type = t_.strings.intern(type);
+  side_ = nullptr;
+  attr_ = name;
   Value v = bind(kNone32, value, -1, -1);
   a.value = static_cast<uint32_t>(t_.values.size());
   t_.values.push_back(v);
   t_.arg_types.push_back(0);
   t_.attrs.push_back(a);
+}
+
+std::string ValueBinder::where() const {
+  return side_ ? std::string(side_) + " " + std::to_string(arg_) : "attr \"" + std::string(attr_) + "\"";
 }
 
 Value ValueBinder::bind(uint32_t ty, int32_t vi, int32_t shape, int32_t stride) {
@@ -162,13 +170,22 @@ bool ValueBinder::is_tensor_tuple(int32_t vi) const {
 }
 
 uint32_t ValueBinder::make_tensor(int32_t vi, StrId dtype, int32_t shape, int32_t stride) {
-  auto num = [&](uint32_t k) { return tree_.child(vi, k)->as_int(); };
+  static const char* const kField[] = {"id", "storage id", "storage offset", "element count", "item size"};
+  auto num = [&](uint32_t k) {
+    const JsonValue* v = tree_.child(vi, k);
+    if (v->t == JsonValue::UInt)
+      errors_.node_fail(where() + ": tensor " + kField[k] + " " + std::to_string(v->u) + " is past int64");
+    return v->i;
+  };
   Tensor t;
   t.id = num(0);
   t.storage_id = num(1);
   t.offset = num(2);
   t.numel = num(3);
-  t.itemsize = static_cast<int32_t>(num(4));
+  const int64_t itemsize = num(4);
+  if (itemsize < 0 || itemsize > INT32_MAX)
+    errors_.node_fail(where() + ": tensor item size " + std::to_string(itemsize) + " is out of range");
+  t.itemsize = static_cast<int32_t>(itemsize);
   if (tree_[vi].count == 6) {
     t.has_device = true;
     t.device = tree_.child(vi, 5)->ref;
@@ -176,6 +193,8 @@ uint32_t ValueBinder::make_tensor(int32_t vi, StrId dtype, int32_t shape, int32_
   t.dtype = dtype;
   size_t ints_mark = t_.ints.size();
   add_dims(t, shape, stride);
+  // PyTorch cannot record such a tensor, and replaying one would ask for an impossible allocation
+  if (TensorExtent e = tensor_extent(t_, t); !e.problem.empty()) errors_.node_fail(where() + ": " + e.problem);
   return intern_tensor(t, ints_mark);
 }
 
@@ -187,8 +206,11 @@ void ValueBinder::add_dims(Tensor& t, int32_t shape, int32_t stride) {
     for (uint32_t k = 0; k < s.count; ++k) {
       const JsonValue* d = tree_.child(shape, k);
       if (!is_int(d)) errors_.node_fail("a tensor shape holds a non-integer");
+      if (d->t == JsonValue::UInt)
+        errors_.node_fail(where() + ": tensor size " + std::to_string(d->u) + " is past int64");
       t_.ints.push_back(d->i);
     }
+    if (s.count > UINT16_MAX) errors_.node_fail(where() + ": a tensor shape of " + std::to_string(s.count) + " dims");
     t.rank = static_cast<uint16_t>(s.count);
   }
   if (stride >= 0 && tree_[stride].t == JsonValue::Arr && tree_[stride].count == t.rank) {

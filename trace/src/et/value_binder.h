@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -38,6 +39,7 @@ class ValueBinder {
   void add_dims(Tensor& t, int32_t shape, int32_t stride);
   uint32_t intern_tensor(const Tensor& t, size_t ints_mark);
   bool same_tensor(const Tensor& a, const Tensor& b, size_t b_ints) const;
+  std::string where() const;
 
   Trace& t_;
   const JsonTree& tree_;
@@ -46,6 +48,10 @@ class ValueBinder {
   std::vector<std::vector<Value>> levels_;  // per list depth: the elements being bound
   int depth_ = 0;
   std::vector<std::pair<Value, StrId>> args_;
+  // The argument being bound, for errors: "inputs 2" (side_, arg_) or "attr \"dtype\"" (attr_).
+  const char* side_ = nullptr;
+  uint32_t arg_ = 0;
+  std::string_view attr_;
   // Tensors by a hash of all their fields; tensor_next_ chains those with equal hashes.
   std::unordered_map<uint64_t, uint32_t> tensor_index_;
   std::vector<uint32_t> tensor_next_;

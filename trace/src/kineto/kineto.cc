@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "json_scan.h"
 #include "reader_internal.h"
 #include "reprise/trace/link.h"
 
@@ -67,6 +68,11 @@ class KinetoReader {
       }
     } catch (const simdjson::simdjson_error& e) {
       uint64_t off = event_start_ ? static_cast<uint64_t>(event_start_ - text.data()) : 0;
+      if (e.error() == simdjson::UTF8_ERROR) {
+        size_t bad = detail::first_invalid_utf8(text.data(), text.size());
+        if (bad < text.size())
+          throw UserError(name_ + ": byte " + std::to_string(bad) + ": a byte that is not UTF-8 (JSON text is UTF-8)");
+      }
       throw UserError(name_ + ": byte " + std::to_string(off) +
                       ": invalid Kineto JSON: " + simdjson::error_message(e.error()));
     }

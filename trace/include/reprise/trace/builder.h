@@ -114,6 +114,9 @@ struct SyntheticSpec {
   int rank = 0;
   std::string device = "cpu";
 };
+// Throws UserError naming the first field of `spec` out of range: every shape's bytes must fit int64, and the trace
+// its model's pools.
+void check_synthetic_spec(const SyntheticSpec& spec);
 Trace synthetic_trace(const SyntheticSpec& spec);
 
 }  // namespace reprise

@@ -69,5 +69,8 @@ std::map<std::string, std::string> process_group_labels(const Trace& trace);
 std::string human_bytes(double bytes);
 std::string human_seconds(double seconds);
 std::string human_count(int64_t n);
+// part / whole as a percentage that never rounds a loss away: "99.99%" for 9885 of 9886, "0.01%" for 1 of 9886,
+// "100.0%" only when part == whole, "0.0%" only when part is 0 (and for an empty whole). One decimal, more as needed.
+std::string human_percent(int64_t part, int64_t whole);
 
 }  // namespace reprise

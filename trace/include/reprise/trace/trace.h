@@ -268,6 +268,16 @@ class Trace {
   size_t memory_bytes() const;  // approximate resident size of the model
 };
 
+// The storage a tensor's recorded geometry reaches: `elements` from the storage's start (its offset plus the reach
+// of its sizes and strides, nothing for an empty tensor) and `bytes` (elements x itemsize). `problem` says why the
+// geometry cannot exist, empty when it can: a negative size, stride, offset, element count or item size, or an element
+// count, reach or byte count past int64. What the readers check every tensor against, and replay before it makes one.
+struct TensorExtent {
+  int64_t elements = 0, bytes = 0;
+  std::string problem;
+};
+TensorExtent tensor_extent(const Trace& t, const Tensor& x);
+
 // Derives again what the reader derives from the nodes (parents, children, kinds, process groups, collectives,
 // waits, iterations), after nodes were added, removed, reparented or their values edited. Throws UserError for a
 // dangling parent, a repeated id or a cycle, naming the trace's source.
