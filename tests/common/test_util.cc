@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "reprise/trace/read.h"
+
 namespace reprise::test {
 
 std::string shared_traces() {
@@ -122,6 +124,10 @@ std::string write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
   f << text;
   return path;
+}
+
+std::string et_read_error(const std::string& text, const std::string& name) {
+  return user_error([&] { read_et_text(text, name); });
 }
 
 }  // namespace reprise::test

@@ -31,6 +31,13 @@ std::string test_dir();
 
 std::string write_file(const std::string& path, const std::string& text);
 
+// The process root node an ET starts with, as JSON text: tests build traces around it.
+inline const std::string kEtRootNode =
+    R"J({"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "ctrl_deps": 1, "inputs": {"values": [], "shapes": [], "types": []}, "outputs": {"values": [], "shapes": [], "types": []}, "attrs": []})J";
+
+// The message of the UserError reading `text` as an ET throws ("" when it reads).
+std::string et_read_error(const std::string& text, const std::string& name = "bad.json");
+
 // The message of the UserError `f` throws ("" when it throws none).
 template <typename F>
 std::string user_error(F&& f) {

@@ -8,90 +8,85 @@
 namespace reprise {
 namespace {
 
-std::string error_of(const std::string& text, const std::string& name = "bad.json") {
-  try {
-    read_et_text(text, name);
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-const std::string kNode1 =
-    R"J({"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "ctrl_deps": 1, "inputs": {"values": [], "shapes": [], "types": []}, "outputs": {"values": [], "shapes": [], "types": []}, "attrs": []})J";
-
 std::string with_nodes(const std::string& nodes) {
   return R"J({"schema": "1.1.0-chakra.0.0.4", "nodes": [)J" + nodes + "]}";
 }
 
 TEST(Errors, EmptyFile) {
-  EXPECT_EQ(error_of(""), "bad.json: byte 0: empty file");
-  EXPECT_NE(error_of("   \n").find("bad.json"), std::string::npos);
+  EXPECT_EQ(test::et_read_error(""), "bad.json: byte 0: empty file");
+  EXPECT_NE(test::et_read_error("   \n").find("bad.json"), std::string::npos);
 }
 
 TEST(Errors, TruncatedJson) {
-  std::string full = with_nodes(kNode1 + ", " + kNode1);
+  std::string full = with_nodes(test::kEtRootNode + ", " + test::kEtRootNode);
   for (size_t cut : {size_t(10), full.size() / 2, full.size() - 3, full.size() - 1}) {
-    std::string e = error_of(full.substr(0, cut));
+    std::string e = test::et_read_error(full.substr(0, cut));
     EXPECT_NE(e.find("bad.json: byte "), std::string::npos) << cut << ": " << e;
   }
-  EXPECT_NE(error_of(with_nodes(kNode1).substr(0, 60)).find("truncated"), std::string::npos);
+  EXPECT_NE(test::et_read_error(with_nodes(test::kEtRootNode).substr(0, 60)).find("truncated"), std::string::npos);
 }
 
 TEST(Errors, NotJsonOrNotAnEt) {
-  EXPECT_NE(error_of("hello").find("expected a JSON object"), std::string::npos);
-  EXPECT_NE(error_of(R"J({"traceEvents": []})J").find("no \"nodes\" array"), std::string::npos);
-  EXPECT_NE(error_of(R"J({"nodes": [1, 2]})J").find("expected a node object"), std::string::npos);
-  EXPECT_NE(error_of(R"J({"nodes": []} trailing)J").find("unexpected data after"), std::string::npos);
+  EXPECT_NE(test::et_read_error("hello").find("expected a JSON object"), std::string::npos);
+  EXPECT_NE(test::et_read_error(R"J({"traceEvents": []})J").find("no \"nodes\" array"), std::string::npos);
+  EXPECT_NE(test::et_read_error(R"J({"nodes": [1, 2]})J").find("expected a node object"), std::string::npos);
+  EXPECT_NE(test::et_read_error(R"J({"nodes": []} trailing)J").find("unexpected data after"), std::string::npos);
 }
 
 TEST(Errors, InvalidJsonInsideNodeNamesTheByte) {
-  std::string bad = with_nodes(kNode1 + R"J(, {"id": 2, "name": "x", "ctrl_deps": 1, "inputs": {"values": [1,,2]}})J");
-  std::string e = error_of(bad);
+  std::string bad =
+      with_nodes(test::kEtRootNode + R"J(, {"id": 2, "name": "x", "ctrl_deps": 1, "inputs": {"values": [1,,2]}})J");
+  std::string e = test::et_read_error(bad);
   EXPECT_NE(e.find("bad.json: byte "), std::string::npos) << e;
   EXPECT_NE(e.find("invalid JSON"), std::string::npos) << e;
 }
 
 TEST(Errors, WrongTypesAndMissingFields) {
-  EXPECT_NE(error_of(with_nodes(R"J({"id": "one", "name": "x", "ctrl_deps": 1})J")).find("\"id\" is not an integer"),
-            std::string::npos);
-  EXPECT_NE(error_of(with_nodes(R"J({"id": 1, "name": 5, "ctrl_deps": 1})J")).find("\"name\" is not a string"),
-            std::string::npos);
-  EXPECT_NE(error_of(with_nodes(R"J({"name": "x", "ctrl_deps": 1})J")).find("missing \"id\""), std::string::npos);
-  EXPECT_NE(error_of(with_nodes(R"J({"id": 3, "ctrl_deps": 1})J")).find("node 3: missing \"name\""), std::string::npos);
-  EXPECT_NE(error_of(with_nodes(R"J({"id": 3, "name": "x"})J")).find("node 3: missing \"ctrl_deps\""),
+  EXPECT_NE(test::et_read_error(with_nodes(R"J({"id": "one", "name": "x", "ctrl_deps": 1})J"))
+                .find("\"id\" is not an integer"),
             std::string::npos);
   EXPECT_NE(
-      error_of(
+      test::et_read_error(with_nodes(R"J({"id": 1, "name": 5, "ctrl_deps": 1})J")).find("\"name\" is not a string"),
+      std::string::npos);
+  EXPECT_NE(test::et_read_error(with_nodes(R"J({"name": "x", "ctrl_deps": 1})J")).find("missing \"id\""),
+            std::string::npos);
+  EXPECT_NE(test::et_read_error(with_nodes(R"J({"id": 3, "ctrl_deps": 1})J")).find("node 3: missing \"name\""),
+            std::string::npos);
+  EXPECT_NE(test::et_read_error(with_nodes(R"J({"id": 3, "name": "x"})J")).find("node 3: missing \"ctrl_deps\""),
+            std::string::npos);
+  EXPECT_NE(
+      test::et_read_error(
           with_nodes(
               R"J({"id": 3, "name": "x", "ctrl_deps": 3, "attrs": [{"name": "rf_id", "type": "uint64", "value": "7"}]})J"))
           .find("attr rf_id is not an integer"),
       std::string::npos);
-  EXPECT_NE(error_of(with_nodes(
-                         R"J({"id": 3, "name": "x", "ctrl_deps": 3, "inputs": {"values": [1, 2], "types": ["Int"]}})J"))
-                .find("2 values but 1 types"),
-            std::string::npos);
-  EXPECT_NE(error_of(with_nodes(R"J({"id": 3, "name": "x", "ctrl_deps": 3, "inputs": {"values": 5}})J"))
+  EXPECT_NE(
+      test::et_read_error(
+          with_nodes(R"J({"id": 3, "name": "x", "ctrl_deps": 3, "inputs": {"values": [1, 2], "types": ["Int"]}})J"))
+          .find("2 values but 1 types"),
+      std::string::npos);
+  EXPECT_NE(test::et_read_error(with_nodes(R"J({"id": 3, "name": "x", "ctrl_deps": 3, "inputs": {"values": 5}})J"))
                 .find("values are not a list"),
             std::string::npos);
 }
 
 TEST(Errors, DanglingParentsCyclesDuplicates) {
-  EXPECT_EQ(error_of(with_nodes(kNode1 + R"J(, {"id": 2, "name": "x", "ctrl_deps": 99})J")),
+  EXPECT_EQ(test::et_read_error(with_nodes(test::kEtRootNode + R"J(, {"id": 2, "name": "x", "ctrl_deps": 99})J")),
             "bad.json: node 2: parent 99 does not exist");
-  std::string e = error_of(
-      with_nodes(kNode1 + R"J(, {"id": 2, "name": "a", "ctrl_deps": 3}, {"id": 3, "name": "b", "ctrl_deps": 2})J"));
+  std::string e = test::et_read_error(with_nodes(
+      test::kEtRootNode + R"J(, {"id": 2, "name": "a", "ctrl_deps": 3}, {"id": 3, "name": "b", "ctrl_deps": 2})J"));
   EXPECT_NE(e.find("parents form a cycle"), std::string::npos) << e;
-  EXPECT_EQ(error_of(with_nodes(kNode1 + ", " + kNode1)), "bad.json: node 1: id appears twice");
+  EXPECT_EQ(test::et_read_error(with_nodes(test::kEtRootNode + ", " + test::kEtRootNode)),
+            "bad.json: node 1: id appears twice");
 }
 
 TEST(Errors, HugeNumbers) {
   // beyond uint64: simdjson rejects it; we report where
-  std::string e = error_of(with_nodes(
+  std::string e = test::et_read_error(with_nodes(
       R"J({"id": 1, "name": "x", "ctrl_deps": 1, "inputs": {"values": [123456789012345678901234567890], "types": ["Int"]}})J"));
   EXPECT_NE(e.find("bad.json: byte "), std::string::npos) << e;
   std::string big = with_nodes(R"J({"id": 99999999999999999999, "name": "x", "ctrl_deps": 1})J");
-  EXPECT_NE(error_of(big).find("bad.json"), std::string::npos);
+  EXPECT_NE(test::et_read_error(big).find("bad.json"), std::string::npos);
   // a uint64 above INT64_MAX in a value is kept as a double, not an error
   Trace t = read_et_text(
       with_nodes(
@@ -103,8 +98,8 @@ TEST(Errors, HugeNumbers) {
 TEST(Errors, DeepNesting) {
   std::string deep(200, '[');
   deep += std::string(200, ']');
-  std::string e =
-      error_of(with_nodes(R"J({"id": 1, "name": "x", "ctrl_deps": 1, "inputs": {"values": )J" + deep + "}}"));
+  std::string e = test::et_read_error(
+      with_nodes(R"J({"id": 1, "name": "x", "ctrl_deps": 1, "inputs": {"values": )J" + deep + "}}"));
   EXPECT_NE(e.find("nested more than 64 deep"), std::string::npos) << e;
 }
 
@@ -116,7 +111,7 @@ TEST(Errors, MissingFileAndCorruptGzip) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/trace.json: cannot open"), std::string::npos);
   }
   // a gzip stream cut in half
-  std::string text = with_nodes(kNode1);
+  std::string text = with_nodes(test::kEtRootNode);
   for (int i = 0; i < 200; ++i) text += "                                                            ";
   std::string path = test::temp_dir() + "/cut.json.gz";
   gzFile f = gzopen(path.c_str(), "wb");

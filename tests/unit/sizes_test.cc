@@ -13,25 +13,14 @@
 namespace reprise {
 namespace {
 
-std::string error_of(const std::string& text, const std::string& name = "bad.json") {
-  try {
-    read_et_text(text, name);
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-const std::string kRoot =
-    R"J({"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "ctrl_deps": 1, "inputs": {"values": [], "shapes": [], "types": []}, "outputs": {"values": [], "shapes": [], "types": []}, "attrs": []})J";
-
 std::string with_nodes(const std::string& nodes, const std::string& header = "") {
   return R"J({"schema": "1.1.1-chakra.0.0.4", )J" + header + R"J("nodes": [)J" + nodes + "]}";
 }
 
 // A relu node whose input tensor is `tuple` with `shape` and `strides` (raw JSON).
 std::string relu(const std::string& tuple, const std::string& shape, const std::string& strides = "[]") {
-  return kRoot + R"J(, {"id": 7, "name": "aten::relu", "ctrl_deps": 1, "op_schema": "aten::relu(Tensor self) -> Tensor",
+  return test::kEtRootNode +
+         R"J(, {"id": 7, "name": "aten::relu", "ctrl_deps": 1, "op_schema": "aten::relu(Tensor self) -> Tensor",
     "inputs": {"values": [)J" +
          tuple + R"J(], "shapes": [)J" + shape + R"J(], "types": ["Tensor(float)"], "strides": [)J" + strides +
          R"J(]}, "outputs": {"values": [], "shapes": [], "types": []}, "attrs": []})J";
@@ -43,34 +32,34 @@ void expect_one_line(const std::string& e, const std::string& part) {
 }
 
 TEST(Sizes, ReaderRefusesNegativeSizesStridesAndOffsets) {
-  std::string e = error_of(with_nodes(relu("[2, 3, 0, 6, 4, \"cpu\"]", "[2, -3]", "[3, 1]")));
+  std::string e = test::et_read_error(with_nodes(relu("[2, 3, 0, 6, 4, \"cpu\"]", "[2, -3]", "[3, 1]")));
   expect_one_line(e, "bad.json: byte ");
   expect_one_line(e, "node 7: inputs 0: tensor of sizes [2, -3]: size -3 is negative");
-  e = error_of(with_nodes(relu("[2, 3, 0, 6, 4, \"cpu\"]", "[2, 3]", "[-3, 1]")));
+  e = test::et_read_error(with_nodes(relu("[2, 3, 0, 6, 4, \"cpu\"]", "[2, 3]", "[-3, 1]")));
   expect_one_line(e, "stride -3 in strides [-3, 1] is negative");
-  e = error_of(with_nodes(relu("[2, 3, -1, 6, 4, \"cpu\"]", "[2, 3]", "[3, 1]")));
+  e = test::et_read_error(with_nodes(relu("[2, 3, -1, 6, 4, \"cpu\"]", "[2, 3]", "[3, 1]")));
   expect_one_line(e, "storage offset -1 is negative");
-  e = error_of(with_nodes(relu("[2, 3, 0, -6, 4, \"cpu\"]", "[2, 3]", "[3, 1]")));
+  e = test::et_read_error(with_nodes(relu("[2, 3, 0, -6, 4, \"cpu\"]", "[2, 3]", "[3, 1]")));
   expect_one_line(e, "element count -6 is negative");
-  e = error_of(with_nodes(relu("[2, 3, 0, 6, -4, \"cpu\"]", "[2, 3]", "[3, 1]")));
+  e = test::et_read_error(with_nodes(relu("[2, 3, 0, 6, -4, \"cpu\"]", "[2, 3]", "[3, 1]")));
   expect_one_line(e, "item size -4 is out of range");
-  e = error_of(with_nodes(relu("[2, 3, 0, 6, 4, \"cpu\"]", "[18446744073709551615]")));
+  e = test::et_read_error(with_nodes(relu("[2, 3, 0, 6, 4, \"cpu\"]", "[18446744073709551615]")));
   expect_one_line(e, "tensor size 18446744073709551615 is past int64");
 }
 
 TEST(Sizes, ReaderRefusesSizesPastInt64) {
   // 10^12 x 10^12 elements: the count wraps int64
-  std::string e = error_of(with_nodes(relu("[2, 3, 0, 6, 4, \"cpu\"]", "[1000000000000, 1000000000000]")));
+  std::string e = test::et_read_error(with_nodes(relu("[2, 3, 0, 6, 4, \"cpu\"]", "[1000000000000, 1000000000000]")));
   expect_one_line(e,
                   "node 7: inputs 0: tensor of sizes [1000000000000, 1000000000000]: its element count is past int64");
   // the count fits, its bytes do not
-  e = error_of(with_nodes(relu("[2, 3, 0, 4000000000000000000, 4, \"cpu\"]", "[4000000000000000000]")));
+  e = test::et_read_error(with_nodes(relu("[2, 3, 0, 4000000000000000000, 4, \"cpu\"]", "[4000000000000000000]")));
   expect_one_line(e, "past int64 bytes");
   // strides that reach past int64
-  e = error_of(with_nodes(relu("[2, 3, 0, 4, 4, \"cpu\"]", "[2, 2]", "[9223372036854775807, 1]")));
+  e = test::et_read_error(with_nodes(relu("[2, 3, 0, 4, 4, \"cpu\"]", "[2, 2]", "[9223372036854775807, 1]")));
   expect_one_line(e, "reach past int64");
   // a huge offset
-  e = error_of(with_nodes(relu("[2, 3, 9223372036854775807, 4, 4, \"cpu\"]", "[4]", "[1]")));
+  e = test::et_read_error(with_nodes(relu("[2, 3, 9223372036854775807, 4, 4, \"cpu\"]", "[4]", "[1]")));
   expect_one_line(e, "storage offset 9223372036854775807 and strides reach past int64");
 }
 
@@ -85,29 +74,30 @@ TEST(Sizes, ReaderKeepsLegalExtremes) {
   EXPECT_EQ(e.elements, 1000000000005);
   EXPECT_EQ(e.bytes, 4000000000020);
   // -1 in an int argument (dim=-1) is an argument, not a size
-  read_et_text(with_nodes(kRoot + R"J(, {"id": 7, "name": "aten::sum", "ctrl_deps": 1,
+  read_et_text(with_nodes(test::kEtRootNode + R"J(, {"id": 7, "name": "aten::sum", "ctrl_deps": 1,
     "inputs": {"values": [-1], "shapes": [[]], "types": ["Int"]}, "outputs": {"values": [], "shapes": [], "types": []}})J"),
                "ok");
 }
 
 TEST(Sizes, CollectiveSizesAreChecked) {
   auto comm = [](const std::string& nelems) {
-    return with_nodes(kRoot + R"J(, {"id": 7, "name": "record_param_comms", "ctrl_deps": 1,
+    return with_nodes(test::kEtRootNode + R"J(, {"id": 7, "name": "record_param_comms", "ctrl_deps": 1,
       "inputs": {"values": [], "shapes": [], "types": []}, "outputs": {"values": [], "shapes": [], "types": []},
       "attrs": [{"name": "collective_name", "type": "string", "value": "allreduce"},
                 {"name": "dtype", "type": "string", "value": "Float"},
                 {"name": "in_msg_nelems", "type": "uint64", "value": )J" +
                       nelems + R"J(}, {"name": "out_msg_nelems", "type": "uint64", "value": 4}]})J");
   };
-  expect_one_line(error_of(comm("-5")), "bad.json: node 7: collective allreduce: input element count -5 is negative");
-  expect_one_line(error_of(comm("4611686018427387904")), "past int64 bytes");
+  expect_one_line(test::et_read_error(comm("-5")),
+                  "bad.json: node 7: collective allreduce: input element count -5 is negative");
+  expect_one_line(test::et_read_error(comm("4611686018427387904")), "past int64 bytes");
   read_et_text(comm("4"), "ok");
 }
 
 TEST(Sizes, NonFiniteHeaderNumbersAreRefused) {
   for (const char* bad : {"NaN", "Infinity", "-Infinity", "nan"}) {
-    std::string text = with_nodes(kRoot, std::string("\"start_ts\": ") + bad + ", ");
-    std::string e = error_of(text);
+    std::string text = with_nodes(test::kEtRootNode, std::string("\"start_ts\": ") + bad + ", ");
+    std::string e = test::et_read_error(text);
     expect_one_line(e, "\"start_ts\": '" + std::string(bad) + "' is not a JSON value (JSON has no NaN");
     // at the value's own byte
     expect_one_line(e, "bad.json: byte " + std::to_string(text.find(bad, text.find("start_ts"))) + ":");
@@ -117,34 +107,36 @@ TEST(Sizes, NonFiniteHeaderNumbersAreRefused) {
   small.chunk_bytes = 64;
   std::string e;
   try {
-    read_et_text(with_nodes(kRoot + ", " + kRoot, "\"finish_ts\": Infinity, "), "bad.json", small);
+    read_et_text(with_nodes(test::kEtRootNode + ", " + test::kEtRootNode, "\"finish_ts\": Infinity, "), "bad.json",
+                 small);
   } catch (const UserError& x) {
     e = x.what();
   }
   expect_one_line(e, "\"finish_ts\": 'Infinity' is not a JSON value");
   // what is read is written back as JSON
-  Trace t = read_et_text(with_nodes(kRoot, "\"start_ts\": 1.5e3, \"info\": {\"a\": [1, null]}, "), "ok");
+  Trace t = read_et_text(with_nodes(test::kEtRootNode, "\"start_ts\": 1.5e3, \"info\": {\"a\": [1, null]}, "), "ok");
   EXPECT_NO_THROW(read_et_text(et_json(t), "again"));
 }
 
 TEST(Sizes, NonUtf8ByteIsReportedAtItsOwnOffset) {
   for (std::string header : {std::string(), std::string("\"note\": \"caf\xE9 latte\", ")}) {
-    std::string text = with_nodes(
-        kRoot + R"J(, {"id": 2, "name": "x)J" + std::string(header.empty() ? "\xFF" : "") + R"J(y", "ctrl_deps": 1})J",
-        header);
+    std::string text = with_nodes(test::kEtRootNode + R"J(, {"id": 2, "name": "x)J" +
+                                      std::string(header.empty() ? "\xFF" : "") + R"J(y", "ctrl_deps": 1})J",
+                                  header);
     size_t bad = text.find(header.empty() ? '\xFF' : '\xE9');
-    std::string e = error_of(text);
+    std::string e = test::et_read_error(text);
     expect_one_line(e, "bad.json: byte " + std::to_string(bad) + ": ");
     expect_one_line(e, "not UTF-8");
   }
   // an overlong form and a surrogate are not UTF-8 either; a 4-byte character is
   for (const char* seq : {"\xC0\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80"}) {
-    std::string text = with_nodes(kRoot + R"J(, {"id": 2, "name": "x)J" + std::string(seq) + R"J(", "ctrl_deps": 1})J");
-    expect_one_line(error_of(text), "bad.json: byte " + std::to_string(text.find(seq)) + ": ");
+    std::string text =
+        with_nodes(test::kEtRootNode + R"J(, {"id": 2, "name": "x)J" + std::string(seq) + R"J(", "ctrl_deps": 1})J");
+    expect_one_line(test::et_read_error(text), "bad.json: byte " + std::to_string(text.find(seq)) + ": ");
   }
-  read_et_text(
-      with_nodes(kRoot + R"J(, {"id": 2, "name": "x)J" + std::string("\xF0\x9F\x98\x80") + R"J(", "ctrl_deps": 1})J"),
-      "ok");
+  read_et_text(with_nodes(test::kEtRootNode + R"J(, {"id": 2, "name": "x)J" + std::string("\xF0\x9F\x98\x80") +
+                          R"J(", "ctrl_deps": 1})J"),
+               "ok");
 }
 
 TEST(Sizes, PercentNeverRoundsALossAway) {
