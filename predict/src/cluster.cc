@@ -180,14 +180,27 @@ Cluster parse_cluster(const std::string& yaml, const std::string& source) {
 
 Cluster load_cluster(const std::string& path) { return read_cluster(gen::YamlFile(path)); }
 
+namespace {
+
+// Free text (names, descriptions, launch templates): quoted where a plain scalar would lose its outer whitespace on
+// reading back.
+YAML::Emitter& emit_text(YAML::Emitter& e, const std::string& s) {
+  const bool padded = !s.empty() && (std::isspace(static_cast<unsigned char>(s.front())) ||
+                                     std::isspace(static_cast<unsigned char>(s.back())));
+  if (padded) e << YAML::DoubleQuoted;
+  return e << s;
+}
+
+}  // namespace
+
 std::string cluster_yaml(const Cluster& c) {
   YAML::Emitter e;
-  e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << c.name;
-  if (!c.description.empty()) e << YAML::Key << "description" << YAML::Value << c.description;
+  emit_text(e << YAML::BeginMap << YAML::Key << "name" << YAML::Value, c.name);
+  if (!c.description.empty()) emit_text(e << YAML::Key << "description" << YAML::Value, c.description);
   const DeviceSpec& d = c.device;
   e << YAML::Key << "device" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "kind" << YAML::Value << d.kind;
-  if (!d.name.empty()) e << YAML::Key << "name" << YAML::Value << d.name;
+  if (!d.name.empty()) emit_text(e << YAML::Key << "name" << YAML::Value, d.name);
   e << YAML::Key << "peak_flops" << YAML::Value << YAML::BeginMap;
   for (const auto* m : {&d.matrix_flops, &d.vector_flops}) {
     if (m->empty()) continue;
@@ -216,7 +229,7 @@ std::string cluster_yaml(const Cluster& c) {
   e << YAML::Key << "nodes" << YAML::Value << c.nodes;
   e << YAML::Key << "levels" << YAML::Value << YAML::BeginSeq;
   for (const LinkLevel& l : c.levels) {
-    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << l.name;
+    emit_text(e << YAML::BeginMap << YAML::Key << "name" << YAML::Value, l.name);
     // Span 0 (the whole cluster) is written as no span, which reads back as 0 on the last level only.
     if (l.span) e << YAML::Key << "span" << YAML::Value << l.span;
     emit_number(e << YAML::Key << "bandwidth" << YAML::Value, l.bandwidth);
@@ -227,7 +240,7 @@ std::string cluster_yaml(const Cluster& c) {
   e << YAML::EndSeq << YAML::EndMap;
   if (!c.launch.empty()) {
     e << YAML::Key << "launch" << YAML::Value << YAML::BeginMap;
-    for (const auto& [k, v] : c.launch) e << YAML::Key << k << YAML::Value << v;
+    for (const auto& [k, v] : c.launch) emit_text(e << YAML::Key << k << YAML::Value, v);
     e << YAML::EndMap;
   }
   e << YAML::EndMap;

@@ -19,10 +19,14 @@ bool number_const(const Value& v, const c10::TypePtr& type, c10::IValue& out, st
     case c10::TypeKind::IntType:
       if (v.kind == ValueKind::Int || v.kind == ValueKind::Bool)
         out = v.i;
-      else if (v.kind == ValueKind::Double)
+      else if (v.kind == ValueKind::Double && v.d >= -9.2e18 && v.d <= 9.2e18)  // NaN and past int64 fail both
         out = static_cast<int64_t>(v.d);
-      else
+      else if (v.kind != ValueKind::Double)
         return cannot_pass(v, type, why);
+      else {
+        why = "recorded float " + std::to_string(v.d) + " does not fit an int argument";
+        return false;
+      }
       return true;
     case c10::TypeKind::FloatType:
       if (v.kind != ValueKind::Double && v.kind != ValueKind::Int) return cannot_pass(v, type, why);

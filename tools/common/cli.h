@@ -9,6 +9,7 @@
 #include <functional>
 #include <iostream>
 #include <new>
+#include <regex>
 #include <stdexcept>
 #include <string>
 
@@ -24,6 +25,12 @@ constexpr int kOutOfMemory = 3;
 
 inline po::variables_map parse(int argc, char** argv, const po::options_description& opts,
                                const po::positional_options_description& pos = {}) {
+  // Boost's error messages substitute %name% placeholders until none is left, so an argument that holds one
+  // (`--%canonical_option%`) makes building the message loop forever: refuse such arguments first.
+  static const std::regex placeholder("%[a-z_]+%");
+  for (int i = 1; i < argc; ++i)
+    if (std::regex_search(argv[i], placeholder))
+      throw UserError(std::string("argument '") + argv[i] + "': a %name% sequence is not accepted in arguments");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
