@@ -13,19 +13,31 @@ bool cannot_pass(const Value& v, const c10::TypePtr& type, std::string& why) {
 
 double as_double(const Value& x) { return x.kind == ValueKind::Double ? x.d : static_cast<double>(x.i); }
 
+// A recorded int, bool or float as an int argument; false for a float that int64 cannot hold (NaN included), whose
+// conversion would be undefined.
+bool as_int(const Value& x, int64_t& out, std::string& why) {
+  if (x.kind != ValueKind::Double) {
+    out = x.i;
+    return true;
+  }
+  if (!(x.d >= -9.2e18 && x.d <= 9.2e18)) {
+    why = "recorded float " + std::to_string(x.d) + " does not fit an int argument";
+    return false;
+  }
+  out = static_cast<int64_t>(x.d);
+  return true;
+}
+
 // int, float, bool and Scalar arguments.
 bool number_const(const Value& v, const c10::TypePtr& type, c10::IValue& out, std::string& why) {
   switch (type->kind()) {
     case c10::TypeKind::IntType:
-      if (v.kind == ValueKind::Int || v.kind == ValueKind::Bool)
-        out = v.i;
-      else if (v.kind == ValueKind::Double && v.d >= -9.2e18 && v.d <= 9.2e18)  // NaN and past int64 fail both
-        out = static_cast<int64_t>(v.d);
-      else if (v.kind != ValueKind::Double)
+      if (v.kind != ValueKind::Int && v.kind != ValueKind::Bool && v.kind != ValueKind::Double)
         return cannot_pass(v, type, why);
-      else {
-        why = "recorded float " + std::to_string(v.d) + " does not fit an int argument";
-        return false;
+      {
+        int64_t i = 0;
+        if (!as_int(v, i, why)) return false;
+        out = i;
       }
       return true;
     case c10::TypeKind::FloatType:
@@ -158,7 +170,9 @@ bool Compiler::build_list_const(const Value& v, const c10::TypePtr& type, c10::I
       for (const Value& e : items) {
         if (e.kind != ValueKind::Int && e.kind != ValueKind::Bool && e.kind != ValueKind::Double)
           return cannot_pass(v, type, why);
-        l.push_back(e.kind == ValueKind::Double ? static_cast<int64_t>(e.d) : e.i);
+        int64_t i = 0;
+        if (!as_int(e, i, why)) return false;
+        l.push_back(i);
       }
       out = l;
       return true;
