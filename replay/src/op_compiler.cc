@@ -253,6 +253,42 @@ bool Compiler::build_remapped_args(const Remap& remap, Span<Value> inputs, const
   return true;
 }
 
+// A factory's `size` must describe a tensor that can exist (LibTorch 1.13 crashes on a product past int64; -1 stays
+// legal for views), and on a meta replay a factory with no device would allocate on the CPU: it gets meta.
+bool Compiler::check_factory_arg(const std::string& name, const ArgSpec& arg, std::string& why) {
+  if (arg.kind != ArgSpec::Const) return true;
+  c10::IValue& v = p_.constants[arg.index];
+  if (name == "size" && v.isIntList()) {
+    int64_t numel = 1;
+    for (int64_t d : v.toIntList()) {
+      if (d < -1) {
+        why = "size " + std::to_string(d) + " is negative";
+        return false;
+      }
+      if (d > 0 && __builtin_mul_overflow(numel, d, &numel)) {
+        why = "sizes whose element count is past int64";
+        return false;
+      }
+    }
+    if (numel > (int64_t(1) << 59)) {  // no dtype's bytes would fit int64
+      why = "sizes whose byte count is past int64";
+      return false;
+    }
+  }
+  if (name == "device" && v.isNone() && p_.device.is_meta()) v = c10::IValue(p_.device);
+  // ScalarType, Layout and MemoryFormat travel as ints: one out of the enum's range crashes LibTorch.
+  const std::pair<const char*, int64_t> enums[] = {
+      {"dtype", static_cast<int64_t>(c10::ScalarType::NumOptions)},
+      {"layout", static_cast<int64_t>(c10::Layout::NumOptions)},
+      {"memory_format", static_cast<int64_t>(c10::MemoryFormat::NumOptions)}};
+  for (const auto& [enum_name, count] : enums)
+    if (name == enum_name && v.isInt() && (v.toInt() < 0 || v.toInt() >= count)) {
+      why = std::to_string(v.toInt()) + " is not a " + name + " LibTorch knows";
+      return false;
+    }
+  return true;
+}
+
 bool Compiler::build_recorded_args(Span<Value> inputs, const c10::FunctionSchema& schema, std::vector<ArgSpec>& args,
                                    std::string& why) {
   const auto& formal = schema.arguments();
@@ -263,13 +299,15 @@ bool Compiler::build_recorded_args(Span<Value> inputs, const c10::FunctionSchema
   }
   for (size_t k = 0; k < formal.size(); ++k) {
     if (k < inputs.size()) {
-      if (!build_arg(inputs[k], formal[k].type(), args, why)) {
+      if (!build_arg(inputs[k], formal[k].type(), args, why) ||
+          !check_factory_arg(formal[k].name(), args.back(), why)) {
         why = "argument " + formal[k].name() + ": " + why;
         return false;
       }
     } else if (formal[k].default_value()) {
       args.push_back({ArgSpec::Const, static_cast<uint32_t>(p_.constants.size()), 0});
       p_.constants.push_back(*formal[k].default_value());
+      if (!check_factory_arg(formal[k].name(), args.back(), why)) return false;
     } else {
       why = "argument " + formal[k].name() + " was not recorded and has no default";
       return false;

@@ -343,6 +343,40 @@ TEST(Replay, UnknownOpsBadSchemasAndFailedCallsAreSkippedWithReasons) {
   EXPECT_NEAR(r.coverage, 0.2, 1e-12);
 }
 
+// Arguments LibTorch 1.13 crashed on (found by fuzz_replay): a factory's size past int64, a dtype out of the enum, a
+// float past int64 for an int. Each is a skip with its reason; on meta a factory without a device stays on meta.
+TEST(Replay, FactoryArgumentsThatCrashLibTorchAreSkippedWithReasons) {
+  MiniTrace m;
+  auto ints = [&](std::vector<int64_t> v) {
+    std::vector<Value> items;
+    for (int64_t i : v) items.push_back(m.b().integer(i));
+    return m.b().list(items);
+  };
+  const std::string empty =
+      "aten::empty.memory_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, "
+      "Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor";
+  m.op(empty, {{ints({int64_t(1) << 40, int64_t(1) << 40}), "GenericList[Int,Int]"}}, {{m.tensor({1}), F}});
+  m.op(empty, {{ints({4}), "GenericList[Int]"}, {m.b().integer(99), "Int"}}, {{m.tensor({4}), F}});
+  m.op(empty, {{ints({3}), "GenericList[Int]"}}, {{m.tensor({3}), F}});  // fine
+  Value a = m.tensor({2, 3});
+  m.op("aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+       {{a, F}, {m.b().real(1e300), "Double"}}, {{m.tensor({2}), F}});
+  Trace t = m.finish();
+  for (const char* device : {"cpu", "meta"}) {
+    ReplayResult r = replay_trace(t, quick(device));
+    EXPECT_EQ(r.compute_replayed, 1) << device;
+    std::string why;
+    for (const SkipCount& s : r.skipped) why += s.op + ": " + s.reason + "|";
+    EXPECT_NE(why.find("argument size: sizes whose element count is past int64"), std::string::npos) << why;
+    EXPECT_NE(why.find("argument dtype: 99 is not a dtype LibTorch knows"), std::string::npos) << why;
+    EXPECT_NE(why.find("recorded float 1000000"), std::string::npos) << why;
+  }
+  Plan p = detail::compile_plan(t, quick("meta"));
+  bool meta_device = false;
+  for (const c10::IValue& v : p.constants) meta_device = meta_device || (v.isDevice() && v.toDevice().is_meta());
+  EXPECT_TRUE(meta_device) << "the factory without a device was not given meta";
+}
+
 TEST(Replay, CudaOnlyOpsMapToGenericOnesOffTheGpu) {
   MiniTrace m;
   const std::string T = "Tensor(float)";
