@@ -187,3 +187,21 @@ TEST(Sizes, SyntheticOptionsAreBounded) {
 
 }  // namespace
 }  // namespace reprise
+
+namespace reprise {
+namespace {
+
+// A group size from a trace is a count of ranks to list: one past any real job is refused, not allocated for
+// (fuzz_replay asked for 4 GiB).
+TEST(Sizes, GroupsBeyondAnyJobAreRefused) {
+  Collective c;
+  c.pg_size = int64_t(1) << 30;
+  EXPECT_NE(
+      test::user_error([&] { collective_group_ranks(c, nullptr, 2); }).find("a process group of 1073741824 ranks"),
+      std::string::npos);
+  c.pg_size = 8;
+  EXPECT_EQ(collective_group_ranks(c, nullptr, 8).size(), 8u);
+}
+
+}  // namespace
+}  // namespace reprise

@@ -208,7 +208,14 @@ int trace_world_size(const Trace& t, int rank_files) {
     for (int64_t r : pg.ranks) world = std::max<int64_t>(world, r + 1);
   }
   for (const Collective& c : t.collectives) world = std::max<int64_t>(world, c.pg_size);
+  check_world(world, t.source);
   return static_cast<int>(world);
+}
+
+void check_world(int64_t ranks, const std::string& where) {
+  if (ranks > kMaxWorldSize)
+    throw UserError(where + ": a process group of " + std::to_string(ranks) + " ranks, more than Reprise handles (" +
+                    std::to_string(kMaxWorldSize) + ")");
 }
 
 const ProcessGroup* find_process_group(const std::vector<ProcessGroup>& groups, std::string_view name) {
@@ -218,6 +225,7 @@ const ProcessGroup* find_process_group(const std::vector<ProcessGroup>& groups, 
 }
 
 std::vector<int64_t> collective_group_ranks(const Collective& c, const ProcessGroup* pg, int world) {
+  check_world(std::max<int64_t>(c.pg_size, pg ? pg->size : 0), "a collective");
   std::vector<int64_t> ranks;
   if (pg && !pg->ranks.empty()) {
     ranks = pg->ranks;

@@ -320,6 +320,10 @@ std::string collective_label(const Trace& t, uint32_t node);
 // The ranks a job spans by one of its traces: its process groups (their sizes and the ranks they list), its
 // collectives' group sizes, and `rank_files`, the rank traces it came with. What replay launches and predict simulates.
 int trace_world_size(const Trace& t, int rank_files);
+// The most ranks a job may have (a trace's groups and collectives beyond it are refused, not allocated for).
+constexpr int64_t kMaxWorldSize = int64_t(1) << 24;
+// Throws UserError, naming `where`, for a group of more than kMaxWorldSize ranks.
+void check_world(int64_t ranks, const std::string& where);
 // The first of `groups` named `name`, or nullptr.
 const ProcessGroup* find_process_group(const std::vector<ProcessGroup>& groups, std::string_view name);
 // The global ranks of a collective's group, ascending: `pg`'s list (its process-group node), else
