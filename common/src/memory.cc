@@ -1,5 +1,7 @@
 #include "reprise/common/memory.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <string>
 
@@ -45,6 +47,10 @@ int64_t available_host_memory() {
       avail = kib * 1024;
       break;
     }
+  }
+  if (avail < 0) {  // no /proc: what the C library says is free
+    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) avail = static_cast<int64_t>(pages) * page;
   }
   int64_t room = cgroup_room();
   if (room >= 0 && (avail < 0 || room < avail)) avail = room;

@@ -2,14 +2,12 @@
 // runs (the counting allocator); before it, the plan knows the input tensors it creates up front and every tensor
 // the trace recorded its ops reading and returning. The inputs plus the largest other tensor bound the peak from
 // below: inputs stay alive through the replay, and the largest other one exists, at least once, beside them.
-#include <unistd.h>
-
 #include <algorithm>
-#include <fstream>
 #include <string>
 #include <unordered_set>
 
 #include "plan.h"
+#include "reprise/common/memory.h"
 #include "reprise/trace/summary.h"
 
 #ifdef REPRISE_TORCH_CUDA
@@ -26,35 +24,6 @@ int64_t saturating_add(int64_t a, int64_t b) {
   return __builtin_add_overflow(a, b, &s) ? INT64_MAX : s;
 }
 
-// The first number of the line starting with `key` in a /proc-style file, times `scale`; -1 when absent.
-int64_t read_number(const char* path, const std::string& key, int64_t scale) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.compare(0, key.size(), key) != 0) continue;
-    try {
-      return std::stoll(line.substr(key.size())) * scale;
-    } catch (const std::exception&) {
-      return -1;  // "max": no limit
-    }
-  }
-  return -1;
-}
-
-// Memory the host can still give: the kernel's estimate (MemAvailable), within the cgroup's limit when the process
-// runs in one (a container's MemAvailable is the host's).
-int64_t host_available() {
-  int64_t avail = read_number("/proc/meminfo", "MemAvailable:", 1024);
-  if (avail < 0) {
-    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0) avail = static_cast<int64_t>(pages) * page;
-  }
-  int64_t limit = read_number("/sys/fs/cgroup/memory.max", "", 1);
-  int64_t used = read_number("/sys/fs/cgroup/memory.current", "", 1);
-  if (limit > 0 && used >= 0) avail = avail < 0 ? limit - used : std::min(avail, limit - used);
-  return avail;
-}
-
 // The tensor's device in the replay, as the compiler maps it (the trace's accelerator tensors go to the replay
 // device, its CPU tensors stay on the CPU).
 at::Device replay_device_of(const Trace& t, const Plan& p, const reprise::Tensor& x) {
@@ -65,7 +34,7 @@ at::Device replay_device_of(const Trace& t, const Plan& p, const reprise::Tensor
 }  // namespace
 
 int64_t available_memory(at::Device device) {
-  if (device.is_cpu()) return host_available();
+  if (device.is_cpu()) return available_host_memory();
 #ifdef REPRISE_TORCH_CUDA
   if (device.is_cuda()) {
     c10::cuda::CUDAGuard guard(device.index());
