@@ -126,13 +126,37 @@ class NcclComm : public Communicator {
     return sub;
   }
 
-  std::unique_ptr<Request> start(const Args& a) override {
+  std::unique_ptr<Request> start(const Args& a) override { return start_group({a}); }
+
+  // One group call: NCCL defers the operations to ncclGroupEnd, so the events go around the whole group.
+  std::unique_ptr<Request> start_group(const std::vector<Args>& ops) override {
+    if (ops.empty()) throw CommError("NCCL: an empty group of operations");
     cuda_check(cudaSetDevice(device_), "set device");
-    cudaStream_t s = a.stream ? static_cast<cudaStream_t>(a.stream) : stream_;
+    cudaStream_t s = ops.front().stream ? static_cast<cudaStream_t>(ops.front().stream) : stream_;
     auto r = std::make_unique<NcclRequest>();
     cuda_check(cudaEventCreate(&r->begin), "event");
     cuda_check(cudaEventCreate(&r->end), "event");
     cuda_check(cudaEventRecord(r->begin, s), "event record");
+    nccl_check(ncclGroupStart(), "group");
+    for (const Args& a : ops) issue(a, s);
+    nccl_check(ncclGroupEnd(), "group");
+    cuda_check(cudaEventRecord(r->end, s), "event record");
+    return r;
+  }
+
+  std::vector<std::string> exchange(const std::string& mine) override {
+    if (static_cast<int>(ranks_.size()) != boot_.size())
+      throw CommError("NCCL: exchange() is for the world communicator");
+    return boot_.exchange(mine);
+  }
+  [[noreturn]] void abort(int code) override {
+    if (comm_) ncclCommAbort(comm_);
+    boot_.abort(code);
+    std::_Exit(code);
+  }
+
+ private:
+  void issue(const Args& a, cudaStream_t s) {
     ncclDataType_t t = nccl_type(a.dtype);
     size_t es = dtype_size(a.dtype);
     const char* in = static_cast<const char*>(a.in);
@@ -208,22 +232,8 @@ class NcclComm : public Communicator {
         break;
       }
     }
-    cuda_check(cudaEventRecord(r->end, s), "event record");
-    return r;
   }
 
-  std::vector<std::string> exchange(const std::string& mine) override {
-    if (static_cast<int>(ranks_.size()) != boot_.size())
-      throw CommError("NCCL: exchange() is for the world communicator");
-    return boot_.exchange(mine);
-  }
-  [[noreturn]] void abort(int code) override {
-    if (comm_) ncclCommAbort(comm_);
-    boot_.abort(code);
-    std::_Exit(code);
-  }
-
- private:
   Communicator& boot_;
   std::vector<int> ranks_;
   int device_;

@@ -56,6 +56,11 @@ class Communicator {
   // Starts a collective. Throws CommError on bad arguments (unsupported dtype/op, a peer out of range).
   virtual std::unique_ptr<Request> start(const Args& a) = 0;
   void run(const Args& a) { start(a)->wait(); }
+  // Starts `ops` as one operation, so that sends and receives between the same ranks cannot deadlock in whatever
+  // order each rank lists them (PyTorch's batch_isend_irecv, a 1F1B pipeline's paired send and recv): NCCL issues
+  // them in one group call on ops.front().stream; the default starts each (MPI: non-blocking) and waits for all.
+  // Its seconds() is the longest member's.
+  virtual std::unique_ptr<Request> start_group(const std::vector<Args>& ops);
   // Host-side exchange between all members (bootstrap, result gathering): everyone gets everyone's bytes.
   virtual std::vector<std::string> exchange(const std::string& mine) = 0;
   // Ends the whole job on every rank (a rank failed); does not return.
