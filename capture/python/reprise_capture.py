@@ -2,7 +2,7 @@
 
     from reprise_capture import Capture
 
-    with Capture("trace_dir", skip_steps=3, record_steps=1) as cap:
+    with Capture("trace_dir", skip_steps=5, record_steps=1) as cap:
         for batch in loader:
             cap.step()            # an iteration begins
             train_step(batch)
@@ -106,11 +106,11 @@ def _align_with_et(et_path, first_step, names, max_diff=20000):
 
 class Capture:
     """A step window: `skip_steps` steps run uninstrumented, then `record_steps` steps are recorded. Call step() at
-    the start of every iteration. Of the uninstrumented steps the first warms up; without Kineto the last
-    `record_steps` are timed by the autograd profiler (`timing`, for replay's --host-time); the others are the
+    the start of every iteration. Of the uninstrumented steps the first warms up; without Kineto the last (up to
+    3 x `record_steps`) are timed by the autograd profiler (`timing`, for replay's --host-time); the others are the
     original iteration time."""
 
-    def __init__(self, out_dir, skip_steps=3, record_steps=1, kineto=True, rank=None, world_size=None, timing=True):
+    def __init__(self, out_dir, skip_steps=5, record_steps=1, kineto=True, rank=None, world_size=None, timing=True):
         if skip_steps < 0 or record_steps < 1:
             raise ValueError("reprise_capture: skip_steps must be >= 0 and record_steps >= 1")
         self.out_dir = str(out_dir)
@@ -133,12 +133,13 @@ class Capture:
         self._timed_events = None
         self._marker = None
         self._done = False
-        # Without Kineto the host times come from the steps just before the recorded ones (which they stand for, op
-        # for op), leaving the first step to warm up and at least one uninstrumented step to time.
+        # Without Kineto the host times come from steps just before the recorded ones (which they stand for, op for
+        # op): up to three groups of `record_steps`, of which the fastest is kept (the one the machine disturbed
+        # least), leaving the first step to warm up and at least one uninstrumented step to time.
         has_kineto = kineto and getattr(torch.autograd, "kineto_available", lambda: False)()
-        self._timing_from = skip_steps - record_steps if timing and not has_kineto else None
-        if self._timing_from is not None and self._timing_from < 2:
-            self._timing_from = None
+        self._timing_groups = min(3, (skip_steps - 2) // record_steps) if timing and not has_kineto else 0
+        self._timing_from = skip_steps - self._timing_groups * record_steps if self._timing_groups > 0 else None
+        if timing and not has_kineto and self._timing_groups < 1:
             warnings.warn("reprise_capture: skip_steps=%d leaves no step to time the host work of %d recorded step(s) "
                           "(needs skip_steps >= record_steps + 2): replay will have no host times" %
                           (skip_steps, record_steps))
@@ -200,16 +201,19 @@ class Capture:
         self._t0 = time.perf_counter()
 
     def _stop_timing(self):
-        """Keeps the timed steps' CPU ops as Chrome trace events, each step's marker named after the recorded step it
-        stands for; they are written once the ET is (_write_timeline)."""
+        """Keeps the CPU ops of the fastest group of timed steps as Chrome trace events, each step's marker named after
+        the recorded step it stands for; they are written once the ET is (_write_timeline)."""
         if self._timer is None:
             return
         self._timer.__exit__(None, None, None)
         events = sorted(self._timer.function_events, key=lambda e: (e.time_range.start, e.id))
         self._timer = None
         markers = [e for e in events if e.name.startswith("ProfilerStep")]
-        if not markers:
+        n = self.record_steps
+        groups = [markers[k:k + n] for k in range(0, len(markers) - n + 1, n)]
+        if not groups:
             return
+        markers = min(groups, key=lambda g: sum(m.time_range.end - m.time_range.start for m in g))
         begin, end = markers[0].time_range.start, max(m.time_range.end for m in markers)
         names = {id(m): "ProfilerStep#%d" % (self.skip_steps + k) for k, m in enumerate(markers)}
         self._timed_events = [_timeline_event(e, names.get(id(e), e.name)) for e in events

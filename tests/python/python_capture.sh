@@ -10,7 +10,7 @@ rm -rf "$WORK"
 [ -f "$WORK/manifest.json" ] || { echo "FAIL: no manifest"; exit 1; }
 [ -f "$WORK/rank-0.kineto.json" ] || { echo "FAIL: no rank-0.kineto.json (the host times)"; exit 1; }
 out=$("$BIN/reprise" inspect "$WORK" 2>&1) || { echo "FAIL: inspect: $out"; exit 1; }
-grep -q "ProfilerStep#8" <<<"$out" || { echo "FAIL: no ProfilerStep#8 in: $out"; exit 1; }
+grep -q "ProfilerStep#10" <<<"$out" || { echo "FAIL: no ProfilerStep#10 in: $out"; exit 1; }
 grep -Eq "([0-9]+) of \1 CPU ops linked by rf_id" <<<"$out" || { echo "FAIL: the host times are not all linked: $out"; exit 1; }
 grep -q "default_pg" <<<"$out" || { echo "FAIL: no process group in: $out"; exit 1; }
 out=$("$BIN/reprise" replay "$WORK" --strict --iterations 2 -q 2>&1) || { echo "FAIL: replay: $out"; exit 1; }
