@@ -16,6 +16,8 @@ grep -q "default_pg" <<<"$out" || { echo "FAIL: no process group in: $out"; exit
 out=$("$BIN/reprise" replay "$WORK" --strict --iterations 2 -q 2>&1) || { echo "FAIL: replay: $out"; exit 1; }
 grep -q "coverage 100.0%" <<<"$out" || { echo "FAIL: coverage: $out"; exit 1; }
 grep -q "replay/original" <<<"$out" || { echo "FAIL: no original time: $out"; exit 1; }
+grep -q "host time    recorded (default: recorded on cpu for a Python capture" <<<"$out" ||
+  { echo "FAIL: a Python capture's host time is not re-spent by default: $out"; exit 1; }
 # The profiled step's ops link to the recorded step's, every replayed op has its original time.
 out=$("$BIN/reprise" replay "$WORK" --host-time recorded --iterations 1 --warmup 0 -q --out "$WORK/r.json" 2>&1) ||
   { echo "FAIL: replay --host-time recorded: $out"; exit 1; }
