@@ -70,6 +70,7 @@ std::string result_json(const ReplayResult& r) {
     j["op_times"] = {{"node_ids", ids}, {"seconds", secs}};
   }
   j["world_size"] = r.world_size;
+  j["launcher"] = r.launcher;
   if (!r.comm_backend.empty()) j["comm_backend"] = r.comm_backend;
   if (!r.collective_timing.empty()) {
     json a = json::array();

@@ -156,8 +156,9 @@ struct ReplayResult {
   std::vector<std::pair<int64_t, double>> op_times;
   std::vector<CollectiveTiming> collective_timing;  // with a communicator
   int world_size = 1;
-  std::string comm_backend;      // "mpi", "nccl", "self", or "" when collectives were skipped
-  std::vector<OpSpan> timeline;  // when timeline: the spans of one per-op iteration
+  std::string launcher = "single";  // what started the ranks: "mpirun", "srun", "torchrun", "single"
+  std::string comm_backend;         // "mpi", "nccl", "self", or "" when collectives were skipped
+  std::vector<OpSpan> timeline;     // when timeline: the spans of one per-op iteration
   std::vector<std::string> warnings;
   TimeLimit time_limit;  // the limit it ran under (seconds 0: none)
 };
