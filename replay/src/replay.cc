@@ -77,7 +77,8 @@ std::unique_ptr<detail::CommRuntime> connect(const Trace& trace, const ReplayOpt
   if (o.comm->size() != plan.trace_world)
     throw UserError(trace.source + ": the trace's process groups span " + std::to_string(plan.trace_world) +
                     " rank(s) but the launch has " + std::to_string(o.comm->size()) + ": launch " +
-                    std::to_string(plan.trace_world) + " ranks (mpirun -np " + std::to_string(plan.trace_world) +
+                    std::to_string(plan.trace_world) + " ranks (" +
+                    comms::launch_command(comms::detect_launch(), plan.trace_world) +
                     "), or run a single process, which replays one rank's compute and skips its collectives");
   if (plan.device.is_meta() && !plan.comms.empty())
     throw UserError("the meta device replays no collectives: launch it as a single process");

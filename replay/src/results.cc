@@ -71,6 +71,7 @@ std::string result_json(const ReplayResult& r) {
     j["op_times"] = {{"node_ids", ids}, {"seconds", secs}};
   }
   j["world_size"] = r.world_size;
+  j["launcher"] = r.launcher;
   if (!r.comm_backend.empty()) j["comm_backend"] = r.comm_backend;
   if (r.compute_streams > 1)
     j["compute_streams"] = {{"streams", r.compute_streams}, {"cross_stream_waits", r.cross_stream_waits}};

@@ -88,6 +88,7 @@ TEST(ClusterShipped, EveryFileLoadsWithSaneFigures) {
     EXPECT_EQ(c.level_for(iota(0, c.devices_per_node)).name, c.levels.front().name);
     for (const LinkLevel& l : c.levels) EXPECT_GT(l.bandwidth, 0) << l.name;
     ASSERT_EQ(c.launch.count("mpirun"), 1u);
+    ASSERT_EQ(c.launch.count("srun"), 1u);
     for (const auto& [launcher, command] : c.launch) {
       EXPECT_NE(command.find("{bundle}"), std::string::npos) << launcher;
       EXPECT_NE(command.find("{reprise}"), std::string::npos) << launcher;
