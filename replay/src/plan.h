@@ -65,6 +65,15 @@ struct CommSpec {
   std::string label;       // "all_reduce"
   int64_t bytes = 0;       // the larger buffer, in bytes (nccl-tests' size)
   int64_t stream = -1;     // the GPU stream its kernel ran on in the original (linked Kineto), -1 = unknown
+  // Point-to-point (send/recv): args.peer is the peer's rank in the group, `peer` its global rank.
+  bool p2p = false;
+  int peer = -1;
+  int64_t seq = -1;     // the trace's sequence number (p2p: a batch shares one)
+  bool marker = false;  // a "coalesced" record: issues nothing, ends the batch before it
+  // Operations issued together (Communicator::start_group): every member, and a marker ending them, names the
+  // first member; the first holds how many members follow it in Plan::comms (itself included). -1: not batched.
+  int32_t batch = -1;
+  uint32_t batch_size = 0;
 };
 
 // A process group the plan's collectives run on.
@@ -139,6 +148,7 @@ struct Plan {
   std::vector<CommSpec> comms;   // with a communicator: the collectives, run as instructions
   std::vector<CommGroup> comm_groups;
   int trace_world = 1;  // ranks the trace's process groups span
+  int trace_rank = 0;   // the global rank the trace was recorded on (the launch's rank when it does not say)
   int64_t excluded_dataloader = 0;
   int64_t device_noops = 0;  // ops with no effect on the replay device (record_stream off the GPU)
   bool truncated = false;    // max_ops cut the steps short

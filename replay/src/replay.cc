@@ -232,8 +232,18 @@ void count_ops(const Trace& trace, const Plan& plan, const ReplayOptions& o, Rep
   r.compute_selected = plan.compute_selected;
   r.compute_replayed = 0;
   for (const detail::Instr& in : plan.instrs) r.compute_replayed += in.failed || in.comm >= 0 ? 0 : 1;
-  r.collectives_selected = static_cast<int64_t>(plan.comms.size() + plan.comm_skips.size());
-  r.collectives_replayed = static_cast<int64_t>(plan.comms.size());
+  // A "coalesced" record only ends a batch: it is neither selected nor replayed work.
+  auto is_p2p = [&](uint32_t node) {
+    const int32_t c = collective_of(trace, node);
+    return c >= 0 && trace.collectives[static_cast<size_t>(c)].is_send_recv();
+  };
+  for (const detail::CommSpec& s : plan.comms) {
+    r.collectives_replayed += s.marker ? 0 : 1;
+    r.p2p_replayed += s.p2p ? 1 : 0;
+  }
+  r.p2p_selected = r.p2p_replayed;
+  for (const detail::Skip& s : plan.comm_skips) r.p2p_selected += is_p2p(s.node) ? 1 : 0;
+  r.collectives_selected = r.collectives_replayed + static_cast<int64_t>(plan.comm_skips.size());
   r.ops_selected = r.compute_selected + r.collectives_selected;
   r.ops_replayed = r.compute_replayed + r.collectives_replayed;
   r.coverage = r.ops_selected > 0 ? static_cast<double>(r.ops_replayed) / static_cast<double>(r.ops_selected) : 0;

@@ -121,7 +121,7 @@ bool Compiler::compile_node(uint32_t node, uint16_t step) {
     case NodeKind::CommOp:
       if (o_.comm)
         compile_comm(node, step);
-      else
+      else if (const int32_t c = collective_of(t_, node); c < 0 || t_.collectives[c].name != "coalesced")
         p_.comm_skips.push_back({node, "collective: needs a distributed replay (mpirun -np N reprise replay)"});
       return true;
     case NodeKind::TritonKernel:

@@ -1,6 +1,7 @@
 // Live capture: the Session observer on small programs with known op sequences, and the built-in workloads
 // captured and replayed.
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
