@@ -102,10 +102,15 @@ case $CASE in
     python3 "$(dirname "$0")/check_gpt_capture.py" "$WORK/cap" 2 2 2 4 2 --reference "$WORK/one" || fail "traces"
     ;;
   gpt_zero_capture_np2)
-    # ZeRO over 2 data parallel ranks: reduce_scatter and all_gather per parameter group, and the traces replay.
-    "${MPI[@]}" -np 2 "$BIN/reprise" capture --workload gpt --layers 2 --hidden 32 --heads 2 --seq 8 --batch 4 \
-      --vocab 64 --warmup 0 --steps 1 --zero --out "$WORK/cap" -q >/dev/null || fail "capture exited $?"
+    # ZeRO over 2 data parallel ranks: reduce_scatter and all_gather per parameter group; after two updates each
+    # rank's loss is plain data parallel's; and the traces replay.
+    gpt=(--workload gpt --layers 2 --hidden 32 --heads 2 --seq 8 --batch 4 --vocab 64 --warmup 2 --steps 1 -q)
+    "${MPI[@]}" -np 2 "$BIN/reprise" capture "${gpt[@]}" --zero --out "$WORK/cap" >/dev/null || fail "capture exited $?"
+    "${MPI[@]}" -np 2 "$BIN/reprise" capture "${gpt[@]}" --out "$WORK/dp" >/dev/null || fail "dp capture exited $?"
     python3 "$(dirname "$0")/check_gpt_capture.py" "$WORK/cap" 1 1 2 1 2 --zero || fail "traces"
+    python3 -c "import json, sys; l = lambda d: [e['loss'] for e in json.load(open(d + '/manifest.json'))['ranks']]
+z, d = l('$WORK/cap'), l('$WORK/dp'); sys.exit(0 if len(z) == 2 and all(abs(a - b) < 1e-5 for a, b in zip(z, d)) else 1)" ||
+      fail "ZeRO's losses differ from data parallel's"
     "${MPI[@]}" -np 2 "$BIN/reprise" replay "$WORK/cap" --iterations 1 --warmup 0 --out "$WORK/r.json" --timeout 120 \
       -q >/dev/null || fail "replay exited $?"
     check_json "$WORK/r.json" 'all(e["coverage"] == 1 and e["collectives_replayed"] == e["collectives_selected"] == 8 for e in r["ranks"])'
