@@ -75,79 +75,13 @@ struct AdamW {
 
 class Gpt : public Workload {
  public:
-  Gpt(const WorkloadOptions& o, at::Device d) : o_(o), g_(gpt_shape(o, o.comm ? o.comm->world_size() : 1)) {
+  Gpt(const WorkloadOptions& o, at::Device d)
+      : o_(o), g_(gpt_shape(o, o.comm ? o.comm->world_size() : 1)), options_(at::TensorOptions().device(d)) {
     par_ = make_parallel_groups(o.comm, g_.tp, g_.pp, g_.dp);
     first_stage_ = par_.pp_rank == 0;
     last_stage_ = par_.pp_rank == g_.pp - 1;
-    const int64_t H = g_.H, per_stage = g_.L / g_.pp;
-    // Every parameter is drawn whole from a seed of its own and then sharded, so that the model's initial weights do
-    // not depend on the layout: a tensor parallel run starts from the weights of the run without.
-    int64_t k = 0;  // the parameter's index in the whole model
-    auto take = [&](bool here, std::vector<int64_t> shape, char init,
-                    const std::function<at::Tensor(at::Tensor)>& shard) {
-      const int64_t index = k++;
-      if (!here) return at::Tensor();
-      at::manual_seed(o.seed * 1000003 + static_cast<uint64_t>(index));
-      at::Tensor full = init == '1'   ? at::ones(shape, at::TensorOptions().device(d))
-                        : init == '0' ? at::zeros(shape, at::TensorOptions().device(d))
-                                      : at::empty(shape, at::TensorOptions().device(d)).uniform_(-0.02, 0.02);
-      at::Tensor p = (shard ? shard(full) : full).contiguous().clone().set_requires_grad(true);
-      params_.push_back(p);
-      return p;
-    };
-    const auto whole = std::function<at::Tensor(at::Tensor)>();
-    wte_ = take(first_stage_, {g_.V, H}, 'r', whole);
-    wpe_ = take(first_stage_, {g_.S, H}, 'r', whole);
-    // Column-parallel weights keep this rank's output rows (for qkv: its heads' rows of each of q, k and v),
-    // row-parallel ones its input columns; the row-parallel biases are added once, after the all_reduce.
-    const int64_t T = g_.tp, r = par_.tp_rank;
-    auto rows = [&](int64_t n) { return [n, T, r](at::Tensor t) { return t.narrow(0, r * n / T, n / T); }; };
-    auto cols = [&](int64_t n) { return [n, T, r](at::Tensor t) { return t.narrow(1, r * n / T, n / T); }; };
-    auto qkv = [&](at::Tensor t) {
-      std::vector<int64_t> s = t.sizes().vec();
-      s[0] = 3 * H / T;
-      at::Tensor w = t.view({3, H, t.numel() / (3 * H)}).narrow(1, r * H / T, H / T);
-      return w.reshape(s);
-    };
-    for (int64_t l = 0; l < g_.L; ++l) {
-      const bool here = l / per_stage == par_.pp_rank;
-      if (here) {
-        block_start_.push_back(params_.size());
-        scope_names_.push_back("## block." + std::to_string(l) + " ##");
-      }
-      Block b;
-      b.ln1_w = take(here, {H}, '1', whole);
-      b.ln1_b = take(here, {H}, '0', whole);
-      b.qkv_w = take(here, {3 * H, H}, 'r', qkv);
-      b.qkv_b = take(here, {3 * H}, '0', qkv);
-      b.proj_w = take(here, {H, H}, 'r', cols(H));
-      b.proj_b = take(here, {H}, '0', whole);
-      b.ln2_w = take(here, {H}, '1', whole);
-      b.ln2_b = take(here, {H}, '0', whole);
-      b.fc_w = take(here, {4 * H, H}, 'r', rows(4 * H));
-      b.fc_b = take(here, {4 * H}, '0', rows(4 * H));
-      b.out_w = take(here, {H, 4 * H}, 'r', cols(4 * H));
-      b.out_b = take(here, {H}, '0', whole);
-      if (here) blocks_.push_back(b);
-    }
-    block_start_.push_back(params_.size());
-    lnf_w_ = take(last_stage_, {H}, '1', whole);
-    lnf_b_ = take(last_stage_, {H}, '0', whole);
-    head_ = take(last_stage_, {g_.V, H}, 'r', whole);
-
-    // The data: the same on the ranks of a data parallel replica (its tensor and pipeline parallel ranks), cut into
-    // micro-batches up front so that the step slices nothing.
-    at::manual_seed(o.seed * 1000003 + 999983 + static_cast<uint64_t>(par_.dp_rank));
-    auto lopt = at::TensorOptions().dtype(at::kLong).device(d);
-    at::Tensor idx = at::randint(g_.V, {g_.B, g_.S}, lopt), targets = at::randint(g_.V, {g_.B, g_.S}, lopt);
-    const int64_t mb = g_.B / g_.M;
-    for (int64_t m = 0; m < g_.M; ++m) {
-      idx_.push_back(g_.M == 1 ? idx : idx.narrow(0, m * mb, mb).clone());
-      targets_.push_back(g_.M == 1 ? targets : targets.narrow(0, m * mb, mb).clone());
-    }
-    pos_ = at::arange(g_.S, lopt);
-    mask_ = at::ones({g_.S, g_.S}, at::TensorOptions().dtype(at::kBool).device(d)).triu(1);
-    act_options_ = at::TensorOptions().device(d);
+    build_parameters();
+    build_data();
     if (o.zero)
       build_zero_buffers();
     else
@@ -196,7 +130,7 @@ class Gpt : public Workload {
       return first_stage_ ? at::Tensor() : in.grad();
     };
     if (par_.pp) {
-      run_1f1b(*par_.pp, static_cast<int>(g_.M), {g_.B / g_.M, g_.S, g_.H}, act_options_, stage);
+      run_1f1b(*par_.pp, static_cast<int>(g_.M), {g_.B / g_.M, g_.S, g_.H}, options_, stage);
     } else {
       for (int m = 0; m < g_.M; ++m) {
         stage.forward(m, at::Tensor());
@@ -218,6 +152,80 @@ class Gpt : public Workload {
   struct Block {
     at::Tensor ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, out_w, out_b;
   };
+
+  enum class Init { Uniform, Ones, Zeros };
+  using Shard = std::function<at::Tensor(const at::Tensor&)>;
+
+  // Parameter `index` of the whole model, when this rank holds it: drawn whole from a seed of its own, then cut to
+  // this rank's shard, so that the initial weights do not depend on the layout (a tensor or pipeline parallel run
+  // starts from the weights of one rank's).
+  at::Tensor parameter(int64_t index, bool here, at::IntArrayRef shape, Init init, const Shard& shard = {}) {
+    if (!here) return at::Tensor();
+    at::manual_seed(o_.seed * 1000003 + static_cast<uint64_t>(index));
+    at::Tensor full = init == Init::Ones    ? at::ones(shape, options_)
+                      : init == Init::Zeros ? at::zeros(shape, options_)
+                                            : at::empty(shape, options_).uniform_(-0.02, 0.02);
+    at::Tensor p = (shard ? shard(full) : full).contiguous().clone().set_requires_grad(true);
+    params_.push_back(p);
+    return p;
+  }
+
+  // The embeddings on the first stage, this stage's blocks, the final LayerNorm and head on the last. Column-parallel
+  // weights keep this rank's output rows (for qkv: its heads' rows of each of q, k and v), row-parallel ones its
+  // input columns; the row-parallel biases are whole, added once after the all_reduce.
+  void build_parameters() {
+    const int64_t H = g_.H, T = g_.tp, r = par_.tp_rank, per_stage = g_.L / g_.pp;
+    auto rows = [&](int64_t n) -> Shard { return [=](const at::Tensor& t) { return t.narrow(0, r * n / T, n / T); }; };
+    auto cols = [&](int64_t n) -> Shard { return [=](const at::Tensor& t) { return t.narrow(1, r * n / T, n / T); }; };
+    const Shard qkv = [=](const at::Tensor& t) {  // [3H, ...] as [q; k; v]
+      std::vector<int64_t> shape = t.sizes().vec();
+      shape[0] = 3 * H / T;
+      return t.view({3, H, t.numel() / (3 * H)}).narrow(1, r * H / T, H / T).reshape(shape);
+    };
+    int64_t k = 0;  // the parameter's index in the whole model
+    wte_ = parameter(k++, first_stage_, {g_.V, H}, Init::Uniform);
+    wpe_ = parameter(k++, first_stage_, {g_.S, H}, Init::Uniform);
+    for (int64_t l = 0; l < g_.L; ++l) {
+      const bool here = l / per_stage == par_.pp_rank;
+      if (here) {
+        block_start_.push_back(params_.size());
+        scope_names_.push_back("## block." + std::to_string(l) + " ##");
+      }
+      Block b;
+      b.ln1_w = parameter(k++, here, {H}, Init::Ones);
+      b.ln1_b = parameter(k++, here, {H}, Init::Zeros);
+      b.qkv_w = parameter(k++, here, {3 * H, H}, Init::Uniform, qkv);
+      b.qkv_b = parameter(k++, here, {3 * H}, Init::Zeros, qkv);
+      b.proj_w = parameter(k++, here, {H, H}, Init::Uniform, cols(H));
+      b.proj_b = parameter(k++, here, {H}, Init::Zeros);
+      b.ln2_w = parameter(k++, here, {H}, Init::Ones);
+      b.ln2_b = parameter(k++, here, {H}, Init::Zeros);
+      b.fc_w = parameter(k++, here, {4 * H, H}, Init::Uniform, rows(4 * H));
+      b.fc_b = parameter(k++, here, {4 * H}, Init::Zeros, rows(4 * H));
+      b.out_w = parameter(k++, here, {H, 4 * H}, Init::Uniform, cols(4 * H));
+      b.out_b = parameter(k++, here, {H}, Init::Zeros);
+      if (here) blocks_.push_back(b);
+    }
+    block_start_.push_back(params_.size());
+    lnf_w_ = parameter(k++, last_stage_, {H}, Init::Ones);
+    lnf_b_ = parameter(k++, last_stage_, {H}, Init::Zeros);
+    head_ = parameter(k++, last_stage_, {g_.V, H}, Init::Uniform);
+  }
+
+  // The same data on the ranks of a data parallel replica (its tensor and pipeline parallel ranks), cut into
+  // micro-batches up front so that the step slices nothing.
+  void build_data() {
+    at::manual_seed(o_.seed * 1000003 + 999983 + static_cast<uint64_t>(par_.dp_rank));
+    auto lopt = options_.dtype(at::kLong);
+    at::Tensor idx = at::randint(g_.V, {g_.B, g_.S}, lopt), targets = at::randint(g_.V, {g_.B, g_.S}, lopt);
+    const int64_t mb = g_.B / g_.M;
+    for (int64_t m = 0; m < g_.M; ++m) {
+      idx_.push_back(g_.M == 1 ? idx : idx.narrow(0, m * mb, mb).clone());
+      targets_.push_back(g_.M == 1 ? targets : targets.narrow(0, m * mb, mb).clone());
+    }
+    pos_ = at::arange(g_.S, lopt);
+    mask_ = at::ones({g_.S, g_.S}, options_.dtype(at::kBool)).triu(1);
+  }
 
   // This stage's forward of micro-batch m: from the embeddings or the received activation `x`, to the activation
   // for the next stage or, on the last, the loss (scaled by 1/M, as Megatron's, when there are several).
@@ -296,8 +304,8 @@ class Gpt : public Workload {
       for (size_t i = first; i < last; ++i) n += params_[i].numel();
       const int64_t padded = (n + g_.dp - 1) / g_.dp * g_.dp, part = padded / g_.dp;
       ZeroGroup z;
-      z.params = at::zeros({padded}, act_options_);
-      z.grads = at::zeros({padded}, act_options_);
+      z.params = at::zeros({padded}, options_);
+      z.grads = at::zeros({padded}, options_);
       int64_t off = 0;
       for (size_t i = first; i < last; ++i) {
         at::Tensor& p = params_[i];
@@ -309,9 +317,9 @@ class Gpt : public Workload {
         off += numel;
       }
       z.shard = z.params.narrow(0, par_.dp_rank * part, part).clone();
-      z.grad_shard = at::zeros({part}, act_options_);
-      z.exp_avg = at::zeros({part}, act_options_);
-      z.exp_avg_sq = at::zeros({part}, act_options_);
+      z.grad_shard = at::zeros({part}, options_);
+      z.exp_avg = at::zeros({part}, options_);
+      z.exp_avg_sq = at::zeros({part}, options_);
       zero_.push_back(std::move(z));
     });
   }
@@ -332,6 +340,7 @@ class Gpt : public Workload {
 
   WorkloadOptions o_;
   GptShape g_;
+  at::TensorOptions options_;  // the device's, float
   ParallelGroups par_;
   bool first_stage_ = true, last_stage_ = true;
   int64_t t_ = 0;
@@ -345,7 +354,6 @@ class Gpt : public Workload {
   std::vector<at::Tensor> idx_, targets_;  // per micro-batch
   std::vector<at::Tensor> losses_;         // the last step's, per micro-batch (last stage)
   at::Tensor pos_, mask_;
-  at::TensorOptions act_options_;
 };
 
 }  // namespace
