@@ -67,6 +67,7 @@ class Collectives {
 // Collectives over Reprise's communicator (NCCL on a CUDA device, else the communicator itself), recorded in the
 // active capture Session.
 std::unique_ptr<Collectives> make_collectives(comms::Communicator& world, at::Device device);
+
 struct WorkloadOptions {
   std::string name = "mlp";  // mlp, dlrm, gpt
   std::string device = "cpu";
