@@ -91,6 +91,7 @@ Plan compile_plan(const Trace& trace, const ReplayOptions& options) {
   std::vector<StepRange> steps = select_steps(trace, options);
   Compiler c(trace, options, plan);
   c.run(steps);
+  if (plan.device.is_cuda()) assign_compute_streams(trace, plan);
   check_memory(trace, plan, available_memory);
   return plan;
 }

@@ -229,6 +229,8 @@ void count_ops(const Trace& trace, const Plan& plan, const ReplayOptions& o, Rep
   r.original_peak_memory_bytes = o.original_peak_memory_bytes;
 
   gather_skips(trace, plan, r);
+  r.compute_streams = static_cast<int>(plan.streams.size());
+  r.cross_stream_waits = static_cast<int64_t>(plan.cross_stream_waits);
   r.compute_selected = plan.compute_selected;
   r.compute_replayed = 0;
   for (const detail::Instr& in : plan.instrs) r.compute_replayed += in.failed || in.comm >= 0 ? 0 : 1;

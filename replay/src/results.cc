@@ -72,6 +72,8 @@ std::string result_json(const ReplayResult& r) {
   }
   j["world_size"] = r.world_size;
   if (!r.comm_backend.empty()) j["comm_backend"] = r.comm_backend;
+  if (r.compute_streams > 1)
+    j["compute_streams"] = {{"streams", r.compute_streams}, {"cross_stream_waits", r.cross_stream_waits}};
   if (!r.collective_timing.empty()) {
     json a = json::array();
     for (const CollectiveTiming& t : r.collective_timing) {
