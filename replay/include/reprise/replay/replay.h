@@ -158,18 +158,13 @@ struct ReplayResult {
   std::vector<std::pair<int64_t, double>> op_times;
   std::vector<CollectiveTiming> collective_timing;  // with a communicator
   int world_size = 1;
-<<<<<<< HEAD
-  std::string comm_backend;  // "mpi", "nccl", "self", or "" when collectives were skipped
+  std::string launcher = "single";  // what started the ranks: "mpirun", "srun", "torchrun", "single"
+  std::string comm_backend;         // "mpi", "nccl", "self", or "" when collectives were skipped
   // GPU replays of traces whose compute ran on several streams: how many streams it used, and the event waits
   // between them (data dependencies across streams). 0 otherwise.
   int compute_streams = 0;
   int64_t cross_stream_waits = 0;
   std::vector<OpSpan> timeline;  // when timeline: the spans of one per-op iteration
-=======
-  std::string launcher = "single";  // what started the ranks: "mpirun", "srun", "torchrun", "single"
-  std::string comm_backend;         // "mpi", "nccl", "self", or "" when collectives were skipped
-  std::vector<OpSpan> timeline;     // when timeline: the spans of one per-op iteration
->>>>>>> h-slurm
   std::vector<std::string> warnings;
   TimeLimit time_limit;  // the limit it ran under (seconds 0: none)
 };
