@@ -76,9 +76,11 @@ for t in "${targets[@]}"; do
     run_dir=$OUT/jobs-$name
     rm -rf "$run_dir" && mkdir -p "$run_dir"
   fi
+  limits=(-rss_limit_mb=2048 -timeout=10)  # as tests/fuzz/CMakeLists.txt gives them
+  [ "$name" = replay ] && limits=(-rss_limit_mb=4096 -timeout=30)
   rc=0
-  (cd "$run_dir" && "$BIN/$t" -max_total_time="$per" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-    "${parallel[@]}" -artifact_prefix="$OUT/crashes/$name-" "$corpus" "${seeds[@]}") >"$log" 2>&1 || rc=$?
+  (cd "$run_dir" && "$BIN/$t" -max_total_time="$per" "${limits[@]}" -print_final_stats=1 "${parallel[@]}" \
+    -artifact_prefix="$OUT/crashes/$name-" "$corpus" "${seeds[@]}") >"$log" 2>&1 || rc=$?
   if ((JOBS > 1)); then
     cat "$run_dir"/fuzz-*.log >>"$log" 2>/dev/null || true
     rm -rf "$run_dir"
