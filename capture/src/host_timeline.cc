@@ -50,7 +50,9 @@ std::string timeline_path_for(const std::string& et_path) {
 void write_host_timeline(const std::vector<Decoded>& logs, int64_t rank, const std::string& path) {
   std::lock_guard<std::mutex> lock(state().mu);
   // Formatted directly: a recorded step can have hundreds of thousands of ops.
-  std::string out = "{\"schemaVersion\": 1, ";
+  // "reprise_timeline" tells replay these are an observed run's times: the gaps between ops hold the observer's own
+  // cost (docs/replay.md, "Host time").
+  std::string out = "{\"schemaVersion\": 1, \"reprise_timeline\": \"capture timeline\", ";
   if (rank >= 0) {
     out += "\"distributedInfo\": {\"rank\": ";
     append_json_int(out, rank);

@@ -100,11 +100,16 @@ std::string manifest_yaml(const Bundle& b) {
       << YAML::Value << (g.ranks.empty() ? "all" : rank_ranges(g.ranks)) << YAML::EndMap;
   e << YAML::EndSeq;
   e << YAML::Key << "roles" << YAML::Value << YAML::BeginSeq;
-  for (const BundleRole& r : b.roles)
+  for (const BundleRole& r : b.roles) {
     e << YAML::BeginMap << YAML::Key << "file" << YAML::Value << r.file << YAML::Key << "sha256" << YAML::Value
       << r.sha256 << YAML::Key << "ranks" << YAML::Value << rank_ranges(r.ranks) << YAML::Key << "source_rank"
       << YAML::Value << r.source_rank << YAML::Key << "nodes" << YAML::Value << r.nodes << YAML::Key << "collectives"
-      << YAML::Value << r.collectives << YAML::EndMap;
+      << YAML::Value << r.collectives;
+    if (!r.timeline.empty())
+      e << YAML::Key << "timeline" << YAML::Value << r.timeline << YAML::Key << "timeline_sha256" << YAML::Value
+        << r.timeline_sha256;
+    e << YAML::EndMap;
+  }
   e << YAML::EndSeq;
   e << YAML::Key << "transforms" << YAML::Value << YAML::BeginSeq;
   for (const BundleTransform& t : b.transforms)
@@ -182,6 +187,12 @@ Bundle read_bundle(const std::string& dir) {
     if (r["source_rank"]) x.source_rank = f.integer(r["source_rank"], "source_rank", -1, 1 << 20);
     if (r["nodes"]) x.nodes = f.integer(r["nodes"], "nodes", 0, INT64_MAX);
     if (r["collectives"]) x.collectives = f.integer(r["collectives"], "collectives", 0, INT64_MAX);
+    if (r["timeline"]) {
+      x.timeline = f.string(r["timeline"], "timeline");
+      if (x.timeline.find("..") != std::string::npos || fs::path(x.timeline).is_absolute())
+        f.fail(r["timeline"], "timeline: expected a path inside the bundle, not " + x.timeline);
+    }
+    if (r["timeline_sha256"]) x.timeline_sha256 = f.string(r["timeline_sha256"], "timeline_sha256");
     b.roles.push_back(x);
   }
   for (size_t k = 0; k < seen.size(); ++k)
@@ -214,6 +225,7 @@ Bundle read_bundle(const std::string& dir) {
 Trace load_bundle_rank(const Bundle& b, int64_t rank, const ReadOptions& options) {
   const BundleRole& role = b.role_of(rank);
   Trace t = read_et((fs::path(b.dir) / role.file).string(), options);
+  if (!role.timeline.empty()) read_kineto((fs::path(b.dir) / role.timeline).string(), t, options);
   t.rank = rank;
   for (Collective& c : t.collectives) {
     if (c.is_send_recv()) continue;  // its rank argument is the peer's, kept in the role's text
@@ -229,16 +241,20 @@ Trace load_bundle_rank(const Bundle& b, int64_t rank, const ReadOptions& options
 
 std::vector<std::string> check_hashes(const Bundle& b) {
   std::vector<std::string> problems;
-  for (const BundleRole& r : b.roles) {
-    const std::string path = (fs::path(b.dir) / r.file).string();
+  auto check = [&](const std::string& file, const std::string& sha256) {
+    const std::string path = (fs::path(b.dir) / file).string();
     std::error_code ec;
     if (!fs::is_regular_file(path, ec)) {
       problems.push_back(path + ": missing");
-      continue;
+      return;
     }
-    if (r.sha256.empty()) continue;
+    if (sha256.empty()) return;
     const std::string got = sha256_file(path);
-    if (got != r.sha256) problems.push_back(path + ": sha256 " + got + ", the manifest says " + r.sha256);
+    if (got != sha256) problems.push_back(path + ": sha256 " + got + ", the manifest says " + sha256);
+  };
+  for (const BundleRole& r : b.roles) {
+    check(r.file, r.sha256);
+    if (!r.timeline.empty()) check(r.timeline, r.timeline_sha256);
   }
   return problems;
 }
@@ -257,13 +273,13 @@ std::string bundle_json(const Bundle& b) {
     j["sources"].push_back({{"path", s.path}, {"sha256", s.sha256}, {"schemas", s.schemas}, {"ranks", s.ranks}});
   for (const ProcessGroup& g : b.process_groups)
     j["process_groups"].push_back({{"name", g.name}, {"desc", g.desc}, {"backend", g.backend}, {"ranks", g.ranks}});
-  for (const BundleRole& r : b.roles)
-    j["roles"].push_back({{"file", r.file},
-                          {"sha256", r.sha256},
-                          {"ranks", r.ranks},
-                          {"source_rank", r.source_rank},
-                          {"nodes", r.nodes},
-                          {"collectives", r.collectives}});
+  for (const BundleRole& r : b.roles) {
+    nlohmann::json role = {{"file", r.file},   {"sha256", r.sha256},
+                           {"ranks", r.ranks}, {"source_rank", r.source_rank},
+                           {"nodes", r.nodes}, {"collectives", r.collectives}};
+    if (!r.timeline.empty()) role["timeline"] = {{"file", r.timeline}, {"sha256", r.timeline_sha256}};
+    j["roles"].push_back(role);
+  }
   j["transforms"] = nlohmann::json::array();
   for (const BundleTransform& t : b.transforms) j["transforms"].push_back({{"name", t.name}, {"params", t.params}});
   j["replay"] = {{"device", b.replay.device}, {"iterations", b.replay.iterations}, {"warmup", b.replay.warmup}};

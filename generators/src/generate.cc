@@ -206,6 +206,24 @@ void merge_roles(Workspace& ws, std::vector<std::string>& texts) {
   ws.source_rank = std::move(sources);
 }
 
+bool has_op_times(const Trace& t) {
+  return std::any_of(t.nodes.begin(), t.nodes.end(), [](const Node& n) { return n.ts_us >= 0 && n.dur_us >= 0; });
+}
+
+// The role's op times beside its ET, for replay's --host-time (docs/bundle.md).
+void write_timeline(const Trace& t, const std::string& dir, size_t r, BundleRole& role, Workspace& ws) {
+  if (!has_op_times(t)) return;
+  const std::string json = host_timeline_json(t);
+  if (json.empty()) {
+    ws.note("host time: role " + std::to_string(r) + "'s op times are not kept (its timed nodes share rf_ids)");
+    return;
+  }
+  role.timeline = "traces/role-" + std::to_string(r) + ".kineto.json.gz";
+  const std::string path = (fs::path(dir) / role.timeline).string();
+  write_text_file(path, json);
+  role.timeline_sha256 = sha256_file(path);
+}
+
 GenerateReport finish(Loaded& l, const Config& c, const GenerateOptions& o, double t0) {
   Workspace& ws = l.ws;
   auto say = [&](const std::string& s) {
@@ -249,6 +267,12 @@ GenerateReport finish(Loaded& l, const Config& c, const GenerateOptions& o, doub
       if (!x.iteration_seconds.empty()) b.expected.push_back(x);
     }
 
+  const bool keep_op_times = ws.timing_valid && ws.op_times_valid;
+  if (!keep_op_times && std::any_of(ws.roles.begin(), ws.roles.end(), has_op_times))
+    ws.note(
+        "host time: the source's op times are not kept (a transform changed the ops): the bundle replays with "
+        "no host time re-spent");
+
   const std::string tmp = o.out + ".tmp-" + std::to_string(::getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);
@@ -266,6 +290,7 @@ GenerateReport finish(Loaded& l, const Config& c, const GenerateOptions& o, doub
       t.rank = role.ranks.front();
       write_et(t, (fs::path(tmp) / role.file).string(), kRoleGzipLevel);
       role.sha256 = sha256_file((fs::path(tmp) / role.file).string());
+      if (keep_op_times) write_timeline(t, tmp, r, role, ws);
       role.source_rank = ws.source_rank[r];
       role.nodes = static_cast<int64_t>(t.nodes.size());
       for (const Collective& x : t.collectives) role.collectives += x.is_wait ? 0 : 1;

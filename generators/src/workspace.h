@@ -19,6 +19,9 @@ struct Workspace {
   std::vector<uint32_t> role_of_rank;  // per world rank
   std::vector<std::string> notes;      // what the transforms did, one line each
   bool timing_valid = true;            // the original's iteration times still describe the work
+  // The op times (Node::ts_us/dur_us) still describe the ops: no transform added, dropped or changed an op of the
+  // steps kept. A bundle keeps them for replay's --host-time only then.
+  bool op_times_valid = true;
   std::function<void(const std::string&)> warn;
   ShapeInference infer_shapes;  // from GenerateOptions: empty in tools without LibTorch
 

@@ -169,9 +169,18 @@ void Executor::bind_fallbacks(const Instr& in) {
     }
 }
 
+// The original's host time before an op (--host-time), re-spent: one number per instruction, 0 when none.
+inline void respend_host_time(int64_t ns) {
+  if (ns > 0) busy_wait_ns(ns);
+}
+
 void Executor::run_step(size_t s) {
   Instr* in = plan_.instrs.data();
-  for (uint32_t i = plan_.step_begin[s], end = plan_.step_begin[s + 1]; i < end; ++i) exec(in[i]);
+  for (uint32_t i = plan_.step_begin[s], end = plan_.step_begin[s + 1]; i < end; ++i) {
+    respend_host_time(in[i].host_ns);
+    exec(in[i]);
+  }
+  respend_host_time(plan_.step_tail_ns[s]);
   end_step();
 }
 
@@ -180,12 +189,14 @@ void Executor::run_step_reporting(size_t s, const std::function<void(uint32_t)>&
   Instr* in = plan_.instrs.data();
   double next = now_seconds() + kInterval;
   for (uint32_t i = plan_.step_begin[s], end = plan_.step_begin[s + 1]; i < end; ++i) {
+    respend_host_time(in[i].host_ns);
     exec(in[i]);
     double now = now_seconds();
     if (now < next) continue;
     report(i + 1);
     next = now + kInterval;
   }
+  respend_host_time(plan_.step_tail_ns[s]);
   end_step();
 }
 

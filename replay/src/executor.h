@@ -18,14 +18,16 @@ class Executor {
   Executor(const Trace& trace, Plan& plan, std::vector<at::Tensor> inputs);
   ~Executor();
 
-  // Runs the instructions of step `s`. An op that throws is marked failed (with the reason) and its recorded
-  // outputs are bound to tensors made from the trace's metadata, so its consumers still run.
+  // Runs the instructions of step `s`, each after the host time it re-spends (--host-time). An op that throws is marked
+  // failed (with the reason) and its recorded outputs are bound to tensors made from the trace's metadata, so its
+  // consumers still run.
   void run_step(size_t s);
   // The same, calling `report` with the ops done in the pass (the instruction index reached) about every 0.1 s:
   // for the untimed first pass, which on a trace of one long step would otherwise show nothing until it ends.
   // Timed runs call run_step, whose loop stays bare.
   void run_step_reporting(size_t s, const std::function<void(uint32_t)>& report);
-  // The same, timing each op (device synchronized after each) into `spans`, relative to `origin`.
+  // The same, timing each op (device synchronized after each) into `spans`, relative to `origin`; no host time is
+  // re-spent between them.
   void run_step_per_op(size_t s, std::vector<OpSpan>& spans, double origin);
   // Runs instruction `i` alone, and reads a slot after it: shape inference (shape_inference.cc) steps through a
   // plan on `meta` this way, between instructions.

@@ -6,9 +6,9 @@
 #include <torch/version.h>
 
 #include <algorithm>
-#include <chrono>
 
 #include "compiler.h"
+#include "reprise/common/clock.h"
 
 namespace reprise::replay::detail {
 namespace {
@@ -83,11 +83,7 @@ bool fits_all(const Trace& t, Span<Value> inputs, const c10::FunctionSchema& s) 
 // reprise::host_delay(int us) -> (): the host busy for `us` microseconds, as perturb's insert: delay_us writes it
 // (docs/configs.md). A busy wait, not a sleep: it stands for host work (Python, data loading) that keeps the
 // launching thread busy. Registered on first use, so every plan (replay, dry run, shape inference) resolves it.
-void host_delay(int64_t us) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
-  while (std::chrono::steady_clock::now() < end) {
-  }
-}
+void host_delay(int64_t us) { busy_wait_ns(us * 1000); }
 
 void register_reprise_ops() {
   static torch::Library lib(torch::Library::DEF, "reprise", c10::nullopt, __FILE__, __LINE__);

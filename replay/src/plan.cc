@@ -72,6 +72,7 @@ void Compiler::finish() {
   for (uint32_t& s : p_.out_slots)
     if (s != kNoSlot && !used[s]) s = kNoSlot;
   batch_p2p();
+  p_.step_tail_ns.assign(p_.step_names.size(), 0);
   p_.step_begin.assign(p_.step_names.size() + 1, static_cast<uint32_t>(p_.instrs.size()));
   for (size_t i = p_.instrs.size(); i-- > 0;) p_.step_begin[p_.instrs[i].step] = static_cast<uint32_t>(i);
   for (size_t s = p_.step_names.size(); s-- > 0;) p_.step_begin[s] = std::min(p_.step_begin[s], p_.step_begin[s + 1]);

@@ -1,6 +1,6 @@
 // The replay plan: a trace compiled once into a flat list of instructions. The replay loop only fills tensor
-// slots, pushes pre-built argument values and calls the dispatcher; every string, schema and map lookup
-// happens here, before it.
+// slots, pushes pre-built argument values, calls the dispatcher and busy-waits the host time an instruction
+// carries (--host-time); every string, schema and map lookup happens here, before it.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -99,6 +99,14 @@ struct Instr {
   int32_t event = -1;
   bool failed = false;
   uint32_t reason = 0;  // failed: index in Plan::reasons
+  int64_t host_ns = 0;  // host time re-spent before it (--host-time), in nanoseconds
+};
+
+// A node a step ran as one piece: an op replayed whole (or skipped, or past --max-ops), a collective, a DataLoader
+// scope left out. In node order; the host time between them is what --host-time re-spends.
+struct StepUnit {
+  uint32_t node = 0;  // index in Trace::nodes
+  uint16_t step = 0;
 };
 
 // An input tensor (one the steps read but do not produce), created before the loop: a view into its storage
@@ -139,7 +147,9 @@ struct Plan {
   std::vector<Instr> instrs;
   std::vector<uint32_t> step_begin;  // first instruction of each step, plus instrs.size()
   std::vector<std::string> step_names;
-  std::vector<uint32_t> step_nodes;  // node index of each step's marker, kNone32 for a whole trace
+  std::vector<uint32_t> step_nodes;   // node index of each step's marker, kNone32 for a whole trace
+  std::vector<int64_t> step_tail_ns;  // per step: host time re-spent after its last instruction (--host-time)
+  std::vector<StepUnit> units;
   uint32_t num_slots = 0;
   size_t max_stack = 0;
 

@@ -10,6 +10,7 @@
 
 #include "comm_runtime.h"
 #include "executor.h"
+#include "host_time.h"
 #include "plan.h"
 #include "preflight.h"
 #include "progress.h"
@@ -288,6 +289,8 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
 
   double t0 = now_seconds();
   Plan plan = compile(trace, o, r, progress);
+  r.host_time = detail::plan_host_time(trace, o, plan);
+  r.warnings = plan.warnings;
   std::unique_ptr<detail::CommRuntime> comm = connect(trace, o, plan, r, progress);
   progress.begin("inputs", static_cast<int64_t>(plan.inputs.size()), "tensor");
   std::vector<at::Tensor> inputs = detail::create_input_tensors(plan, o.seed);

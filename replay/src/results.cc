@@ -19,6 +19,17 @@ json skips_json(const std::vector<SkipCount>& v) {
   return a;
 }
 
+json host_time_json(const HostTimeReport& h) {
+  return {{"mode", h.mode},
+          {"scale", h.scale},
+          {"source", h.source},
+          {"seconds_per_iteration", h.seconds},
+          {"recorded_seconds_per_iteration", h.recorded_seconds},
+          {"timed_ops", h.timed_ops},
+          {"untimed_ops", h.untimed_ops},
+          {"reason", h.reason}};
+}
+
 }  // namespace
 
 std::string result_json(const ReplayResult& r) {
@@ -93,6 +104,7 @@ std::string result_json(const ReplayResult& r) {
     j["collective_timing"] = a;
   }
   j["time_limit"] = {{"seconds", r.time_limit.seconds}, {"from", r.time_limit.from}};
+  j["host_time"] = host_time_json(r.host_time);
   j["warnings"] = r.warnings;
   return j.dump(2) + "\n";
 }
@@ -122,6 +134,7 @@ std::string merged_result_json(const std::vector<std::string>& rank_jsons) {
     if (d.contains("original_iteration_seconds")) e["original_iteration_seconds"] = d["original_iteration_seconds"];
     if (d.contains("collective_timing")) e["collective_timing"] = d["collective_timing"];
     if (d.contains("op_times")) e["op_times"] = d["op_times"];
+    if (d.contains("host_time")) e["host_time"] = d["host_time"];
     if (!d["skipped"].empty()) e["skipped"] = d["skipped"];
     ranks.push_back(e);
     std::vector<double> it = d["iteration_seconds"].get<std::vector<double>>();
@@ -229,6 +242,25 @@ void print_times(std::FILE* out, const ReplayResult& r) {
   std::fprintf(out, "; setup %s\n", human_seconds(r.setup_seconds).c_str());
 }
 
+void print_host_time(std::FILE* out, const HostTimeReport& h) {
+  const std::string why = h.reason == "given" ? "--host-time" : "default: " + h.reason;
+  if (h.source == "none") {
+    std::fprintf(out, "  host time    %s (%s); none re-spent: the trace has no op times\n", h.mode.c_str(),
+                 why.c_str());
+    return;
+  }
+  const std::string ops = std::to_string(h.timed_ops) + " of " + std::to_string(h.timed_ops + h.untimed_ops);
+  if (h.scale == 0) {
+    std::fprintf(out, "  host time    none (%s); the trace shows %s per iteration (%s, %s ops timed)\n", why.c_str(),
+                 human_seconds(h.recorded_seconds).c_str(), h.source.c_str(), ops.c_str());
+    return;
+  }
+  char scale[32] = "";
+  if (h.mode == "scale") std::snprintf(scale, sizeof scale, " x%g", h.scale);
+  std::fprintf(out, "  host time    %s%s (%s): %s per iteration re-spent (%s, %s ops timed)\n", h.mode.c_str(), scale,
+               why.c_str(), human_seconds(h.seconds).c_str(), h.source.c_str(), ops.c_str());
+}
+
 void print_collectives(std::FILE* out, const ReplayResult& r) {
   if (r.collective_timing.empty()) return;
   std::fprintf(out, "  collectives  over %s, %d rank(s); per iteration:\n", r.comm_backend.c_str(), r.world_size);
@@ -263,6 +295,7 @@ void print_summary(std::FILE* out, const ReplayResult& r) {
                static_cast<long long>(r.rank), r.device.c_str(), r.torch_version.c_str(), r.threads);
   print_coverage(out, r);
   print_times(out, r);
+  print_host_time(out, r.host_time);
   print_collectives(out, r);
   print_slowest_ops(out, r);
   for (const std::string& w : r.warnings) std::fprintf(out, "  warning: %s\n", w.c_str());

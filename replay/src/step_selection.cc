@@ -86,19 +86,25 @@ void Compiler::compile_steps(const std::vector<StepRange>& steps) {
       }
       continue;
     }
+    while (k < steps.size() && n.id >= steps[k].end_id) ++k;
+    const bool in_step = k < steps.size() && n.id >= steps[k].first_id;
+    const StepUnit unit{i, static_cast<uint16_t>(k)};
     if (n.kind == NodeKind::Annotation && t_.name(n).find("DataLoader") != std::string_view::npos) {
       state[i] = kDataLoader;
+      if (in_step) p_.units.push_back(unit);
       continue;
     }
-    while (k < steps.size() && n.id >= steps[k].end_id) ++k;
-    bool in_step = k < steps.size() && n.id >= steps[k].first_id;
     if (!in_step) continue;
     if (over_max_ops(n, k, step_ops)) {
       state[i] = kCovered;
       p_.truncated = true;
+      p_.units.push_back(unit);
       continue;
     }
-    if (compile_node(i, static_cast<uint16_t>(k))) state[i] = kCovered;
+    if (compile_node(i, unit.step)) {
+      state[i] = kCovered;
+      p_.units.push_back(unit);
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 #include "time_limit.h"
 
 #include "compiler.h"
+#include "host_time.h"
 #include "reprise/common/stats.h"
 
 namespace reprise::replay::detail {
@@ -34,6 +35,8 @@ TimeLimit derived_time_limit(const Trace& t, const ReplayOptions& o) {
     iteration = median(recorded);
   }
   if (iteration <= 0) return limit;
+  // Host time re-spent (--host-time) adds at most its scale times the recorded step's.
+  iteration *= 1 + expected_host_time_scale(t, o);
   limit.seconds += kFactor * iteration * static_cast<double>(steps.size()) * (1 + passes_after_first(o));
   limit.from = "trace";
   return limit;

@@ -7,7 +7,8 @@
 namespace reprise::replay::detail {
 
 // floor + 10 x the expected replay: the recorded iteration time (a capture manifest's or a bundle's, else the
-// selected ProfilerSteps' durations from a linked Kineto trace) x the steps x the passes the options run. The floor,
+// selected ProfilerSteps' durations from a linked Kineto trace), times 1 + the host time's scale (--host-time
+// re-spends at most that much more), x the steps x the passes the options run. The floor,
 // 60 s + 5 ms per trace node, covers set-up (compiling and creating inputs grow with the trace) and is the whole
 // limit when no iteration time is recorded ("floor").
 TimeLimit derived_time_limit(const Trace& t, const ReplayOptions& o);

@@ -8,10 +8,17 @@ PY=${REPRISE_PYTHON:-/usr/bin/python3}
 rm -rf "$WORK"
 "$PY" "$SRC/capture/python/examples/train_mlp.py" "$WORK" || { echo "FAIL: train_mlp.py"; exit 1; }
 [ -f "$WORK/manifest.json" ] || { echo "FAIL: no manifest"; exit 1; }
+[ -f "$WORK/rank-0.kineto.json" ] || { echo "FAIL: no rank-0.kineto.json (the host times)"; exit 1; }
 out=$("$BIN/reprise" inspect "$WORK" 2>&1) || { echo "FAIL: inspect: $out"; exit 1; }
-grep -q "ProfilerStep#6" <<<"$out" || { echo "FAIL: no ProfilerStep#6 in: $out"; exit 1; }
+grep -q "ProfilerStep#10" <<<"$out" || { echo "FAIL: no ProfilerStep#10 in: $out"; exit 1; }
+grep -Eq "([0-9]+) of \1 CPU ops linked by rf_id" <<<"$out" || { echo "FAIL: the host times are not all linked: $out"; exit 1; }
 grep -q "default_pg" <<<"$out" || { echo "FAIL: no process group in: $out"; exit 1; }
 out=$("$BIN/reprise" replay "$WORK" --strict --iterations 2 -q 2>&1) || { echo "FAIL: replay: $out"; exit 1; }
 grep -q "coverage 100.0%" <<<"$out" || { echo "FAIL: coverage: $out"; exit 1; }
 grep -q "replay/original" <<<"$out" || { echo "FAIL: no original time: $out"; exit 1; }
+# The profiled step's ops link to the recorded step's, every replayed op has its original time.
+out=$("$BIN/reprise" replay "$WORK" --host-time recorded --iterations 1 --warmup 0 -q --out "$WORK/r.json" 2>&1) ||
+  { echo "FAIL: replay --host-time recorded: $out"; exit 1; }
+grep -Eq "host time +recorded \(--host-time\): .* per iteration re-spent \(python profiler, ([0-9]+) of \1 ops timed\)" \
+  <<<"$out" || { echo "FAIL: host time: $out"; exit 1; }
 echo "ok"

@@ -92,6 +92,7 @@ TEST(Capture, RecordsOpsSchemasShapesAliasingAndRanges) {
   EXPECT_GE(t.nodes[mm[0]].dur_us, 0);
   ASSERT_TRUE(t.kineto.has_value());
   EXPECT_EQ(t.kineto->link_method, "rf_id");
+  EXPECT_EQ(t.kineto->producer, "capture timeline") << "replay's host time names its source";
 
   replay::ReplayOptions ro;
   ro.warmup = 0;

@@ -309,6 +309,12 @@ TEST(Cli, ReplayWritesResultsAndTimeline) {
   EXPECT_NE(bad_dev.out.find("device 'tpu'"), std::string::npos) << bad_dev.out;
   Result bad_rank = run("replay " + dir + "/s.json.gz --rank 5 -q");
   EXPECT_EQ(bad_rank.status, 2) << bad_rank.out;
+  for (const char* host : {"banana", "-1", "0", "nan", "2x"}) {
+    Result bad_host = run("replay " + dir + "/s.json.gz --host-time=" + host + " -q");
+    EXPECT_EQ(bad_host.status, 2) << host << ": " << bad_host.out;
+    EXPECT_EQ(std::count(bad_host.out.begin(), bad_host.out.end(), '\n'), 1) << bad_host.out;
+    EXPECT_NE(bad_host.out.find("--host-time must be none, recorded or a scale"), std::string::npos) << bad_host.out;
+  }
 
   // capture: malformed options are one line and exit 2, and write nothing.
   for (const std::string& args : std::vector<std::string>{

@@ -2,6 +2,7 @@
 // traces built in code and on the shared DLRM, and config mistakes reported at their YAML place.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -148,6 +149,66 @@ TEST(Bundle, TamperedRoleFailsItsHash) {
   const std::vector<std::string> problems = check_hashes(b);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find(b.roles[0].file), std::string::npos);
+}
+
+// A one-rank job whose ET has its op times beside it (as a Python capture writes them), for replay's --host-time.
+std::string timed_job() {
+  const std::string dir = test::temp_dir() + "/timed_job";
+  fs::create_directories(dir);
+  SyntheticSpec s;
+  s.world_size = 1;
+  s.iterations = 2;
+  s.layers = 2;
+  s.batch = 8;
+  s.hidden = 16;
+  Trace t = synthetic_trace(s);
+  t.kineto.emplace();
+  t.kineto->producer = "python profiler";
+  for (Node& n : t.nodes)
+    if (n.kind == NodeKind::Operator || n.kind == NodeKind::Annotation) {
+      n.ts_us = 10.0 * static_cast<double>(n.id);
+      n.dur_us = 5;
+    }
+  write_et(t, dir + "/rank-0.et.json.gz");
+  write_text_file(dir + "/rank-0.kineto.json", host_timeline_json(t));
+  return dir;
+}
+
+TEST(Bundle, KeepsTheOpTimesUnlessATransformChangesTheOps) {
+  const std::string job = timed_job();
+  const std::string out = test::temp_dir() + "/timed";
+  GenerateReport r = generate_from_config(
+      config("timed", "source: " + job + "\ntransforms:\n  - select: {iterations: 1}\n"), quiet(out));
+  Bundle b = read_bundle(out);
+  ASSERT_EQ(b.roles.size(), 1u);
+  EXPECT_EQ(b.roles[0].timeline, "traces/role-0.kineto.json.gz");
+  EXPECT_TRUE(check_hashes(b).empty());
+  Trace t = load_bundle_rank(b, 0);
+  ASSERT_TRUE(t.kineto);
+  EXPECT_EQ(t.kineto->producer, "python profiler");
+  EXPECT_EQ(t.kineto->link_method, "rf_id");
+  int64_t timed = 0;
+  for (const Node& n : t.nodes)
+    if (n.kind == NodeKind::Operator) {
+      EXPECT_EQ(n.ts_us, 10.0 * static_cast<double>(n.id)) << n.id;
+      timed += n.dur_us == 5;
+    }
+  EXPECT_GT(timed, 10);
+  test::write_file(out + "/" + b.roles[0].timeline, "changed");
+  EXPECT_EQ(check_hashes(b).size(), 1u);
+
+  // Dropping ops of the kept step (or changing them) leaves the times behind, with a note.
+  for (const char* transform : {"select: {ops: [\"aten::mm\"]}", "perturb: {dtype: {to: bf16}}"}) {
+    const std::string out2 = test::temp_dir() + "/untimed";
+    GenerateOptions o = quiet(out2);
+    o.force = true;
+    r = generate_from_config(config("untimed", "source: " + job + "\ntransforms:\n  - " + transform + "\n"), o);
+    EXPECT_TRUE(read_bundle(out2).roles[0].timeline.empty()) << transform;
+    EXPECT_EQ(std::count_if(r.notes.begin(), r.notes.end(),
+                            [](const std::string& n) { return n.rfind("host time: ", 0) == 0; }),
+              1)
+        << transform;
+  }
 }
 
 TEST(Select, IterationsAndCommsDrop) {

@@ -9,7 +9,9 @@
 #include <utility>
 
 #include "executor.h"
+#include "host_time.h"
 #include "plan.h"
+#include "reprise/common/stats.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/read.h"
@@ -597,6 +599,124 @@ TEST(ReplayShared, Pt2TritonKernelsAreSkippedWithAReason) {
   ReplayResult r = replay_shared(path);
   ASSERT_FALSE(r.skipped.empty());
   EXPECT_NE(r.skipped[0].reason.find("Triton kernel"), std::string::npos);
+}
+
+// --host-time: four ops of 10 us with 4 ms of host time before, between and after them (20 ms in all), one op nested
+// in the second (its gap inside the op is the op's own time), and a wait on the device in the first gap.
+Trace trace_with_host_gaps(bool with_times = true, bool with_sync = false) {
+  MiniTrace m;
+  std::vector<int64_t> ops;
+  for (int k = 0; k < 4; ++k)
+    ops.push_back(m.op("aten::relu(Tensor self) -> Tensor", {{m.tensor({4}), F}}, {{m.tensor({4}), F}}));
+  const int64_t inner =
+      m.op("aten::relu(Tensor self) -> Tensor", {{m.tensor({4}), F}}, {{m.tensor({4}), F}}, "", ops[1]);
+  Trace t = m.finish();
+  if (!with_times) return t;
+  t.nodes[t.iterations.front().node].ts_us = 1000;
+  t.nodes[t.iterations.front().node].dur_us = 20040;
+  for (int k = 0; k < 4; ++k) {
+    Node& n = t.nodes[t.find(ops[k])];
+    n.ts_us = 1000 + 4000 + k * 4010;
+    n.dur_us = 10;
+  }
+  t.nodes[t.find(inner)].ts_us = t.nodes[t.find(ops[1])].ts_us + 2;
+  t.nodes[t.find(inner)].dur_us = 1;
+  if (with_sync) {
+    t.kineto.emplace();
+    KinetoEvent e;
+    e.cat = KinetoCat::Runtime;
+    e.name = t.strings.intern("cudaDeviceSynchronize");
+    e.ts = 2000;
+    e.dur = 1000;  // 1 ms of the first gap waits on the device
+    t.kineto->events.push_back(e);
+    t.kineto->producer = "python profiler";
+  }
+  return t;
+}
+
+// What each host-time mode puts in the plan: instructions' waits plus steps' tails, in ns.
+int64_t planned_host_ns(const Trace& t, double scale, HostTimeReport* report = nullptr) {
+  ReplayOptions o = quick();
+  o.host_time_scale = scale;
+  Plan p = detail::compile_plan(t, o);
+  HostTimeReport r = detail::plan_host_time(t, o, p);
+  if (report) *report = r;
+  int64_t ns = 0;
+  for (const detail::Instr& in : p.instrs) ns += in.host_ns;
+  for (int64_t tail : p.step_tail_ns) ns += tail;
+  return ns;
+}
+
+TEST(ReplayHostTime, RecordedRespendsTheGapsBetweenOpsOnly) {
+  const Trace t = trace_with_host_gaps();
+  HostTimeReport h;
+  EXPECT_EQ(planned_host_ns(t, 1, &h), 20'000'000);
+  EXPECT_EQ(h.mode, "recorded");
+  EXPECT_EQ(h.source, "kineto");
+  EXPECT_EQ(h.timed_ops, 4);
+  EXPECT_EQ(h.untimed_ops, 0);
+  EXPECT_NEAR(h.seconds, 0.020, 1e-12);
+  EXPECT_EQ(planned_host_ns(t, 0.5, &h), 10'000'000);
+  EXPECT_EQ(h.mode, "scale");
+  EXPECT_NEAR(h.seconds, 0.010, 1e-12);
+  EXPECT_NEAR(h.recorded_seconds, 0.020, 1e-12);
+  EXPECT_EQ(planned_host_ns(t, 0, &h), 0);
+  EXPECT_EQ(h.mode, "none");
+  EXPECT_NEAR(h.recorded_seconds, 0.020, 1e-12) << "none still says what the trace shows";
+  EXPECT_EQ(h.seconds, 0);
+  planned_host_ns(t, -1, &h);
+  EXPECT_EQ(h.mode, "none") << "the cpu's default";
+  EXPECT_NE(h.reason.find("cpu"), std::string::npos) << h.reason;
+
+  // The host's wait on the device is not framework time.
+  EXPECT_EQ(planned_host_ns(trace_with_host_gaps(true, true), 1, &h), 19'000'000);
+  EXPECT_EQ(h.source, "python profiler");
+
+  // An op without times: the gaps on both sides of it are unknown and dropped.
+  Trace partial = trace_with_host_gaps();
+  int seen = 0;
+  for (Node& n : partial.nodes)
+    if (n.kind == NodeKind::Operator && n.parent == partial.iterations.front().node && seen++ == 2)
+      n.ts_us = n.dur_us = -1;
+  EXPECT_EQ(planned_host_ns(partial, 1, &h), 12'000'000);
+  EXPECT_EQ(h.timed_ops, 3);
+  EXPECT_EQ(h.untimed_ops, 1);
+}
+
+TEST(ReplayHostTime, ReplayedIterationsTakeTheRespentTime) {
+  const Trace t = trace_with_host_gaps();
+  ReplayOptions o = quick();
+  o.host_time_scale = 1;
+  ReplayResult r = replay_trace(t, o);
+  for (double s : r.iteration_seconds) EXPECT_GE(s, 0.018);
+  auto j = nlohmann::json::parse(result_json(r));
+  EXPECT_EQ(j["host_time"]["mode"], "recorded");
+  EXPECT_NEAR(j["host_time"]["seconds_per_iteration"].get<double>(), 0.020, 1e-9);
+  EXPECT_EQ(j["host_time"]["timed_ops"], 4);
+  EXPECT_EQ(j["host_time"]["reason"], "given");
+
+  o.host_time_scale = 0.5;
+  r = replay_trace(t, o);
+  for (double s : r.iteration_seconds) EXPECT_GE(s, 0.009);
+  EXPECT_NEAR(r.host_time.seconds, 0.010, 1e-12);
+  o.host_time_scale = 0;
+  r = replay_trace(t, o);
+  EXPECT_LT(median(r.iteration_seconds), 0.009) << "none re-spends nothing";
+}
+
+TEST(ReplayHostTime, ATraceWithoutTimesWarnsAndRespendsNothing) {
+  ReplayOptions o = quick();
+  o.host_time_scale = 1;
+  ReplayResult r = replay_trace(trace_with_host_gaps(false), o);
+  EXPECT_EQ(r.host_time.source, "none");
+  EXPECT_EQ(r.host_time.seconds, 0);
+  EXPECT_EQ(r.host_time.untimed_ops, 4);
+  ASSERT_EQ(std::count_if(r.warnings.begin(), r.warnings.end(),
+                          [](const std::string& w) { return w.find("host time cannot be re-spent") == 0; }),
+            1)
+      << ::testing::PrintToString(r.warnings);
+  o.host_time_scale = 0;  // nothing asked, nothing to warn about
+  EXPECT_TRUE(replay_trace(trace_with_host_gaps(false), o).warnings.empty());
 }
 
 // perturb's insert: delay_us writes reprise::host_delay(int us) -> (): the replay keeps the host busy that long.

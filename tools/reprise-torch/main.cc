@@ -112,6 +112,7 @@ int finish_replay(const reprise::replay::LaunchReport& report, const reprise::re
 struct ReplayNumbers {
   double timeout = -1;
   int64_t seed = 0;
+  std::string host_time;
 };
 
 void require(bool ok, const std::string& what) {
@@ -135,6 +136,23 @@ void check_replay_numbers(const po::variables_map& vm, const reprise::replay::La
   require(!vm.count("timeout") || (std::isfinite(n.timeout) && n.timeout >= 0 && n.timeout <= 1e7),
           "--timeout must be between 0 (never) and 1e7 seconds");
   require(o.per_op_passes >= 1 && o.per_op_passes <= 1000, "--per-op-passes must be between 1 and 1000");
+}
+
+// --host-time none|recorded|SCALE: the scale of the recorded host time re-spent; -1 (not given) the device's default.
+double host_time_scale(const po::variables_map& vm, const std::string& text) {
+  if (!vm.count("host-time")) return -1;
+  if (text == "none") return 0;
+  if (text == "recorded") return 1;
+  double scale = 0;
+  size_t used = 0;
+  try {
+    scale = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  require(used > 0 && used == text.size() && std::isfinite(scale) && scale > 0 && scale <= 1000,
+          "--host-time must be none, recorded or a scale between 0 and 1000 (such as 0.5), not '" + text + "'");
+  return scale;
 }
 
 po::options_description replay_options(reprise::replay::LaunchOptions& job, ReplayNumbers& n) {
@@ -166,6 +184,10 @@ po::options_description replay_options(reprise::replay::LaunchOptions& job, Repl
       "rank", po::value(&job.rank), "which rank of a multi-rank TRACE to replay")(
       "seed", po::value(&n.seed)->default_value(0), "seed of the generated input data")(
       "max-ops", po::value(&o.max_ops)->default_value(0), "replay only the first N ops of each step (0: all)")(
+      "host-time", po::value(&n.host_time),
+      "none, recorded or SCALE: re-spend the host time the original spent between ops (Python, autograd, the "
+      "optimizer's loop) as a busy wait before each op, times SCALE; default: none on cpu, recorded on cuda "
+      "(docs/replay.md)")(
       "timeout", po::value(&n.timeout),
       "end every rank after this many seconds (0: never); default under mpirun/srun: derived from the trace "
       "(docs/replay.md), none for a single process")("quiet,q", "no progress lines or warnings")(
@@ -187,6 +209,7 @@ int cmd_replay(int argc, char** argv) {
   if (job.trace.empty()) throw UserError("replay: no trace given (see reprise replay --help)");
   check_replay_numbers(vm, job, numbers);
   job.replay.seed = static_cast<uint64_t>(numbers.seed);
+  job.replay.host_time_scale = host_time_scale(vm, numbers.host_time);
   if (!vm["per-op-passes"].defaulted()) job.replay.per_op = true;
   job.check_output = reprise::cli::check_output_path;
   const bool quiet = vm.count("quiet") > 0;

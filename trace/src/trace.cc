@@ -56,6 +56,12 @@ const char* value_kind_name(ValueKind k) {
   return "?";
 }
 
+bool is_host_sync(const Trace& t, const KinetoEvent& e) {
+  if (e.cat == KinetoCat::Sync) return true;
+  return (e.cat == KinetoCat::Runtime || e.cat == KinetoCat::Driver) &&
+         t.str(e.name).find("Synchronize") != std::string_view::npos;
+}
+
 const char* kineto_cat_name(KinetoCat c) {
   switch (c) {
     case KinetoCat::CpuOp:

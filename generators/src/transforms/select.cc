@@ -85,6 +85,9 @@ void select_trace(Trace& t, const SelectSpec& s, Workspace& ws) {
     for (size_t i = 0; i < keep.size(); ++i) keep[i] = keep[i] && mask[i];
   };
   if (!s.iterations.empty()) restrict_to(nodes_in_iterations(t, s.iterations, s.iterations_where));
+  // Whole iterations keep their ops' times meaningful; any filter below that drops one of their ops does not.
+  size_t in_iterations = 0;
+  for (uint32_t i : outer) in_iterations += keep[i];
   if (!s.node_ranges.empty()) restrict_to(nodes_in_id_ranges(t, s.node_ranges));
   if (!s.scopes.empty()) {
     Matcher m(t, s.scopes);
@@ -117,6 +120,9 @@ void select_trace(Trace& t, const SelectSpec& s, Workspace& ws) {
     restrict_to(mask);
   }
   const size_t before = outer.size();
+  size_t kept = 0;
+  for (uint32_t i : outer) kept += keep[i];
+  if (kept < in_iterations) ws.op_times_valid = false;
   keep_structure(t, keep);
   keep_nodes(t, keep);
   const size_t after = outermost_ops(t).size();

@@ -49,6 +49,8 @@ class KinetoReader {
           if (key == "traceEvents") {
             saw_events = true;
             for (auto e : v.get_array()) read_event(e.value(), k);
+          } else if (key == "reprise_timeline") {
+            k.producer = std::string(v.get_string().value());
           } else if (key == "deviceProperties") {
             for (auto d : v.get_array()) read_device(d.get_object(), k);
           } else if (key == "distributedInfo") {

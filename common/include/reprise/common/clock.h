@@ -13,4 +13,12 @@ inline int64_t now_ns() {
 
 inline double now_seconds() { return static_cast<double>(now_ns()) * 1e-9; }
 
+// Keeps the calling thread busy for `ns` nanoseconds. A busy wait, not a sleep: it stands for host work (Python, a
+// framework's bookkeeping) that holds its core, and a sleep's wake-up is coarser than the gaps it would stand for.
+inline void busy_wait_ns(int64_t ns) {
+  const int64_t end = now_ns() + ns;
+  while (now_ns() < end) {
+  }
+}
+
 }  // namespace reprise

@@ -3,6 +3,7 @@
 //   bundle/
 //     benchmark.yaml          the manifest: provenance, world size, process groups, roles, transforms, defaults
 //     traces/role-0.et.json.gz  one ET per role; ranks whose traces differ only in their rank ids share a role
+//     traces/role-0.kineto.json.gz  the role's original op times, when the source had them (replay's --host-time)
 //
 //   Bundle b = read_bundle("dlrm-16");
 //   Trace t = load_bundle_rank(b, 5);  // rank 5's trace, its rank ids substituted
@@ -38,6 +39,10 @@ struct BundleRole {
   int64_t source_rank = -1;    // the source trace's rank it was made from
   int64_t nodes = 0;           // nodes in its trace
   int64_t collectives = 0;     // collectives (waits excluded) in it
+  // The original's op times beside it (host_timeline_json), for replay's --host-time; empty when the source had none
+  // or a transform changed the ops.
+  std::string timeline;
+  std::string timeline_sha256;
 };
 
 struct BundleTransform {
@@ -84,7 +89,8 @@ Bundle read_bundle(const std::string& dir);
 void write_manifest(const Bundle& b);
 // The manifest's text.
 std::string manifest_yaml(const Bundle& b);
-// Reads rank `rank`'s role trace and gives it that rank's ids (the trace's rank, each collective's rank in its group).
+// Reads rank `rank`'s role trace, with its op times linked when the role has a timeline, and gives it that rank's ids
+// (the trace's rank, each collective's rank in its group).
 Trace load_bundle_rank(const Bundle& b, int64_t rank, const ReadOptions& options = {});
 // Files whose hash differs from the manifest's, or that are missing: one line each; empty when all match.
 std::vector<std::string> check_hashes(const Bundle& b);

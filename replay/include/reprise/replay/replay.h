@@ -62,6 +62,10 @@ struct ReplayOptions {
   int threads = 0;              // intra-op threads for CPU replay; 0 = LibTorch's default
   uint64_t seed = 0;            // seed of the generated tensor data
   int64_t max_ops = 0;          // replay only the first N outermost ops of each step (0 = all): quick checks
+  // --host-time: the host time the original spent between ops (Python, autograd's bookkeeping, an optimizer's loop),
+  // re-spent as a busy wait before each op, times this: 0 none, 1 as recorded; < 0 the replay device's default
+  // (docs/replay.md, "Host time").
+  double host_time_scale = -1;
   // The original iteration times when known from elsewhere (a capture manifest); else from a linked Kineto trace.
   std::vector<double> original_iteration_seconds;
   int64_t original_peak_memory_bytes = -1;
@@ -118,6 +122,19 @@ struct OpSpan {
   double start_us = 0, dur_us = 0;
 };
 
+// What --host-time re-spent (docs/replay.md, "Host time").
+struct HostTimeReport {
+  std::string mode = "none";  // "none", "recorded" or "scale"
+  double scale = 0;           // of the recorded host time
+  // Where the op times came from: "kineto", "capture timeline", "python profiler" (KinetoInfo::producer), or
+  // "none" when no replayed op has one.
+  std::string source = "none";
+  double recorded_seconds = 0;             // host time between the replayed ops the trace shows, per iteration
+  double seconds = 0;                      // re-spent per iteration: scale x recorded_seconds
+  int64_t timed_ops = 0, untimed_ops = 0;  // replayed ops with and without their original times
+  std::string reason;                      // "given", or why the device's default is what it is
+};
+
 struct ReplayResult {
   std::string trace;  // source file
   int64_t rank = -1;  // under a launch: the launch's rank
@@ -167,6 +184,7 @@ struct ReplayResult {
   std::vector<OpSpan> timeline;  // when timeline: the spans of one per-op iteration
   std::vector<std::string> warnings;
   TimeLimit time_limit;  // the limit it ran under (seconds 0: none)
+  HostTimeReport host_time;
 };
 
 // Replays `trace` as the options say. Throws UserError for a trace it cannot replay at all (a Kineto trace without

@@ -221,6 +221,10 @@ struct GpuDevice {
 
 struct KinetoInfo {
   std::string source;
+  // What wrote it, from its top-level "reprise_timeline" key: "capture timeline" (a Reprise capture's host times),
+  // "python profiler" (reprise_capture.py on a torch without Kineto), "kineto" (a bundle's copy of Kineto's times);
+  // empty for Kineto itself. Where replay's host time comes from (docs/replay.md, "Host time").
+  std::string producer;
   std::vector<KinetoEvent> events;
   std::vector<KinetoFlow> flows;
   std::vector<GpuDevice> devices;
@@ -229,6 +233,11 @@ struct KinetoInfo {
   std::string link_method;  // how it was linked to the ET: rf_id, external_id, order, or none
   size_t linked_ops = 0, cpu_ops = 0;
 };
+
+class Trace;
+// A wait of the host on the device, which is not framework time: Kineto's cuda_sync events and the runtime's
+// synchronize calls (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, their HIP twins).
+bool is_host_sync(const Trace& t, const KinetoEvent& e);
 
 class Trace {
  public:

@@ -19,6 +19,13 @@ void write_et(const Trace& trace, const std::string& path, int gzip_level = 6);
 // The same JSON as a string (tests, small traces).
 std::string et_json(const Trace& trace);
 
+// The trace's op times (each node's ts_us/dur_us, as link_kineto fills them) and its host's waits on the device
+// (is_host_sync) as a Kineto-style Chrome trace: a cpu_op (user_annotation for annotations) per timed node carrying
+// its rf_id as "Record function id", so read_kineto links it back to the same ET by rf_id; "reprise_timeline" keeps
+// Kineto's producer. How a bundle keeps a role's host time (docs/bundle.md). Empty when no node is timed, or when
+// timed nodes share an rf_id (the link could not tell them apart).
+std::string host_timeline_json(const Trace& trace);
+
 // Writes `text` to `path` the way write_et does: whole or not at all, gzip when the name ends in .gz. Every file
 // Reprise writes (results, manifests, timelines, summaries) goes through here. Throws UserError naming the file and
 // the system's reason (a full disk, a read-only file).

@@ -1,0 +1,135 @@
+#include "host_time.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "compiler.h"
+
+namespace reprise::replay::detail {
+namespace {
+
+// The host's waits on the device, merged into disjoint intervals in time order (microseconds).
+std::vector<std::pair<double, double>> host_waits(const Trace& t) {
+  std::vector<std::pair<double, double>> w;
+  if (!t.kineto) return w;
+  for (const KinetoEvent& e : t.kineto->events)
+    if (e.dur > 0 && is_host_sync(t, e)) w.emplace_back(e.ts, e.ts + e.dur);
+  std::sort(w.begin(), w.end());
+  std::vector<std::pair<double, double>> merged;
+  for (const auto& x : w)
+    if (!merged.empty() && x.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, x.second);
+    else
+      merged.push_back(x);
+  return merged;
+}
+
+// The host time in [from, to] (microseconds): its length less the waits on the device within it.
+double host_time_between(double from, double to, const std::vector<std::pair<double, double>>& waits) {
+  if (to <= from) return 0;
+  double busy = to - from;
+  auto it = std::lower_bound(waits.begin(), waits.end(), from,
+                             [](const std::pair<double, double>& w, double x) { return w.second < x; });
+  for (; it != waits.end() && it->first < to; ++it) busy -= std::min(to, it->second) - std::max(from, it->first);
+  return std::max(0.0, busy);
+}
+
+bool timed(const Node& n) { return n.ts_us >= 0 && n.dur_us >= 0; }
+
+std::string source_of(const Trace& t) {
+  if (!t.kineto || t.kineto->producer.empty()) return "kineto";
+  return t.kineto->producer;
+}
+
+}  // namespace
+
+double default_host_time_scale(const at::Device& device, std::string& reason) {
+  if (device.is_cuda()) {
+    reason = "recorded on cuda: a launch-bound step keeps the host time between its launches";
+    return 1;
+  }
+  if (device.is_meta()) {
+    reason = "none on meta: a dry run of shapes";
+    return 0;
+  }
+  reason = "none on cpu: a LibTorch capture's gaps between ops are mostly its observer's own cost";
+  return 0;
+}
+
+double expected_host_time_scale(const Trace& t, const ReplayOptions& o) {
+  if (o.host_time_scale >= 0) return o.host_time_scale;
+  const std::string device = o.device.empty() ? trace_main_device(t) : o.device;
+  std::string reason;
+  try {
+    return default_host_time_scale(at::Device(device), reason);
+  } catch (const std::exception&) {
+    return 0;  // not a device: the replay says so
+  }
+}
+
+HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
+  HostTimeReport r;
+  if (o.host_time_scale >= 0) {
+    r.scale = o.host_time_scale;
+    r.reason = "given";
+  } else {
+    r.scale = default_host_time_scale(p.device, r.reason);
+  }
+  r.mode = r.scale == 0 ? "none" : r.scale == 1 ? "recorded" : "scale";
+
+  std::vector<uint32_t> instr_of(t.nodes.size(), kNone32);
+  for (uint32_t i = 0; i < p.instrs.size(); ++i) instr_of[p.instrs[i].node] = i;
+  const std::vector<std::pair<double, double>> waits = host_waits(t);
+  auto ns = [&r](double us) { return static_cast<int64_t>(std::llround(us * 1e3 * r.scale)); };
+
+  // Per step: the latest end of a unit so far (any thread), whether it says where the next gap begins, and the known
+  // gaps not yet given to an instruction.
+  const size_t steps = p.step_names.size();
+  std::vector<double> covered(steps, -INFINITY), pending(steps, 0);
+  std::vector<uint8_t> known(steps, 0);
+  auto marker = [&](size_t s) -> const Node* {
+    const Node* m = p.step_nodes[s] != kNone32 ? &t.nodes[p.step_nodes[s]] : nullptr;
+    return m && timed(*m) ? m : nullptr;
+  };
+  for (size_t s = 0; s < steps; ++s)
+    if (const Node* m = marker(s)) covered[s] = m->ts_us, known[s] = 1;
+  double recorded_us = 0;
+  for (const StepUnit& unit : p.units) {
+    const Node& n = t.nodes[unit.node];
+    const uint32_t in = instr_of[unit.node];
+    const size_t s = unit.step;
+    if (in != kNone32) ++(timed(n) ? r.timed_ops : r.untimed_ops);
+    if (timed(n)) {
+      if (known[s]) pending[s] += host_time_between(covered[s], n.ts_us, waits);
+      covered[s] = std::max(covered[s], n.ts_us + n.dur_us);
+      known[s] = 1;
+    } else {
+      known[s] = 0;  // where it began and ended is unknown: so are the gaps on both sides of it
+    }
+    if (in == kNone32) continue;
+    p.instrs[in].host_ns = ns(pending[s]);
+    recorded_us += pending[s];
+    pending[s] = 0;
+  }
+  for (size_t s = 0; s < steps && !p.truncated; ++s) {  // truncated: what followed the last op is not replayed
+    const Node* m = marker(s);
+    if (m && known[s]) pending[s] += host_time_between(covered[s], m->ts_us + m->dur_us, waits);
+    p.step_tail_ns[s] = ns(pending[s]);
+    recorded_us += pending[s];
+  }
+  if (r.timed_ops > 0) r.source = source_of(t);
+  r.recorded_seconds = recorded_us * 1e-6 / static_cast<double>(std::max<size_t>(steps, 1));
+  r.seconds = r.recorded_seconds * r.scale;
+  if (r.timed_ops == 0) {
+    for (Instr& in : p.instrs) in.host_ns = 0;
+    std::fill(p.step_tail_ns.begin(), p.step_tail_ns.end(), 0);
+    r.recorded_seconds = r.seconds = 0;
+    if (r.scale > 0)
+      p.warnings.push_back(
+          "host time cannot be re-spent: the trace has no op times (no Kineto trace or capture "
+          "timeline linked to it)");
+  }
+  return r;
+}
+
+}  // namespace reprise::replay::detail

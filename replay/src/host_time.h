@@ -1,0 +1,23 @@
+// --host-time (docs/replay.md, "Host time"): the host time the original spent between its ops (Python, autograd's
+// bookkeeping, an optimizer's loop), re-spent by the replay as a busy wait before each instruction.
+#pragma once
+
+#include "plan.h"
+
+namespace reprise::replay::detail {
+
+// The scale the device's default gives (0 none, 1 recorded) and why, for a plan's device and the trace's timing.
+double default_host_time_scale(const at::Device& device, std::string& reason);
+
+// The scale a replay of `t` with `o` will re-spend host time at, before its plan is compiled (the time limit needs it):
+// the options', else the default of the device the options or the trace name.
+double expected_host_time_scale(const Trace& t, const ReplayOptions& o);
+
+// Sets each instruction's host_ns and each step's tail from the trace's op times (Node::ts_us/dur_us) at the options'
+// scale, else the device's default, and returns what the results report. Re-spent: on the step's timeline, the time
+// in which no unit (Plan::units) of any thread ran, less the host's waits on the device (is_host_sync), each gap
+// before the next replayed instruction, the last one after the step's last. The time inside a unit is not: the
+// replayed op spends it itself. A gap next to a unit without times is unknown and dropped.
+HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p);
+
+}  // namespace reprise::replay::detail
