@@ -43,7 +43,7 @@ std::string source_of(const Trace& t) {
 
 }  // namespace
 
-double default_host_time_scale(const at::Device& device, std::string& reason) {
+double default_host_time_scale(const at::Device& device, const Trace& t, std::string& reason) {
   if (device.is_cuda()) {
     reason = "recorded on cuda: a launch-bound step keeps the host time between its launches";
     return 1;
@@ -52,7 +52,13 @@ double default_host_time_scale(const at::Device& device, std::string& reason) {
     reason = "none on meta: a dry run of shapes";
     return 0;
   }
-  reason = "none on cpu: a LibTorch capture's gaps between ops are mostly its observer's own cost";
+  if (t.kineto && t.kineto->producer == "python profiler") {
+    reason =
+        "recorded on cpu for a Python capture: its profiled steps ran without the observer, so the gaps are the "
+        "framework's";
+    return 1;
+  }
+  reason = "none on cpu: the gaps between ops of an observed run hold the observer's own cost";
   return 0;
 }
 
@@ -61,7 +67,7 @@ double expected_host_time_scale(const Trace& t, const ReplayOptions& o) {
   const std::string device = o.device.empty() ? trace_main_device(t) : o.device;
   std::string reason;
   try {
-    return default_host_time_scale(at::Device(device), reason);
+    return default_host_time_scale(at::Device(device), t, reason);
   } catch (const std::exception&) {
     return 0;  // not a device: the replay says so
   }
@@ -73,7 +79,7 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
     r.scale = o.host_time_scale;
     r.reason = "given";
   } else {
-    r.scale = default_host_time_scale(p.device, r.reason);
+    r.scale = default_host_time_scale(p.device, t, r.reason);
   }
   r.mode = r.scale == 0 ? "none" : r.scale == 1 ? "recorded" : "scale";
 

@@ -671,6 +671,10 @@ TEST(ReplayHostTime, RecordedRespendsTheGapsBetweenOpsOnly) {
   // The host's wait on the device is not framework time.
   EXPECT_EQ(planned_host_ns(trace_with_host_gaps(true, true), 1, &h), 19'000'000);
   EXPECT_EQ(h.source, "python profiler");
+  EXPECT_EQ(planned_host_ns(trace_with_host_gaps(true, true), -1, &h), 19'000'000)
+      << "the Python helper's profiled steps ran without the observer: recorded is their default on the cpu too";
+  EXPECT_EQ(h.mode, "recorded");
+  EXPECT_NE(h.reason.find("Python"), std::string::npos) << h.reason;
 
   // An op without times: the gaps on both sides of it are unknown and dropped.
   Trace partial = trace_with_host_gaps();

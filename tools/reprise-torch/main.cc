@@ -186,8 +186,8 @@ po::options_description replay_options(reprise::replay::LaunchOptions& job, Repl
       "max-ops", po::value(&o.max_ops)->default_value(0), "replay only the first N ops of each step (0: all)")(
       "host-time", po::value(&n.host_time),
       "none, recorded or SCALE: re-spend the host time the original spent between ops (Python, autograd, the "
-      "optimizer's loop) as a busy wait before each op, times SCALE; default: none on cpu, recorded on cuda "
-      "(docs/replay.md)")(
+      "optimizer's loop) as a busy wait before each op, times SCALE; default: recorded on cuda and for a Python "
+      "capture's profiled steps, else none (docs/replay.md)")(
       "timeout", po::value(&n.timeout),
       "end every rank after this many seconds (0: never); default under mpirun/srun: derived from the trace "
       "(docs/replay.md), none for a single process")("quiet,q", "no progress lines or warnings")(
