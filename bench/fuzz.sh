@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The long fuzz run: every libFuzzer target of the sanitizer build (ASan + UBSan, build-asan/, `./run test` makes it)
-# for a share of the total time. CI runs each for 20 s; this is the hour that finds what 20 s does not.
+# The long fuzz run: every libFuzzer target of the fuzz build (ASan + UBSan with all of Reprise coverage-instrumented,
+# build-fuzz/, `./run bench fuzz` makes it and runs this) for a share of the total time. CI runs each for 20 s in
+# build-asan/, where only the targets' own files are instrumented; this is the hour that finds what 20 s does not.
 # Seeds are read from tests/fuzz/corpus/NAME (never written); what the run learns goes to bench/out/fuzz/corpus/NAME
 # (git-ignored, kept for the next run), a crash input to bench/out/fuzz/crashes/NAME-*, the fuzzer's own output to
 # bench/out/fuzz/NAME.log. A crash input worth keeping is minimised and copied into tests/fuzz/corpus by hand.
 # Writes bench/out/fuzz.md (a table) and bench/out/fuzz.json.
-# Usage: bench/fuzz.sh [--total SECONDS (3600)] [--jobs N (1)] [--bin DIR (build-asan/bin)] [NAME[:SECONDS]...]
+# Usage: bench/fuzz.sh [--total SECONDS (3600)] [--jobs N (1)] [--bin DIR (build-fuzz/bin)] [NAME[:SECONDS]...]
 #   NAME is fuzz_replay or replay; a target given SECONDS gets them, the others share what is left of --total.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-TOTAL=3600 JOBS=1 BIN=build-asan/bin
+TOTAL=3600 JOBS=1 BIN=build-fuzz/bin
 targets=()
 declare -A fixed=()
 while (($#)); do
@@ -18,7 +19,7 @@ while (($#)); do
     --total) TOTAL=$2; shift 2 ;;
     --jobs) JOBS=$2; shift 2 ;;
     --bin) BIN=$2; shift 2 ;;
-    -h|--help) sed -n 2,9p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n 2,10p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "bench/fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *)
       t=fuzz_${1#fuzz_}
@@ -37,7 +38,7 @@ if ((${#targets[@]} == 0)); then
     [[ -x $f && $f != *_smoke ]] && targets+=("$(basename "$f")")
   done
 fi
-((${#targets[@]})) || { echo "bench/fuzz.sh: no libFuzzer targets in $BIN (build with ./run test first)" >&2; exit 2; }
+((${#targets[@]})) || { echo "bench/fuzz.sh: no libFuzzer targets in $BIN (./run bench fuzz builds them)" >&2; exit 2; }
 for t in "${targets[@]}"; do
   [ -x "$BIN/$t" ] || { echo "bench/fuzz.sh: no $BIN/$t" >&2; exit 2; }
 done
