@@ -30,3 +30,10 @@ cp bench/out/fidelity_cuda*.md "$OUT/" 2>/dev/null
 bench/capture.sh --bin $B --device cuda 2>"$OUT/capture_overhead.err" | tail -5
 PYTHON=python3 bench/capture.sh --bin $B 2>>"$OUT/capture_overhead.err" | tail -16
 cp bench/out/capture_overhead_*.md "$OUT/" 2>/dev/null
+# Compute on two streams (issue 12): capture a PyTorch program that overlaps two branches, replay it on the GPU;
+# the results must say compute_streams >= 2 with cross-stream waits. Then the test binaries' exit status (the crash
+# at exit on torch 2.x: a non-zero status after every test passed).
+python3 capture/python/examples/two_streams.py "$OUT/two_streams" >"$OUT/two_streams.txt" 2>&1 &&
+  $B/reprise replay "$OUT/two_streams" -q --out "$OUT/two_streams_replay.json" >>"$OUT/two_streams.txt" 2>&1
+echo "== two streams: $(python3 -c "import json; r=json.load(open('$OUT/two_streams_replay.json')); print('compute_streams', r.get('compute_streams'), 'coverage', r['coverage'], 'replay/original', r.get('replay_over_original'))" 2>&1)"
+for t in replay_tests capture_tests; do $B/$t >/dev/null 2>&1; echo "== $t exit status $?"; done

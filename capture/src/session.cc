@@ -46,10 +46,14 @@ c10::IValue int_list(const std::vector<int64_t>& v) {
 }
 
 // The positional layout PyTorch writes: [tensors, seq, (pg_name, pg_desc), rank, name, in_splits, out_splits,
-// global_rank_start, global_rank_stride, pg_size]
+// global_rank_start, global_rank_stride, pg_size]. PyTorch 2.x writes seq as (seq, isP2P); point-to-point
+// operations (send, recv and the records of their batches) are written that way, so that their seq reads back as
+// the p2p counter it is, and collectives as a plain int, as before.
 std::vector<c10::IValue> comms_inputs(const Collective& c, const std::vector<at::Tensor>& tensors) {
+  c10::IValue seq =
+      c.p2p ? c10::IValue(c10::ivalue::Tuple::create({c10::IValue(c.seq), c10::IValue(true)})) : c10::IValue(c.seq);
   return {tensor_list(tensors),
-          c10::IValue(c.seq),
+          seq,
           c10::IValue(c10::ivalue::Tuple::create({c10::IValue(c.pg_name), c10::IValue(c.pg_desc)})),
           c10::IValue(c.rank),
           c10::IValue(c.raw_name),

@@ -78,24 +78,63 @@ class SelfComm : public Communicator {
   std::vector<Pending> sends_, recvs_;
 };
 
+// The tasks on node `node` of a step from Slurm's compressed per-node counts: "2(x3),1" is 2 tasks on each of
+// nodes 0-2 and 1 on node 3. 0 when the text is not in that form or has no such node.
+int tasks_on_node(const char* counts, int node) {
+  constexpr long kMaxCount = 1 << 24;  // far beyond any machine, and no overflow when adding node counts
+  int found = 0;
+  long first = 0;  // the first node of the current item
+  const char* p = counts;
+  do {
+    char* end = nullptr;
+    const long tasks = std::strtol(p, &end, 10);
+    if (end == p || tasks <= 0 || tasks > kMaxCount) return 0;
+    long repeat = 1;
+    if (*end == '(') {
+      if (end[1] != 'x') return 0;
+      const char* r = end + 2;
+      repeat = std::strtol(r, &end, 10);
+      if (end == r || repeat <= 0 || repeat > kMaxCount || *end != ')') return 0;
+      ++end;
+    }
+    if (*end && (*end != ',' || !end[1])) return 0;
+    if (node >= first && node < first + repeat) found = static_cast<int>(tasks);
+    first += repeat;
+    p = end + (*end ? 1 : 0);
+  } while (*p);
+  return found;
+}
+
 }  // namespace
 
 Launch detect_launch() {
   Launch l;
+  l.slurm_job = std::getenv("SLURM_JOB_ID") != nullptr;
   if (std::getenv("OMPI_COMM_WORLD_SIZE")) {
+    // Before Slurm's variables: mpirun inside an allocation starts its daemons as a step of their own.
     l.launcher = "mpirun";
     l.mpi = true;
     l.rank = env_int("OMPI_COMM_WORLD_RANK", 0);
     l.size = env_int("OMPI_COMM_WORLD_SIZE", 1);
     l.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
     l.local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
-  } else if (std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK") || std::getenv("SLURM_NTASKS")) {
-    l.launcher = std::getenv("SLURM_NTASKS") ? "srun" : "mpirun";
+  } else if (std::getenv("SLURM_STEP_NUM_TASKS") && std::getenv("SLURM_PROCID")) {
+    // A task of a step: only srun sets the step's variables (an sbatch script or salloc shell has SLURM_PROCID=0
+    // and the job's SLURM_NTASKS, and is one process).
+    l.launcher = "srun";
     l.mpi = true;
-    l.rank = env_int("PMI_RANK", env_int("PMIX_RANK", env_int("SLURM_PROCID", 0)));
-    l.size = env_int("PMI_SIZE", env_int("SLURM_NTASKS", 1));
-    l.local_rank = env_int("MPI_LOCALRANKID", env_int("SLURM_LOCALID", 0));
-    l.local_size = env_int("MPI_LOCALNRANKS", env_int("SLURM_NTASKS_PER_NODE", 1));
+    l.rank = env_int("SLURM_PROCID", 0);
+    l.size = env_int("SLURM_STEP_NUM_TASKS", 1);
+    l.local_rank = env_int("SLURM_LOCALID", 0);
+    const char* counts = std::getenv("SLURM_STEP_TASKS_PER_NODE");
+    l.local_size = std::max(1, counts ? tasks_on_node(counts, env_int("SLURM_NODEID", 0)) : 1);
+  } else if (std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK")) {
+    l.launcher = "mpirun";  // MPICH's Hydra (PMI), PRRTE (PMIx)
+    l.mpi = true;
+    l.rank = env_int("PMI_RANK", env_int("PMIX_RANK", 0));
+    l.size = env_int("PMI_SIZE", 1);
+    l.local_rank = env_int("MPI_LOCALRANKID", 0);
+    l.local_size = env_int("MPI_LOCALNRANKS", 1);
   } else if (std::getenv("WORLD_SIZE") && std::getenv("RANK")) {
     l.launcher = "torchrun";
     l.rank = env_int("RANK", 0);
@@ -105,6 +144,14 @@ Launch detect_launch() {
   }
   return l;
 }
+
+std::string launch_command(const Launch& launch, const std::string& ranks) {
+  if (launch.launcher == "srun" || (launch.launcher == "single" && launch.slurm_job)) return "srun -n " + ranks;
+  if (launch.launcher == "torchrun") return "torchrun --nproc-per-node " + ranks + " --no-python";
+  return "mpirun -np " + ranks;
+}
+
+std::string launch_command(const Launch& launch, int ranks) { return launch_command(launch, std::to_string(ranks)); }
 
 std::unique_ptr<Communicator> make_self() { return std::make_unique<SelfComm>(); }
 

@@ -228,6 +228,7 @@ Trace load_bundle_rank(const Bundle& b, int64_t rank, const ReadOptions& options
   if (!role.timeline.empty()) read_kineto((fs::path(b.dir) / role.timeline).string(), t, options);
   t.rank = rank;
   for (Collective& c : t.collectives) {
+    if (c.is_send_recv()) continue;  // its rank argument is the peer's, kept in the role's text
     c.rank = rank;
     for (const ProcessGroup& g : t.process_groups)
       if (g.name == c.pg_name && !g.ranks.empty()) {

@@ -166,6 +166,7 @@ void check_out(const GenerateOptions& o) {
 std::string text_without_rank_ids(Trace& t) {
   std::vector<std::pair<uint32_t, int64_t>> saved;
   for (const Collective& c : t.collectives) {
+    if (c.is_send_recv()) continue;  // a peer: ranks that send to different peers are different roles
     const Node& n = t.nodes[c.node];
     for (uint32_t k = 1; k < n.num_inputs; ++k)
       if (t.values[n.inputs + k].kind == ValueKind::String) {

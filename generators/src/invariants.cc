@@ -37,7 +37,7 @@ std::string group_text(const std::vector<int64_t>& ranks) {
 std::map<std::vector<int64_t>, std::vector<const Collective*>> by_group(const Trace& t, int world) {
   std::map<std::vector<int64_t>, std::vector<const Collective*>> out;
   for (const Collective& c : t.collectives)
-    if (!c.is_wait && !c.p2p) out[group_members(t, c, world)].push_back(&c);
+    if (!c.is_wait && !c.p2p && c.name != "coalesced") out[group_members(t, c, world)].push_back(&c);
   return out;
 }
 

@@ -1,12 +1,20 @@
 #include "yaml_check.h"
 
+#include <yaml-cpp/eventhandler.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+#include <string_view>
 
 #include "reprise/common/error.h"
+#include "reprise/common/utf8.h"
 
 namespace reprise::gen {
 namespace {
@@ -27,26 +35,92 @@ bool parse_int(const std::string& s, int64_t& v) {
   return true;
 }
 
-}  // namespace
+// "FILE:LINE:COL" of byte `offset` of `text` (1-based; columns count bytes and lines end at '\n', as yaml-cpp's marks).
+std::string place(const std::string& path, std::string_view text, size_t offset) {
+  const size_t line = static_cast<size_t>(std::count(text.begin(), text.begin() + offset, '\n'));
+  const size_t nl = offset == 0 ? std::string_view::npos : text.rfind('\n', offset - 1);
+  const size_t column = nl == std::string_view::npos ? offset : offset - nl - 1;
+  return path + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1);
+}
 
-YamlFile::YamlFile(std::string path) : path_(std::move(path)) {
+std::string hex_byte(unsigned char c) {
+  const char* digits = "0123456789ABCDEF";
+  return std::string("0x") + digits[c >> 4] + digits[c & 15];
+}
+
+// yaml-cpp 0.7 reads the escapes \N and \_ of a double-quoted scalar as the single bytes 0x85 and 0xA0, not as
+// U+0085 and U+00A0 in UTF-8; its emitter then writes such a byte as U+FFFD, so a name would not read back as
+// written. Offset of the first of them in the double-quoted scalar opening at `open`, or npos.
+size_t byte_escape(std::string_view text, size_t open) {
+  if (open >= text.size() || text[open] != '"') return std::string_view::npos;
+  for (size_t i = open + 1; i + 1 < text.size() && text[i] != '"'; ++i) {
+    if (text[i] != '\\') continue;
+    if (text[i + 1] == 'N' || text[i + 1] == '_') return i;
+    ++i;  // the escaped character, which may be a quote
+  }
+  return std::string_view::npos;
+}
+
+// The mark of the first scalar that is not UTF-8, from the parser's events: each scalar once, where it is written
+// (walking the loaded nodes would follow aliases).
+class FirstNonUtf8Scalar : public YAML::EventHandler {
+ public:
+  std::optional<YAML::Mark> mark;
+
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string& value) override {
+    if (!mark && first_invalid_utf8(value.data(), value.size()) < value.size()) mark = m;
+  }
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// Parses `text`, which must be UTF-8 and must stay UTF-8 once read: yaml-cpp keeps a byte that is not UTF-8 as it
+// is and its emitter writes it as U+FFFD, so a file with one would not read back as written (fuzz_cluster found
+// both). Every problem is UserError("FILE:LINE:COL: ...").
+YAML::Node load_utf8(const std::string& path, const std::string& text) {
+  std::string_view body = text;  // yaml-cpp's marks start after a byte-order mark
+  if (body.substr(0, 3) == "\xEF\xBB\xBF") body.remove_prefix(3);
+  if (const size_t bad = first_invalid_utf8(body.data(), body.size()); bad < body.size())
+    throw UserError(place(path, body, bad) + ": the byte " + hex_byte(static_cast<unsigned char>(body[bad])) +
+                    " is not UTF-8 (YAML files are read as UTF-8)");
   try {
-    root_ = YAML::LoadFile(path_);
-  } catch (const YAML::BadFile&) {
-    throw UserError(path_ + ": cannot read");
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    FirstNonUtf8Scalar check;
+    parser.HandleNextDocument(check);  // the document YAML::Load reads
+    if (check.mark) {
+      const size_t escape = byte_escape(body, static_cast<size_t>(check.mark->pos));
+      if (escape == std::string_view::npos)
+        throw UserError(place(path, body, static_cast<size_t>(check.mark->pos)) + ": a string that is not UTF-8");
+      const bool nel = body[escape + 1] == 'N';
+      throw UserError(place(path, body, escape) + ": the escape \\" + body[escape + 1] + " is read as the byte " +
+                      (nel ? "0x85" : "0xA0") + ", which is not UTF-8; write " + (nel ? "\\u0085" : "\\u00A0") +
+                      " instead");
+    }
+    return YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw UserError(path_ + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " +
+    throw UserError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " +
                     e.msg);
   }
 }
 
+}  // namespace
+
+YamlFile::YamlFile(std::string path) : path_(std::move(path)) {
+  std::ifstream in(path_, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.is_open() || in.bad()) throw UserError(path_ + ": cannot read");
+  root_ = load_utf8(path_, text);
+}
+
 YamlFile::YamlFile(std::string name, const std::string& text) : path_(std::move(name)) {
-  try {
-    root_ = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw UserError(path_ + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " +
-                    e.msg);
-  }
+  root_ = load_utf8(path_, text);
 }
 
 std::string YamlFile::where(const YAML::Node& n) const {

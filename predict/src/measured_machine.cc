@@ -65,6 +65,7 @@ Cluster measured_cluster(const Calibration& c, const std::string& name, int64_t 
   }
   k.levels.push_back(l);
   k.launch["mpirun"] = "mpirun -np {ranks} {reprise} replay {bundle}";
+  k.launch["srun"] = "srun -n {ranks} --mpi=pmix {reprise} replay {bundle}";  // Slurm's PMIx: docs/distributed.md
   return k;
 }
 

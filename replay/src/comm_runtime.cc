@@ -28,6 +28,11 @@ std::vector<int> parse_ranks(const std::string& s) {
 
 // What the members of a group must agree on for one collective, in words. all_to_allv's counts differ per rank by
 // design: only its kind and dtype are compared.
+// What the two ends of a send and its receive must agree on.
+std::string describe_p2p(const CommSpec& s) {
+  return std::to_string(s.args.count) + " " + comms::dtype_name(s.args.dtype) + " elements";
+}
+
 std::string describe(const CommSpec& s) {
   const comms::Descriptor& d = comms::describe(s.args.kind);
   std::string out = std::string(d.name) + " of " + comms::dtype_name(s.args.dtype);
@@ -58,8 +63,8 @@ struct CommRuntime::GroupLog {
 // corrupt each other's buffers (MPI aborts on a size mismatch). A digest per group is exchanged first; only when a
 // group's members disagree do they exchange per-collective hashes to find the first mismatch, then its description.
 // Every rank reaches the same verdict from the same data, so every rank throws the same AgreedFailure. Returns the
-// groups (by global ranks) any rank uses, in one order. Point-to-point operations (send/recv, issue 12) are to be
-// checked per pair of peers here, beside the per-group check.
+// groups (by global ranks) any rank uses, in one order. Point-to-point operations are checked per pair instead
+// (check_p2p_pairs): the two ends of a pair issue different operations.
 std::vector<std::vector<int>> CommRuntime::check_collectives_agree(const Trace& trace) {
   const int W = world_.size(), me = world_.rank();
   std::string local_error;
@@ -75,7 +80,7 @@ std::vector<std::vector<int>> CommRuntime::check_collectives_agree(const Trace& 
   std::vector<GroupLog> logs(plan_.comm_groups.size());
   for (uint32_t k = 0; k < plan_.comms.size(); ++k) {
     const CommSpec& s = plan_.comms[k];
-    if (s.is_wait) continue;
+    if (s.is_wait || s.marker || s.p2p) continue;  // p2p: checked per pair (check_p2p_pairs)
     GroupLog& l = logs[s.comm_group];
     l.specs.push_back(k);
     l.hashes.push_back(fnv1a(describe(s)));
@@ -165,6 +170,103 @@ void CommRuntime::report_mismatch(const Trace& trace, const std::vector<int>& ra
                       " issues " + said(b) + ": the traces do not belong to one run");
 }
 
+// What rank `from` sends to rank `to` on one group must be what `to` receives from `from`, in order, count and
+// dtype, or the pipeline hangs (a receive nobody sends) or MPI aborts (a size mismatch). Each rank tells the others
+// a count and a digest per (group, peer, direction); a pair that disagrees is then compared operation by operation
+// and every rank ends with the same line naming the first difference.
+void CommRuntime::check_p2p_pairs(const Trace& trace) {
+  const int W = world_.size();
+  struct Way {
+    std::vector<uint32_t> specs;
+    uint64_t digest = fnv1a("");
+  };
+  // ('s' or 'r', group, peer) -> this rank's sends to the peer or receives from it, in issue order
+  std::map<std::tuple<char, std::string, int>, Way> ways;
+  for (uint32_t k = 0; k < plan_.comms.size(); ++k) {
+    const CommSpec& s = plan_.comms[k];
+    if (!s.p2p) continue;
+    const char dir = s.args.kind == comms::Kind::Send ? 's' : 'r';
+    Way& w = ways[{dir, ranks_text(plan_.comm_groups[s.comm_group].ranks), s.peer}];
+    w.specs.push_back(k);
+    w.digest = fnv1a(describe_p2p(s) + "\n", w.digest);
+  }
+  std::string mine;
+  for (const auto& [key, w] : ways)
+    mine += std::get<0>(key) + std::get<1>(key) + "|" + std::to_string(std::get<2>(key)) + "|" +
+            std::to_string(w.specs.size()) + ":" + std::to_string(w.digest) + ";";
+  std::vector<std::string> all = world_.exchange(mine);
+  // (group, from, to) -> what `from` says it sends, what `to` says it receives
+  std::map<std::tuple<std::string, int, int>, std::pair<std::string, std::string>> pairs;
+  for (int r = 0; r < W; ++r) {
+    std::istringstream in(all[static_cast<size_t>(r)]);
+    std::string e;
+    while (std::getline(in, e, ';')) {
+      const size_t bar1 = e.find('|'), bar2 = bar1 == std::string::npos ? bar1 : e.find('|', bar1 + 1);
+      if (bar2 == std::string::npos) continue;
+      const std::string group = e.substr(1, bar1 - 1);
+      const int peer = std::stoi(e.substr(bar1 + 1, bar2 - bar1 - 1));
+      if (e[0] == 's')
+        pairs[{group, r, peer}].first = e.substr(bar2 + 1);
+      else
+        pairs[{group, peer, r}].second = e.substr(bar2 + 1);
+    }
+  }
+  const std::string nothing = "0:" + std::to_string(fnv1a(""));
+  for (const auto& [key, said] : pairs) {
+    if ((said.first.empty() ? nothing : said.first) == (said.second.empty() ? nothing : said.second)) continue;
+    const auto& [group, from, to] = key;
+    const int me = world_.rank();
+    std::vector<uint32_t> specs;  // this rank's side of the pair
+    if (me == from || me == to) {
+      auto it = ways.find({me == from ? 's' : 'r', group, me == from ? to : from});
+      if (it != ways.end()) specs = it->second.specs;
+    }
+    report_p2p_mismatch(trace, group, from, to, specs);
+  }
+}
+
+// Rank `from`'s sends to `to` on `group` and `to`'s receives from `from` differ: find the first operation where they
+// do and end every rank naming it. `specs` is this rank's side (empty off the pair).
+void CommRuntime::report_p2p_mismatch(const Trace& trace, const std::string& group, int from, int to,
+                                      const std::vector<uint32_t>& specs) {
+  std::string hashes;
+  for (uint32_t k : specs) {
+    const uint64_t h = fnv1a(describe_p2p(plan_.comms[k]));
+    hashes.append(reinterpret_cast<const char*>(&h), sizeof h);
+  }
+  std::vector<std::string> all = world_.exchange(hashes);
+  const std::string& a = all[static_cast<size_t>(from)];
+  const std::string& b = all[static_cast<size_t>(to)];
+  size_t k = 0;
+  while (k * 8 < std::min(a.size(), b.size()) && a.compare(k * 8, 8, b, k * 8, 8) == 0) ++k;
+  std::string what;  // this rank's operation k, or what it has instead
+  const int me = world_.rank();
+  if (me == from || me == to) {
+    const std::string verb = me == from ? "sends " : "receives ";
+    if (k < specs.size()) {
+      const CommSpec& s = plan_.comms[specs[k]];
+      what = "+" + verb + describe_p2p(s) + " (node " + std::to_string(trace.nodes[s.node].id) + " of " + trace.source +
+             ")";
+    } else {
+      what = "-" + verb + "nothing to match it (its " + std::to_string(specs.size()) + " " +
+             (me == from ? "send(s) to rank " + std::to_string(to) : "receive(s) from rank " + std::to_string(from)) +
+             " on the group end there, in " + trace.source + ")";
+    }
+  }
+  all = world_.exchange(what);
+  // '-': that side has no operation k
+  const bool no_send = all[static_cast<size_t>(from)].substr(0, 1) == "-";
+  const bool missing = no_send || all[static_cast<size_t>(to)].substr(0, 1) == "-";
+  const std::string sent = all[static_cast<size_t>(from)].substr(1), received = all[static_cast<size_t>(to)].substr(1);
+  const bool receive_first = no_send;
+  const std::string head = "point-to-point from rank " + std::to_string(from) + " to rank " + std::to_string(to) +
+                           " on group [" + group + "], operation " + std::to_string(k) + ": ";
+  const std::string body =
+      receive_first ? "rank " + std::to_string(to) + " " + received + ", but rank " + std::to_string(from) + " " + sent
+                    : "rank " + std::to_string(from) + " " + sent + ", but rank " + std::to_string(to) + " " + received;
+  throw AgreedFailure(head + body + (missing ? ": the pipeline would hang" : ": the traces do not belong to one run"));
+}
+
 CommRuntime::CommRuntime(const Trace& trace, Plan& plan, comms::Communicator& world, at::Device device)
     : plan_(plan), world_(world), device_(device) {
   const int W = world.size();
@@ -172,6 +274,7 @@ CommRuntime::CommRuntime(const Trace& trace, Plan& plan, comms::Communicator& wo
     throw UserError(
         "a torchrun-style launch replays collectives on GPUs only (NCCL); on CPUs launch with mpirun or srun");
   const std::vector<std::vector<int>> groups = check_collectives_agree(trace);
+  check_p2p_pairs(trace);
 
   comms::Communicator* base = &world_;
   if (device_.is_cuda()) {
@@ -246,22 +349,41 @@ void CommRuntime::give(at::Tensor t) {
   if (t.defined()) pool_.emplace(t.numel(), std::move(t));
 }
 
+uint32_t CommRuntime::lead(uint32_t spec) const {
+  const int32_t b = plan_.comms[spec].batch;
+  return b >= 0 ? static_cast<uint32_t>(b) : spec;
+}
+
+// The call's arguments with buffers from the pool, kept in `f` until it completes.
+comms::Args CommRuntime::with_buffers(const CommSpec& s, Flight& f) {
+  const size_t es = comms::dtype_size(s.args.dtype);
+  const bool in_place = s.args.kind == comms::Kind::AllReduce || s.args.kind == comms::Kind::Broadcast;
+  comms::Args a = s.args;
+  if (s.in_elems > 0 || !s.p2p) {
+    f.bufs.push_back(take(static_cast<int64_t>(s.in_elems * es)));
+    a.in = f.bufs.back().data_ptr();
+  }
+  if (in_place) {
+    a.out = const_cast<void*>(a.in);
+  } else if (s.out_elems > 0 || !s.p2p) {
+    f.bufs.push_back(take(static_cast<int64_t>(s.out_elems * es)));
+    a.out = f.bufs.back().data_ptr();
+  }
+  return a;
+}
+
 void CommRuntime::run(uint32_t spec) {
   const CommSpec& s = plan_.comms[spec];
   if (s.is_wait) {
-    if (s.waits_for >= 0 && flights_[static_cast<size_t>(s.waits_for)].req)
-      complete(static_cast<uint32_t>(s.waits_for));
+    if (s.waits_for >= 0) complete(lead(static_cast<uint32_t>(s.waits_for)));
     return;
   }
+  if (s.marker || lead(spec) != spec) return;  // a batch is issued at its first member
   comms::Communicator* c = group_comms_[s.comm_group];
-  size_t es = comms::dtype_size(s.args.dtype);
   Flight& f = flights_[spec];
-  bool in_place = s.args.kind == comms::Kind::AllReduce || s.args.kind == comms::Kind::Broadcast;
-  f.in = take(static_cast<int64_t>(s.in_elems * es));
-  f.out = in_place ? at::Tensor() : take(static_cast<int64_t>(s.out_elems * es));
-  comms::Args a = s.args;
-  a.in = f.in.data_ptr();
-  a.out = in_place ? f.in.data_ptr() : f.out.data_ptr();
+  const uint32_t n = s.batch >= 0 ? s.batch_size : 1;
+  std::vector<comms::Args> ops;
+  for (uint32_t k = spec; k < spec + n; ++k) ops.push_back(with_buffers(plan_.comms[k], f));
 #ifdef REPRISE_TORCH_CUDA
   if (comm_stream_) {
     // The collective starts after everything the compute stream has queued so far (its producers included).
@@ -269,10 +391,10 @@ void CommRuntime::run(uint32_t spec) {
     at::cuda::CUDAEvent ready;
     ready.record(c10::cuda::getCurrentCUDAStream(device_.index()));
     ready.block(cs);
-    a.stream = cs.stream();
+    for (comms::Args& a : ops) a.stream = cs.stream();
   }
 #endif
-  f.req = c->start(a);
+  f.req = n == 1 ? c->start(ops.front()) : c->start_group(ops);
   if (!s.async) complete(spec);
 }
 
@@ -284,22 +406,27 @@ void CommRuntime::complete(uint32_t spec) {
     // The consumer's stream waits for the collective; the host does not.
     f.req->wait_on(c10::cuda::getCurrentCUDAStream(device_.index()).stream());
     done_.emplace_back(spec, std::move(f.req));
-    give(std::move(f.in));
-    give(std::move(f.out));
+    for (at::Tensor& b : f.bufs) give(std::move(b));
+    f.bufs.clear();
     return;
   }
 #endif
   f.req->wait();
   collect(spec, *f.req);
   f.req.reset();
-  give(std::move(f.in));
-  give(std::move(f.out));
+  for (at::Tensor& b : f.bufs) give(std::move(b));
+  f.bufs.clear();
 }
 
+// A batch's time is each member's: they ran together.
 void CommRuntime::collect(uint32_t spec, comms::Request& r) {
-  double t = r.seconds();
-  if (t >= 0) seconds_[spec] += t;
-  ++calls_[spec];
+  const CommSpec& s = plan_.comms[spec];
+  const uint32_t n = s.batch >= 0 ? s.batch_size : 1;
+  const double t = r.seconds();
+  for (uint32_t k = spec; k < spec + n; ++k) {
+    if (t >= 0) seconds_[k] += t;
+    ++calls_[k];
+  }
 }
 
 void CommRuntime::end_step() {
@@ -318,13 +445,14 @@ void CommRuntime::reset_stats() {
 }
 
 std::vector<CollectiveTiming> CommRuntime::timings(int iterations) const {
-  std::map<std::tuple<std::string, std::string, std::string, int64_t>, CollectiveTiming> by;
+  std::map<std::tuple<std::string, std::string, int, std::string, int64_t>, CollectiveTiming> by;
   for (size_t k = 0; k < plan_.comms.size(); ++k) {
     const CommSpec& s = plan_.comms[k];
-    if (s.is_wait || calls_[k] == 0) continue;
+    if (s.is_wait || s.marker || calls_[k] == 0) continue;
     const CommGroup& g = plan_.comm_groups[s.comm_group];
-    CollectiveTiming& t = by[{s.label, g.name, comms::dtype_name(s.args.dtype), s.bytes}];
+    CollectiveTiming& t = by[{s.label, g.name, s.peer, comms::dtype_name(s.args.dtype), s.bytes}];
     t.name = s.label;
+    t.peer = s.peer;
     t.group = g.name;
     t.dtype = comms::dtype_name(s.args.dtype);
     t.bytes = s.bytes;

@@ -36,13 +36,18 @@ class CommRuntime {
  private:
   struct Flight {
     std::unique_ptr<comms::Request> req;
-    at::Tensor in, out;
+    std::vector<at::Tensor> bufs;  // every member's send and receive buffers, back to the pool at completion
   };
   struct GroupLog;
   std::vector<std::vector<int>> check_collectives_agree(const Trace& trace);
   [[noreturn]] void report_mismatch(const Trace& trace, const std::vector<int>& ranks,
                                     const std::vector<GroupLog>& logs);
+  void check_p2p_pairs(const Trace& trace);
+  [[noreturn]] void report_p2p_mismatch(const Trace& trace, const std::string& group, int from, int to,
+                                        const std::vector<uint32_t>& specs);
   void complete(uint32_t spec);
+  uint32_t lead(uint32_t spec) const;  // the CommSpec that issues `spec` (its batch's first member)
+  comms::Args with_buffers(const CommSpec& s, Flight& f);
   at::Tensor take(int64_t bytes);
   void give(at::Tensor t);
   void collect(uint32_t spec, comms::Request& r);

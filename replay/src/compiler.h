@@ -89,6 +89,8 @@ class Compiler {
   void compile_comm(uint32_t node, uint16_t step);
   bool plan_collective(const Collective& c, CommSpec& s, std::string& why);
   void plan_wait(const Collective& c, CommSpec& s);
+  bool plan_p2p(const Collective& c, CommSpec& s, std::string& why);
+  void batch_p2p();
   uint32_t comm_group_of(const Collective& c);
   int64_t gpu_stream_of(uint32_t node) const;
 

@@ -8,7 +8,12 @@ namespace reprise::replay::detail {
 Executor::Executor(const Trace& trace, Plan& plan, std::vector<at::Tensor> inputs)
     : trace_(trace), plan_(plan), inputs_(std::move(inputs)), slots_(plan.num_slots) {
   stack_.reserve(plan.max_stack + 4);
+#ifdef REPRISE_TORCH_CUDA
+  if (plan.device.is_cuda() && plan.streams.size() > 1) streams_ = std::make_unique<StreamSet>(plan);
+#endif
 }
+
+Executor::~Executor() = default;
 
 inline at::Tensor Executor::fetch(const TensorRef& r) {
   if (r.kind == TensorRef::Input) return inputs_[r.index];
@@ -26,6 +31,18 @@ inline at::Tensor Executor::fetch(const TensorRef& r) {
 }
 
 inline void Executor::exec(Instr& in) {
+#ifdef REPRISE_TORCH_CUDA
+  if (streams_) {
+    streams_->before(in);
+    exec_on_stream(in);
+    streams_->after(in, slots_);
+    return;
+  }
+#endif
+  exec_on_stream(in);
+}
+
+inline void Executor::exec_on_stream(Instr& in) {
   if (in.comm >= 0) {
     comm_->run(static_cast<uint32_t>(in.comm));
     return;
@@ -164,7 +181,7 @@ void Executor::run_step(size_t s) {
     exec(in[i]);
   }
   respend_host_time(plan_.step_tail_ns[s]);
-  if (comm_) comm_->end_step();
+  end_step();
 }
 
 void Executor::run_step_reporting(size_t s, const std::function<void(uint32_t)>& report) {
@@ -180,7 +197,7 @@ void Executor::run_step_reporting(size_t s, const std::function<void(uint32_t)>&
     next = now + kInterval;
   }
   respend_host_time(plan_.step_tail_ns[s]);
-  if (comm_) comm_->end_step();
+  end_step();
 }
 
 void Executor::run_step_per_op(size_t s, std::vector<OpSpan>& spans, double origin) {
@@ -192,10 +209,17 @@ void Executor::run_step_per_op(size_t s, std::vector<OpSpan>& spans, double orig
     double t1 = now_seconds();
     spans.push_back({in[i].node, (t0 - origin) * 1e6, (t1 - t0) * 1e6});
   }
-  if (comm_) comm_->end_step();
+  end_step();
 }
 
 void Executor::run_instr(uint32_t i) { exec(plan_.instrs[i]); }
+
+void Executor::end_step() {
+  if (comm_) comm_->end_step();
+#ifdef REPRISE_TORCH_CUDA
+  if (streams_) streams_->join();
+#endif
+}
 
 void Executor::end_iteration() {
   for (at::Tensor& t : slots_) t.reset();

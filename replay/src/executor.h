@@ -8,6 +8,7 @@
 
 #include "comm_runtime.h"
 #include "plan.h"
+#include "stream_set.h"
 
 namespace reprise::replay::detail {
 
@@ -15,6 +16,7 @@ class Executor {
  public:
   // `inputs`: the plan's input tensors (create_input_tensors).
   Executor(const Trace& trace, Plan& plan, std::vector<at::Tensor> inputs);
+  ~Executor();
 
   // Runs the instructions of step `s`, each after the host time it re-spends (--host-time). An op that throws is marked
   // failed (with the reason) and its recorded outputs are bound to tensors made from the trace's metadata, so its
@@ -41,6 +43,8 @@ class Executor {
 
  private:
   void exec(Instr& in);
+  void exec_on_stream(Instr& in);
+  void end_step();
   void fail(Instr& in, const char* what);
   void bind_fallbacks(const Instr& in);
   at::Tensor fetch(const TensorRef& r);
@@ -52,6 +56,7 @@ class Executor {
   std::vector<c10::IValue> stack_;
   size_t late_failures_ = 0;
   CommRuntime* comm_ = nullptr;
+  std::unique_ptr<StreamSet> streams_;  // CUDA builds, plans with several compute streams
 };
 
 }  // namespace reprise::replay::detail

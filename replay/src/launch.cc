@@ -33,14 +33,14 @@ const Trace& pick_trace(const TraceSet& set, const LaunchOptions& job, const com
   const bool launched = launch.size > 1;
   if (launched && files > 1 && files != launch.size)
     throw UserError(job.trace + ": " + std::to_string(files) + " rank traces, but the launch has " +
-                    std::to_string(launch.size) + " ranks: launch " + std::to_string(files) + " (mpirun -np " +
-                    std::to_string(files) + "), or replay one rank in a single process");
+                    std::to_string(launch.size) + " ranks: launch " + std::to_string(files) + " (" +
+                    comms::launch_command(launch, files) + "), or replay one rank in a single process");
   if (launched && files == 1) {
     const int world = trace_world_size(set.ranks.front(), 1);
     if (world != 1 && world != launch.size)
       throw UserError(job.trace + ": one rank's trace of a " + std::to_string(world) +
                       "-rank run, but the launch has " + std::to_string(launch.size) + " ranks: launch " +
-                      std::to_string(world) + " (mpirun -np " + std::to_string(world) +
+                      std::to_string(world) + " (" + comms::launch_command(launch, world) +
                       ") with the trace of every rank, or replay it in a single process");
   }
   const int64_t rank = launched ? launch.rank : std::max<int64_t>(job.rank, 0);
@@ -144,7 +144,7 @@ void agree_before_work(comms::Communicator& world, const std::function<void()>& 
 }
 
 LaunchReport replay_ranks(const Trace& trace, const LaunchOptions& job, ReplayOptions o,
-                          std::unique_ptr<comms::Communicator> world, double armed_at) {
+                          std::unique_ptr<comms::Communicator> world, const std::string& launcher, double armed_at) {
   LaunchReport report;
   report.world_size = world->size();
   report.rank = world->rank();
@@ -178,6 +178,7 @@ LaunchReport replay_ranks(const Trace& trace, const LaunchOptions& job, ReplayOp
   }
   ReplayResult& r = report.result;
   r.rank = world->rank();
+  r.launcher = launcher;
   if (trace.rank >= 0 && trace.rank != r.rank) r.trace_rank = trace.rank;
   r.replicated = replicated;
   gather(trace, job, o, *world, report);
@@ -193,8 +194,9 @@ Trace bundle_trace(const LaunchOptions& job, const comms::Launch& launch, Replay
   const gen::Bundle b = gen::read_bundle(job.trace);
   if (launch.size > 1 && launch.size != b.world_size)
     throw UserError(job.trace + ": a bundle of " + std::to_string(b.world_size) + " rank(s), but the launch has " +
-                    std::to_string(launch.size) + ": launch " + std::to_string(b.world_size) + " (mpirun -np " +
-                    std::to_string(b.world_size) + ")" + (b.world_size == 1 ? ", or run it in a single process" : ""));
+                    std::to_string(launch.size) + ": launch " + std::to_string(b.world_size) + " (" +
+                    comms::launch_command(launch, b.world_size) + ")" +
+                    (b.world_size == 1 ? ", or run it in a single process" : ""));
   const int64_t rank = launch.size > 1 ? launch.rank : std::max<int64_t>(job.rank, 0);
   if (!job.chosen.device) o.device = b.replay.device;
   if (!job.chosen.iterations) o.iterations = b.replay.iterations;
@@ -241,7 +243,7 @@ LaunchReport replay_launch(const LaunchOptions& job) {
     if (world->rank() != 0) o.progress = nullptr;  // one voice
     if (o.device.empty() || o.device == "cuda")    // each local rank takes its own GPU
       if (at::hasCUDA()) o.device = "cuda:" + std::to_string(launch.local_rank);
-    return replay_ranks(trace, job, o, std::move(world), armed_at);
+    return replay_ranks(trace, job, o, std::move(world), launch.launcher, armed_at);
   }
   if (o.time_limit.seconds < 0) o.time_limit = {0, "single process"};
   // A single process replays collectives when the trace's world is one rank; a rank of a larger run replays its

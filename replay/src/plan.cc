@@ -43,6 +43,7 @@ Compiler::Compiler(const Trace& t, const ReplayOptions& o, Plan& p) : t_(t), o_(
   cur_slot_.assign(t.tensors.size(), kNoSlot);
   input_of_.assign(t.tensors.size(), kNoSlot);
   p_.trace_world = trace_world_size(t, o.trace_ranks);
+  p_.trace_rank = t.rank >= 0 ? static_cast<int>(t.rank) : o.comm ? o.comm->rank() : 0;
   if (t.kineto)
     for (const KinetoEvent& e : t.kineto->events)
       if (is_gpu_work(e.cat) && e.node != kNone32 && e.stream >= 0) gpu_stream_of_node_.emplace(e.node, e.stream);
@@ -70,6 +71,7 @@ void Compiler::finish() {
     }
   for (uint32_t& s : p_.out_slots)
     if (s != kNoSlot && !used[s]) s = kNoSlot;
+  batch_p2p();
   p_.step_tail_ns.assign(p_.step_names.size(), 0);
   p_.step_begin.assign(p_.step_names.size() + 1, static_cast<uint32_t>(p_.instrs.size()));
   for (size_t i = p_.instrs.size(); i-- > 0;) p_.step_begin[p_.instrs[i].step] = static_cast<uint32_t>(i);
@@ -90,6 +92,7 @@ Plan compile_plan(const Trace& trace, const ReplayOptions& options) {
   std::vector<StepRange> steps = select_steps(trace, options);
   Compiler c(trace, options, plan);
   c.run(steps);
+  if (plan.device.is_cuda()) assign_compute_streams(trace, plan);
   check_memory(trace, plan, available_memory);
   return plan;
 }

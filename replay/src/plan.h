@@ -65,6 +65,15 @@ struct CommSpec {
   std::string label;       // "all_reduce"
   int64_t bytes = 0;       // the larger buffer, in bytes (nccl-tests' size)
   int64_t stream = -1;     // the GPU stream its kernel ran on in the original (linked Kineto), -1 = unknown
+  // Point-to-point (send/recv): args.peer is the peer's rank in the group, `peer` its global rank.
+  bool p2p = false;
+  int peer = -1;
+  int64_t seq = -1;     // the trace's sequence number (p2p: a batch shares one)
+  bool marker = false;  // a "coalesced" record: issues nothing, ends the batch before it
+  // Operations issued together (Communicator::start_group): every member, and a marker ending them, names the
+  // first member; the first holds how many members follow it in Plan::comms (itself included). -1: not batched.
+  int32_t batch = -1;
+  uint32_t batch_size = 0;
 };
 
 // A process group the plan's collectives run on.
@@ -81,6 +90,13 @@ struct Instr {
   uint32_t fallback = 0;  // failed ops: first of num out_slots' fallback tensors in Plan::fallbacks
   uint16_t step = 0;
   int32_t comm = -1;  // >= 0: a collective (index in Plan::comms), run by the communication layer
+  // Several GPU streams (Plan::streams non-empty): the stream it runs on (index in Plan::streams; -1 = stay on the
+  // current one), the events to wait for first (num_waits in Plan::stream_waits from `waits`), and the event to
+  // record after it (-1: none). Filled by assign_compute_streams.
+  int16_t stream = -1;
+  uint16_t num_waits = 0;
+  uint32_t waits = 0;
+  int32_t event = -1;
   bool failed = false;
   uint32_t reason = 0;  // failed: index in Plan::reasons
   int64_t host_ns = 0;  // host time re-spent before it (--host-time), in nanoseconds
@@ -149,15 +165,30 @@ struct Plan {
   std::vector<CommSpec> comms;   // with a communicator: the collectives, run as instructions
   std::vector<CommGroup> comm_groups;
   int trace_world = 1;  // ranks the trace's process groups span
+  int trace_rank = 0;   // the global rank the trace was recorded on (the launch's rank when it does not say)
   int64_t excluded_dataloader = 0;
   int64_t device_noops = 0;  // ops with no effect on the replay device (record_stream off the GPU)
   bool truncated = false;    // max_ops cut the steps short
   int64_t compute_selected = 0;
 
+  // The GPU streams compute ran on in the original (Kineto stream ids; [0] the busiest, which replay's current stream
+  // plays), when a linked Kineto trace shows more than one; empty otherwise. Events order work across them.
+  std::vector<int64_t> streams;
+  std::vector<uint32_t> stream_waits;   // event indices, per Instr::waits
+  std::vector<uint64_t> event_streams;  // per event: a bit per stream that waits for it (recordStream on each)
+  size_t cross_stream_waits = 0;
+
   at::Device device = at::kCPU;  // target device for the trace's accelerator tensors
   std::string trace_device;      // the trace's main device ("cuda:0", "cpu")
   std::vector<std::string> warnings;
 };
+
+// Places each instruction on the GPU stream its kernels ran on in the linked Kineto trace (an op that launched none
+// itself: where its callees launched, else its thread's current stream; collectives on the busiest stream, where
+// their own streams take over), with an event wait before a consumer whose inputs come from another stream. Does
+// nothing unless the trace shows compute on more than one stream. At most kMaxStreams streams.
+constexpr size_t kMaxStreams = 32;
+void assign_compute_streams(const Trace& trace, Plan& plan);
 
 // Compiles the selected iterations of `trace` into a plan (no tensors created yet). Throws UserError for a tensor
 // whose recorded geometry cannot exist (tensor_extent), and when the plan cannot fit in its devices' memory

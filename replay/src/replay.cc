@@ -78,7 +78,8 @@ std::unique_ptr<detail::CommRuntime> connect(const Trace& trace, const ReplayOpt
   if (o.comm->size() != plan.trace_world)
     throw UserError(trace.source + ": the trace's process groups span " + std::to_string(plan.trace_world) +
                     " rank(s) but the launch has " + std::to_string(o.comm->size()) + ": launch " +
-                    std::to_string(plan.trace_world) + " ranks (mpirun -np " + std::to_string(plan.trace_world) +
+                    std::to_string(plan.trace_world) + " ranks (" +
+                    comms::launch_command(comms::detect_launch(), plan.trace_world) +
                     "), or run a single process, which replays one rank's compute and skips its collectives");
   if (plan.device.is_meta() && !plan.comms.empty())
     throw UserError("the meta device replays no collectives: launch it as a single process");
@@ -230,11 +231,23 @@ void count_ops(const Trace& trace, const Plan& plan, const ReplayOptions& o, Rep
   r.original_peak_memory_bytes = o.original_peak_memory_bytes;
 
   gather_skips(trace, plan, r);
+  r.compute_streams = static_cast<int>(plan.streams.size());
+  r.cross_stream_waits = static_cast<int64_t>(plan.cross_stream_waits);
   r.compute_selected = plan.compute_selected;
   r.compute_replayed = 0;
   for (const detail::Instr& in : plan.instrs) r.compute_replayed += in.failed || in.comm >= 0 ? 0 : 1;
-  r.collectives_selected = static_cast<int64_t>(plan.comms.size() + plan.comm_skips.size());
-  r.collectives_replayed = static_cast<int64_t>(plan.comms.size());
+  // A "coalesced" record only ends a batch: it is neither selected nor replayed work.
+  auto is_p2p = [&](uint32_t node) {
+    const int32_t c = collective_of(trace, node);
+    return c >= 0 && trace.collectives[static_cast<size_t>(c)].is_send_recv();
+  };
+  for (const detail::CommSpec& s : plan.comms) {
+    r.collectives_replayed += s.marker ? 0 : 1;
+    r.p2p_replayed += s.p2p ? 1 : 0;
+  }
+  r.p2p_selected = r.p2p_replayed;
+  for (const detail::Skip& s : plan.comm_skips) r.p2p_selected += is_p2p(s.node) ? 1 : 0;
+  r.collectives_selected = r.collectives_replayed + static_cast<int64_t>(plan.comm_skips.size());
   r.ops_selected = r.compute_selected + r.collectives_selected;
   r.ops_replayed = r.compute_replayed + r.collectives_replayed;
   r.coverage = r.ops_selected > 0 ? static_cast<double>(r.ops_replayed) / static_cast<double>(r.ops_selected) : 0;

@@ -48,6 +48,7 @@ std::string result_json(const ReplayResult& r) {
   j["coverage"] = r.coverage;
   j["compute"] = {{"selected", r.compute_selected}, {"replayed", r.compute_replayed}};
   j["collectives"] = {{"selected", r.collectives_selected}, {"replayed", r.collectives_replayed}};
+  j["p2p"] = {{"selected", r.p2p_selected}, {"replayed", r.p2p_replayed}};
   j["skipped"] = skips_json(r.skipped);
   j["decomposed"] = skips_json(r.decomposed);
   j["failed_ops"] = json::array();
@@ -81,10 +82,13 @@ std::string result_json(const ReplayResult& r) {
     j["op_times"] = {{"node_ids", ids}, {"seconds", secs}};
   }
   j["world_size"] = r.world_size;
+  j["launcher"] = r.launcher;
   if (!r.comm_backend.empty()) j["comm_backend"] = r.comm_backend;
+  if (r.compute_streams > 1)
+    j["compute_streams"] = {{"streams", r.compute_streams}, {"cross_stream_waits", r.cross_stream_waits}};
   if (!r.collective_timing.empty()) {
     json a = json::array();
-    for (const CollectiveTiming& t : r.collective_timing)
+    for (const CollectiveTiming& t : r.collective_timing) {
       a.push_back({{"name", t.name},
                    {"group", t.group},
                    {"group_label", t.group_label},
@@ -95,6 +99,8 @@ std::string result_json(const ReplayResult& r) {
                    {"seconds", t.seconds},
                    {"algbw_gbps", t.algbw},
                    {"busbw_gbps", t.busbw}});
+      if (t.peer >= 0) a.back()["peer"] = t.peer;
+    }
     j["collective_timing"] = a;
   }
   j["time_limit"] = {{"seconds", r.time_limit.seconds}, {"from", r.time_limit.from}};
@@ -119,6 +125,8 @@ std::string merged_result_json(const std::vector<std::string>& rank_jsons) {
               {"coverage", d["coverage"]},
               {"collectives_selected", d["collectives"]["selected"]},
               {"collectives_replayed", d["collectives"]["replayed"]},
+              {"p2p_selected", d["p2p"]["selected"]},
+              {"p2p_replayed", d["p2p"]["replayed"]},
               {"iteration_seconds", d["iteration_seconds"]},
               {"median_iteration_seconds", d["median_iteration_seconds"]},
               {"peak_memory_bytes", d["peak_memory_bytes"]}};
@@ -261,9 +269,11 @@ void print_collectives(std::FILE* out, const ReplayResult& r) {
   std::fprintf(out, "    %-16s %-*s %5s %10s %6s %10s %9s %9s\n", "name", w, "group", "size", "bytes", "calls", "time",
                "algbw", "busbw");
   for (const CollectiveTiming& t : r.collective_timing)
-    std::fprintf(out, "    %-16s %-*s %5d %10lld %6lld %10s %7.2f GB/s %5.2f GB/s\n", t.name.c_str(), w,
-                 t.group_label.c_str(), t.group_size, static_cast<long long>(t.bytes), static_cast<long long>(t.calls),
-                 human_seconds(t.seconds).c_str(), t.algbw, t.busbw);
+    std::fprintf(
+        out, "    %-16s %-*s %5d %10lld %6lld %10s %7.2f GB/s %5.2f GB/s\n",
+        (t.peer < 0 ? t.name : t.name + (t.name == "send" ? " to " : " from ") + std::to_string(t.peer)).c_str(), w,
+        t.group_label.c_str(), t.group_size, static_cast<long long>(t.bytes), static_cast<long long>(t.calls),
+        human_seconds(t.seconds).c_str(), t.algbw, t.busbw);
 }
 
 void print_slowest_ops(std::FILE* out, const ReplayResult& r) {

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "compiler.h"
+#include "reprise/comms/communicator.h"
 
 namespace reprise::replay::detail {
 namespace {
@@ -127,8 +128,9 @@ bool Compiler::compile_node(uint32_t node, uint16_t step) {
     case NodeKind::CommOp:
       if (o_.comm)
         compile_comm(node, step);
-      else
-        p_.comm_skips.push_back({node, "collective: needs a distributed replay (mpirun -np N reprise replay)"});
+      else if (const int32_t c = collective_of(t_, node); c < 0 || t_.collectives[c].name != "coalesced")
+        p_.comm_skips.push_back({node, "collective: needs a distributed replay (" +
+                                           comms::launch_command(comms::detect_launch(), "N") + " reprise replay)"});
       return true;
     case NodeKind::TritonKernel:
       ++p_.compute_selected;

@@ -4,7 +4,7 @@
 # capture's time limit and memory).
 # Each ends every rank with one line and the documented exit status, leaves no results file and no process behind.
 # Run as tests/faults/replay.sh CASE BIN_DIR WORK_DIR.
-# cases: mismatched_sizes mismatched_counts sigstop_default_limit kill9_rank sigterm_rank kineto_only single_trace_np2 bad_output_path option_bounds out_of_memory capture_limits
+# cases: mismatched_sizes mismatched_counts mismatched_pipeline sigstop_default_limit kill9_rank sigterm_rank kineto_only single_trace_np2 bad_output_path option_bounds out_of_memory capture_limits
 set -uo pipefail
 CASE=$1 BIN=$2 WORK=$3/replay_$1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
@@ -94,6 +94,25 @@ case $CASE in
     grep -q "process group 0 \[0,1\], collective 0 on it: rank 0 issues all_reduce of float, sum, 65536 elements in, 65536 out (node [0-9]* of .*rank-0.json.gz), but rank 1 issues all_reduce of float, sum, 16384 elements in, 16384 out (node [0-9]* of .*rank-1.json.gz)" <<<"$line" ||
       fail "message: $line"
     grep -qi "signal\|free()\|MPI_ABORT" <<<"$out" && fail "crashed: $out"
+    ;;
+  mismatched_pipeline)
+    # A 2-stage pipeline whose first stage lost one send: the last stage's receive would wait forever.
+    "${MPI[@]}" -np 2 "$BIN/reprise" capture --workload gpt --pp 2 --layers 2 --hidden 32 --heads 2 --seq 8 --batch 4 \
+      --vocab 64 --warmup 0 --steps 1 --out "$WORK/p" -q >/dev/null 2>&1 || fail "capture exited $?"
+    /usr/bin/python3 - "$WORK/p/rank-0.json.gz" <<'PY' || fail "could not drop a send"
+import gzip, json, sys
+et = json.load(gzip.open(sys.argv[1], "rt"))
+nodes = et["nodes"]
+send = next(i for i, n in enumerate(nodes) if n["name"] == "record_param_comms" and "send" in n["inputs"]["values"])
+del nodes[send]
+json.dump(et, gzip.open(sys.argv[1], "wt"))
+PY
+    out=$("${MPI[@]}" -np 2 "$BIN/reprise" replay "$WORK/p" -q 2>&1)
+    rc=$?
+    [ $rc = 2 ] || fail "exit $rc, not 2 (124: a hang the time limit ended): $out"
+    line=$(reprise_line "$out")
+    grep -q "point-to-point from rank 0 to rank 1 on group \[0,1\], operation [0-9]*: rank 1 receives [0-9]* float elements (node [0-9]* of .*rank-1.json.gz), but rank 0 sends nothing to match it (.*): the pipeline would hang" <<<"$line" ||
+      fail "message: $line"
     ;;
   mismatched_counts)
     # One rank issues a collective more at the end: the first missing one is named.

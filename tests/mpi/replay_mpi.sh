@@ -92,6 +92,49 @@ case $CASE in
       fail "replay exited $?"
     check_json "$WORK/r.json" 'r["world_size"] == 4 and all(e["collectives_selected"] > 0 and e["collectives_replayed"] == e["collectives_selected"] and e["coverage"] == 1 and "original_iteration_seconds" in e for e in r["ranks"]) and {t["name"] for t in r["collective_timing"]} == {"all_reduce", "all_to_all"}'
     ;;
+  gpt_3d_capture_np8)
+    # tp 2 x pp 2 x dp 2 at tiny sizes: every rank's groups, collectives and 1F1B sends and receives
+    # (tests/mpi/check_gpt_capture.py), and the first step's loss against one rank's capture of the same model.
+    gpt=(--workload gpt --layers 2 --hidden 32 --heads 2 --seq 8 --batch 4 --vocab 64 --warmup 0 --steps 1 -q)
+    "$BIN/reprise" capture "${gpt[@]}" --out "$WORK/one" >/dev/null || fail "one-rank capture exited $?"
+    "${MPI[@]}" -np 8 "$BIN/reprise" capture "${gpt[@]}" --tp 2 --pp 2 --dp 2 --out "$WORK/cap" >/dev/null ||
+      fail "capture exited $?"
+    python3 "$(dirname "$0")/check_gpt_capture.py" "$WORK/cap" 2 2 2 4 2 --reference "$WORK/one" || fail "traces"
+    ;;
+  gpt_zero_capture_np2)
+    # ZeRO over 2 data parallel ranks: reduce_scatter and all_gather per parameter group; after two updates each
+    # rank's loss is plain data parallel's; and the traces replay.
+    gpt=(--workload gpt --layers 2 --hidden 32 --heads 2 --seq 8 --batch 4 --vocab 64 --warmup 2 --steps 1 -q)
+    "${MPI[@]}" -np 2 "$BIN/reprise" capture "${gpt[@]}" --zero --out "$WORK/cap" >/dev/null || fail "capture exited $?"
+    "${MPI[@]}" -np 2 "$BIN/reprise" capture "${gpt[@]}" --out "$WORK/dp" >/dev/null || fail "dp capture exited $?"
+    python3 "$(dirname "$0")/check_gpt_capture.py" "$WORK/cap" 1 1 2 1 2 --zero || fail "traces"
+    python3 -c "import json, sys; l = lambda d: [e['loss'] for e in json.load(open(d + '/manifest.json'))['ranks']]
+z, d = l('$WORK/cap'), l('$WORK/dp'); sys.exit(0 if len(z) == 2 and all(abs(a - b) < 1e-5 for a, b in zip(z, d)) else 1)" ||
+      fail "ZeRO's losses differ from data parallel's"
+    "${MPI[@]}" -np 2 "$BIN/reprise" replay "$WORK/cap" --iterations 1 --warmup 0 --out "$WORK/r.json" --timeout 120 \
+      -q >/dev/null || fail "replay exited $?"
+    check_json "$WORK/r.json" 'all(e["coverage"] == 1 and e["collectives_replayed"] == e["collectives_selected"] == 8 for e in r["ranks"])'
+    ;;
+  gpt_layout_errors)
+    # Refused before MPI starts: exit 2, one line from rank 0, no output folder.
+    gpt=(--workload gpt --layers 2 --hidden 32 --heads 2 --seq 8 --batch 4 --vocab 64 -q)
+    while IFS='|' read -r np opts message; do
+      out=$("${MPI[@]}" -np "$np" "$BIN/reprise" capture "${gpt[@]}" $opts --out "$WORK/c" 2>&1)
+      status=$?
+      [ "$status" = 2 ] || fail "$opts: exit $status: $out"
+      [ "$(grep -c '^reprise' <<<"$out")" = 1 ] || fail "$opts: not one line: $out"
+      grep -qF "reprise: capture: gpt: $message" <<<"$out" || fail "$opts: message: $out"
+      [ ! -e "$WORK/c" ] || fail "$opts: wrote $WORK/c"
+    done <<'EOF'
+2|--tp 2 --pp 2|tensor x pipeline parallel = 2 x 2 = 4 ranks do not divide the launch's 2
+2|--tp 2 --pp 2 --dp 1|tensor x pipeline x data parallel = 2 x 2 x 1 = 4 ranks, but the launch has 2 rank(s)
+4|--tp 2 --dp 3|tensor x pipeline x data parallel = 2 x 1 x 3 = 6 ranks, but the launch has 4 rank(s)
+2|--tp 2 --heads 1|1 attention heads do not split over tensor parallel 2
+2|--pp 2 --layers 3|3 layers do not split over 2 pipeline stages
+2|--pp 2 --micro-batches 3|3 micro-batches do not divide the batch of 4
+2|--tp 2 --zero|ZeRO shards the optimizer over data parallel ranks, and there is 1
+EOF
+    ;;
   comms_np2|comms_np4)
     np=${CASE#comms_np}
     for op in all_reduce all_gather reduce_scatter all_to_all broadcast send; do

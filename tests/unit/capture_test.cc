@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -189,6 +190,62 @@ TEST(Capture, RecordedCollectivesReadBackAsTheModelsCollectives) {
   EXPECT_EQ(d.pg_size, 1);
   EXPECT_EQ(d.global_rank_start, 0);
   EXPECT_EQ(d.global_rank_stride, 1);
+}
+
+// Point-to-point records carry PyTorch 2.x's (seq, isP2P) tuple and read back as p2p with their own counter; a
+// batch's "wait" finds its "coalesced" record; collectives keep a plain int seq.
+TEST(Capture, PointToPointSeqIsWrittenAsATupleAndReadBack) {
+  std::string dir = test::temp_dir();
+  capture::SessionOptions o;
+  o.path = dir + "/p2p.json";
+  auto make = [](const char* name, int64_t seq, int rank, bool p2p) {
+    Collective c;
+    c.name = c.raw_name = name;
+    c.dtype = "Float";
+    c.in_elems = c.out_elems = std::string(name) == "send" || std::string(name) == "recv" ? 4 : 0;
+    c.seq = seq;
+    c.rank = rank;
+    c.p2p = p2p;
+    c.pg_name = "3";
+    c.pg_desc = "pp";
+    c.pg_size = 2;
+    return c;
+  };
+  at::Tensor x = at::rand({4}), y = at::empty({4});
+  {
+    capture::Session s(o);
+    s.step();
+    s.record_collective(make("allreduce", 7, 0, false), {x}, {x});
+    s.record_collective(make("send", 2, 1, true), {x}, {x});
+    s.record_collective(make("recv", 2, 1, true), {y}, {y});
+    s.record_collective(make("coalesced", 2, 0, true));
+    s.record_collective(make("wait", 2, 0, true));
+    s.stop();
+  }
+  std::ifstream in(o.path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("Tuple[Int,Bool]"), std::string::npos);
+  Trace t = read_et(o.path);
+  ASSERT_EQ(t.collectives.size(), 5u);
+  const Collective& ar = t.collectives[0];
+  EXPECT_EQ(ar.name, "all_reduce");
+  EXPECT_EQ(ar.seq, 7);
+  EXPECT_FALSE(ar.p2p);
+  for (size_t i = 1; i < 5; ++i) {
+    const Collective& c = t.collectives[i];
+    EXPECT_EQ(c.seq, 2) << c.raw_name;
+    EXPECT_TRUE(c.p2p) << c.raw_name;
+    EXPECT_EQ(c.pg_name, "3") << c.raw_name;
+    EXPECT_EQ(c.pg_desc, "pp") << c.raw_name;
+  }
+  EXPECT_EQ(t.collectives[1].name, "send");
+  EXPECT_EQ(t.collectives[1].rank, 1);  // the peer, as PyTorch records it
+  EXPECT_EQ(t.collectives[1].in_elems, 4);
+  EXPECT_EQ(t.collectives[2].name, "recv");
+  EXPECT_EQ(t.collectives[3].raw_name, "coalesced");
+  EXPECT_TRUE(t.collectives[3].is_async);
+  EXPECT_TRUE(t.collectives[4].is_wait);
+  EXPECT_EQ(t.collectives[4].waits_for, 3);
 }
 
 TEST(Capture, LeanCaptureKeepsOuterArgumentsOnly) {

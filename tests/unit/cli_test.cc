@@ -321,7 +321,8 @@ TEST(Cli, ReplayWritesResultsAndTimeline) {
            "--workload resnet --out " + dir + "/c1", "--workload mlp --out " + dir + "/c2 --batch -4", "--workload mlp",
            "--workload mlp --out " + dir + "/c3 --steps 0",
            "--workload gpt --out " + dir + "/c4 --hidden 100 --heads 3",
-           "--workload mlp --out " + dir + "/c5 --device tpu"}) {
+           "--workload mlp --out " + dir + "/c5 --device tpu", "--workload gpt --out " + dir + "/c6 --tp 2",
+           "--workload gpt --out " + dir + "/c7 --pp 2 --layers 3", "--workload mlp --out " + dir + "/c8 --pp 2"}) {
     Result c = run("capture " + args + " -q");
     EXPECT_EQ(c.status, 2) << args << ": " << c.out;
     EXPECT_EQ(std::count(c.out.begin(), c.out.end(), '\n'), 1) << args << ": " << c.out;

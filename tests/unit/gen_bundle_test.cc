@@ -345,6 +345,9 @@ TEST(Config, MistakesNameTheirPlaceAndWriteNothing) {
       {"bad_device", "source: " + job + "\nreplay: {device: tpu}\n", ":2:18: device: expected cpu"},
       {"mode_alone", "source: " + job + "\ntransforms:\n  - scale: {mode: weak, messages: 2}\n",
        ":3:19: mode: goes with world_size"},
+      // yaml-cpp would keep these bytes, and write them back as U+FFFD (generators/src/yaml_check.cc)
+      {"not_utf8", "source: " + job + "\nname: x\xff\n", ":2:8: the byte 0xFF is not UTF-8"},
+      {"byte_escape", "source: " + job + "\nname: \"a\\_b\"\n", ":2:9: the escape \\_ is read as the byte 0xA0"},
   };
   for (const Case& c : cases) {
     const std::string e = config_error(c.name, c.text);
@@ -352,6 +355,8 @@ TEST(Config, MistakesNameTheirPlaceAndWriteNothing) {
     EXPECT_NE(e.find(c.expect), std::string::npos) << c.name << ": " << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << c.name << ": one line: " << e;
   }
+  EXPECT_THROW(generate_from_config(test::temp_dir() + "/no_such_config.yaml", quiet(test::temp_dir() + "/never")),
+               UserError);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "progress.h"
+#include "reprise/comms/communicator.h"
 #include "reprise/generators/generate.h"
 #include "reprise/replay/replay.h"
 #include "reprise/trace/summary.h"
@@ -75,7 +76,8 @@ int cmd_generate(int argc, char** argv) {
   std::cout << "wrote " << o.out << ": " << r.bundle.world_size << " rank(s), " << r.bundle.roles.size()
             << " role file(s), " << r.bundle.transforms.size() << " transform(s) in " << human_seconds(r.seconds)
             << "\n";
-  std::cout << "replay: " << (r.bundle.world_size > 1 ? "mpirun -np " + std::to_string(r.bundle.world_size) + " " : "")
+  std::cout << "replay: "
+            << (r.bundle.world_size > 1 ? comms::launch_command(comms::detect_launch(), r.bundle.world_size) + " " : "")
             << "reprise replay " << o.out << "\n";
   return 0;
 }

@@ -141,8 +141,9 @@ int cmd_calibrate(int argc, char** argv) {
       "shape, per-op host overheads, residuals, collective bandwidth curves from `reprise comms --json` files) go\n"
       "to FILE (docs/predict.md). --from-replay fits from replays written with --per-op instead (measured results\n"
       "fed back into the model). --cluster-out also writes the measured machine as a cluster description. Under\n"
-      "mpirun -np K (one rank per core) every rank runs the sweep at once (the machine as busy as a K-rank replay\n"
-      "keeps it); then a CPU's memory contention is measured (a 64 MiB copy on every rank at once against one\n"
+      "mpirun -np K or srun -n K (one rank per core) every rank runs the sweep at once (the machine as busy as a\n"
+      "K-rank replay keeps it); then a CPU's memory contention is measured (a 64 MiB copy on every rank at once "
+      "against one\n"
       "alone) and every collective is swept at K ranks (MPI on CPUs, NCCL on GPUs); rank 0 writes the "
       "files.\n\noptions");
   std::string out, cluster_out, device = "cpu", dtype = "float", comms_max_text = "16M";

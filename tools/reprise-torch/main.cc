@@ -266,6 +266,13 @@ po::options_description capture_options(reprise::workloads::WorkloadOptions& w, 
       "seq", po::value(&w.seq)->default_value(0), "gpt: sequence length")(
       "heads", po::value(&w.heads)->default_value(0), "gpt: attention heads")(
       "vocab", po::value(&w.vocab)->default_value(0), "gpt: vocabulary size")(
+      "tp", po::value(&w.tp)->default_value(1), "gpt: tensor parallel ranks (attention heads split over them)")(
+      "pp", po::value(&w.pp)->default_value(1), "gpt: pipeline stages (layers split over them; 1F1B schedule)")(
+      "dp", po::value(&w.dp)->default_value(0),
+      "gpt: data parallel ranks (0: the launch's ranks / (tp * pp)); tp * pp * dp must be the launch's ranks")(
+      "micro-batches", po::value(&w.micro_batches)->default_value(0),
+      "gpt: micro-batches per step, dividing --batch (0: 1 without a pipeline, else 2 * pp)")(
+      "zero", "gpt: ZeRO: reduce_scatter the gradients, AdamW on this rank's shard, all_gather the parameters")(
       "warmup", po::value(&w.warmup)->default_value(2), "untimed steps first")(
       "steps", po::value(&w.steps)->default_value(5), "timed steps without the observer")(
       "record", po::value(&w.record)->default_value(1), "recorded steps")(
@@ -285,12 +292,23 @@ struct Captured {
   reprise::workloads::CaptureReport report;  // this rank's
   std::string manifest;                      // its path
   bool reporter = true;                      // rank 0 (or the only process)
+  int quiet_failure = 0;                     // the exit status of a rank whose failure rank 0 reports
 };
 
 // Runs the workload on this process, or on every rank under mpirun/srun with its collectives over MPI (NCCL on
 // GPUs); the only or first rank writes the manifest with every rank's report.
 Captured capture_on_launch(reprise::workloads::WorkloadOptions& w) {
   reprise::comms::Launch launch = reprise::comms::detect_launch();
+  Captured c;
+  // Options every rank judges alike (sizes, the parallel layout against the launch) are refused before MPI starts,
+  // in one line from rank 0; the other ranks end with the same status, quietly.
+  try {
+    reprise::workloads::check_options(w, launch.size);
+  } catch (const std::invalid_argument& e) {
+    if (launch.rank == 0) throw UserError(std::string("capture: ") + e.what());
+    c.quiet_failure = kBadInput;
+    return c;
+  }
   std::unique_ptr<reprise::comms::Communicator> world;
   std::unique_ptr<reprise::workloads::Collectives> collectives;
   if (launch.size > 1) {
@@ -298,7 +316,6 @@ Captured capture_on_launch(reprise::workloads::WorkloadOptions& w) {
     if (w.device == "cuda") w.device = "cuda:" + std::to_string(launch.local_rank);
     if (world->rank() != 0) w.progress = nullptr;
   }
-  Captured c;
   try {
     if (world) {
       collectives = reprise::workloads::make_collectives(*world, at::Device(w.device));
@@ -368,10 +385,12 @@ int cmd_capture(int argc, char** argv) {
                    "capture: time limit of " + seconds_text(timeout) +
                        " reached; ending this rank, and with it the launch (--timeout S sets another, 0 none)");
   w.lean = vm.count("lean") > 0;
+  w.zero = vm.count("zero") > 0;
   if (threads > 0) at::set_num_threads(threads);
   reprise::cli::ProgressLine line;
   if (!vm.count("quiet")) w.progress = [&line](const std::string& s) { line.message(s); };
   Captured c = capture_on_launch(w);
+  if (c.quiet_failure) return c.quiet_failure;
   if (c.reporter) print_capture(c, w.out_dir);
   return 0;
 }

@@ -194,7 +194,7 @@ Collective decode_collective(const Trace& t, uint32_t idx) {
       if (seq.kind == ValueKind::List || seq.kind == ValueKind::Tuple) {  // [seq, isP2P]
         auto parts = t.items(seq);
         if (parts.size() >= 1) c.seq = as_int(parts[0]);
-        if (parts.size() >= 2) c.p2p = as_int(parts[1]) != 0;
+        if (parts.size() >= 2) c.p2p = as_int(parts[1]) != 0, c.p2p_recorded = true;
       } else {
         c.seq = as_int(seq);
       }
@@ -247,7 +247,7 @@ Collective decode_collective(const Trace& t, uint32_t idx) {
     else if (name == "pg_size")
       c.pg_size = as_int(v);
     else if (name == "isP2P" || name == "is_p2p")
-      c.p2p = as_int(v) != 0;
+      c.p2p = as_int(v) != 0, c.p2p_recorded = true;
   }
   if (c.itemsize == 0) c.itemsize = dtype_itemsize(c.dtype);
   c.name = normalize_collective_name(c.raw_name);
@@ -344,7 +344,9 @@ void finalize_trace(Trace& t, const ReadOptions& opt) {
       n.kind = NodeKind::Wait;
       for (size_t j = t.collectives.size(); j-- > 0;) {
         Collective& w = t.collectives[j];
-        if (!w.is_wait && w.seq == c.seq && (c.pg_name.empty() || w.pg_name.empty() || w.pg_name == c.pg_name)) {
+        // PyTorch 2.x numbers collectives and p2p separately: a wait that says which it waits on matches only that.
+        if (!w.is_wait && w.seq == c.seq && (c.pg_name.empty() || w.pg_name.empty() || w.pg_name == c.pg_name) &&
+            (!c.p2p_recorded || !w.p2p_recorded || w.p2p == c.p2p)) {
           c.waits_for = static_cast<int32_t>(j);
           w.is_async = true;
           break;

@@ -1,10 +1,14 @@
 // The workloads' collectives over Reprise's communicator (MPI on CPUs, NCCL on GPUs), recorded in the capture
-// Session as record_param_comms nodes, as PyTorch's process groups record theirs.
+// Session as record_param_comms nodes, as PyTorch 2.x's ProcessGroupNCCL records its own: per group a collective
+// seq and a separate p2p seq (seqCollective_, seqP2P_), the group-local rank (for send/recv the peer's), and a
+// batch of sends and receives as its members, then "coalesced", then "wait" once it completed.
 #include <ATen/ATen.h>
 
 #ifdef REPRISE_TORCH_CUDA
 #include <c10/cuda/CUDAStream.h>
 #endif
+
+#include <numeric>
 
 #include "reprise/capture/session.h"
 #include "reprise/comms/communicator.h"
@@ -20,67 +24,175 @@ comms::DType comm_dtype(at::ScalarType t) {
   return out;
 }
 
+void require_contiguous(const char* op, const at::Tensor& t) {
+  if (!t.is_contiguous()) throw std::invalid_argument(std::string(op) + ": the tensor must be contiguous");
+}
+
+// What record_param_comms writes of one operation; the group's fields are added by record().
+struct Record {
+  const char* name;      // as the trace model normalizes it
+  const char* raw_name;  // as PyTorch records it
+  std::string dtype;     // "Float", "Long", ...
+  std::vector<at::Tensor> in, out;
+  int64_t in_elems = 0, out_elems = 0;
+  int64_t seq = 0;
+  int rank = 0;  // the group-local rank written: this rank's, or for send/recv the peer's
+  bool p2p = false;
+};
+
 class CommCollectives : public Collectives {
  public:
-  CommCollectives(comms::Communicator& world, at::Device device) : world_(world), device_(device) {
-    if (device.is_cuda()) nccl_ = comms::make_nccl(world, device.index());
+  // The world.
+  CommCollectives(comms::Communicator& world, at::Device device) : device_(device), root_(this) {
+    if (device.is_cuda()) owned_ = comms::make_nccl(world, device.index());
+    comm_ = owned_ ? owned_.get() : &world;
+    info_ = {"0", "default_pg", std::vector<int>(static_cast<size_t>(world.size()))};
+    std::iota(info_.ranks.begin(), info_.ranks.end(), 0);
   }
-  int rank() const override { return world_.rank(); }
-  int world_size() const override { return world_.size(); }
+  // A group of the world `root`.
+  CommCollectives(CommCollectives& root, std::unique_ptr<comms::Communicator> comm, GroupInfo info)
+      : device_(root.device_), root_(&root), owned_(std::move(comm)), comm_(owned_.get()), info_(std::move(info)) {}
+
+  int rank() const override { return comm_->rank(); }
+  int world_size() const override { return comm_->size(); }
 
   void all_reduce(at::Tensor& t) override {
-    if (!t.is_contiguous()) throw std::invalid_argument("all_reduce: the tensor must be contiguous");
-    record("all_reduce", "allreduce", t, {t}, {t}, t.numel(), t.numel());
-    comms::Args a;
-    a.kind = comms::Kind::AllReduce;
-    a.dtype = comm_dtype(t.scalar_type());
-    a.in = a.out = t.data_ptr();
-    a.count = static_cast<size_t>(t.numel());
-    run(a);
+    require_contiguous("all_reduce", t);
+    record({"all_reduce", "allreduce", dtype(t), {t}, {t}, t.numel(), t.numel(), seq_++, rank()});
+    run(args(comms::Kind::AllReduce, t, t, t.numel()));
   }
 
   void all_to_all(at::Tensor& out, const at::Tensor& in) override {
     if (!in.is_contiguous() || !out.is_contiguous() || in.numel() != out.numel() || in.numel() % world_size() != 0)
-      throw std::invalid_argument("all_to_all: contiguous tensors of equal size, divisible by the world size");
-    record("all_to_all", "all_to_all", in, {in}, {out}, in.numel(), out.numel());
+      throw std::invalid_argument("all_to_all: contiguous tensors of equal size, divisible by the group size");
+    record({"all_to_all", "all_to_all", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()});
+    run(args(comms::Kind::AllToAll, in, out, in.numel() / world_size()));
+  }
+
+  // PyTorch's reduce_scatter_tensor and all_gather_into_tensor (what Megatron's distributed optimizer and ZeRO
+  // call) record themselves as _reduce_scatter_base and _allgather_base.
+  void reduce_scatter(at::Tensor& out, const at::Tensor& in) override {
+    if (!in.is_contiguous() || !out.is_contiguous() || in.numel() != out.numel() * world_size())
+      throw std::invalid_argument("reduce_scatter: contiguous tensors, the input group size times the output");
+    record({"reduce_scatter", "_reduce_scatter_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()});
+    run(args(comms::Kind::ReduceScatter, in, out, out.numel()));
+  }
+
+  void all_gather(at::Tensor& out, const at::Tensor& in) override {
+    if (!in.is_contiguous() || !out.is_contiguous() || out.numel() != in.numel() * world_size())
+      throw std::invalid_argument("all_gather: contiguous tensors, the output group size times the input");
+    record({"all_gather", "_allgather_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()});
+    run(args(comms::Kind::AllGather, in, out, in.numel()));
+  }
+
+  void send(const at::Tensor& t, int peer) override {
+    require_contiguous("send", t);
+    record({"send", "send", dtype(t), {t}, {t}, t.numel(), t.numel(), p2p_seq_++, peer, true});
+    run(p2p_args({true, t, peer}));
+  }
+
+  void recv(at::Tensor& t, int peer) override {
+    require_contiguous("recv", t);
+    record({"recv", "recv", dtype(t), {t}, {t}, t.numel(), t.numel(), p2p_seq_++, peer, true});
+    run(p2p_args({false, t, peer}));
+  }
+
+  void batch_p2p(const std::vector<P2P>& ops) override {
+    if (ops.empty()) return;
+    const int64_t seq = p2p_seq_++;
+    std::vector<comms::Args> all;
+    for (const P2P& p : ops) {
+      require_contiguous(p.send ? "send" : "recv", p.tensor);
+      const char* name = p.send ? "send" : "recv";
+      record(
+          {name, name, dtype(p.tensor), {p.tensor}, {p.tensor}, p.tensor.numel(), p.tensor.numel(), seq, p.peer, true});
+      all.push_back(p2p_args(p));
+    }
+    record({"coalesced", "coalesced", "Byte", {}, {}, 0, 0, seq, rank(), true});
+    set_stream(all.front());
+    comm_->start_group(all)->wait_on(all.front().stream);
+    record({"wait", "wait", "Byte", {}, {}, 0, 0, seq, rank(), true});
+  }
+
+  Collectives* new_group(const std::vector<int>& ranks, const std::string& desc) override {
+    if (root_ != this) throw std::logic_error("new_group: groups are made from the world's collectives");
+    for (size_t i = 0; i < ranks.size(); ++i)
+      if (ranks[i] < 0 || ranks[i] >= world_size() || (i > 0 && ranks[i] <= ranks[i - 1]))
+        throw std::invalid_argument("new_group: ranks must be ascending ranks of the world");
+    if (ranks.empty()) throw std::invalid_argument("new_group: a group needs ranks");
+    GroupInfo info{std::to_string(named_++), desc, ranks};
+    std::unique_ptr<comms::Communicator> sub = comm_->split(ranks);
+    if (!sub) return nullptr;
+    groups_.push_back(std::make_unique<CommCollectives>(*this, std::move(sub), std::move(info)));
+    return groups_.back().get();
+  }
+
+  std::vector<GroupInfo> groups() const override {
+    std::vector<GroupInfo> v{info_};
+    for (const auto& g : groups_) v.push_back(g->info_);
+    return v;
+  }
+  int groups_named() const override { return named_; }
+
+ private:
+  static std::string dtype(const at::Tensor& t) { return c10::toString(t.scalar_type()); }
+
+  comms::Args args(comms::Kind kind, const at::Tensor& in, const at::Tensor& out, int64_t count) const {
     comms::Args a;
-    a.kind = comms::Kind::AllToAll;
+    a.kind = kind;
     a.dtype = comm_dtype(in.scalar_type());
     a.in = in.data_ptr();
     a.out = out.data_ptr();
-    a.count = static_cast<size_t>(in.numel() / world_size());
-    run(a);
+    a.count = static_cast<size_t>(count);
+    return a;
+  }
+  comms::Args p2p_args(const P2P& p) const {
+    comms::Args a = args(p.send ? comms::Kind::Send : comms::Kind::Recv, p.tensor, p.tensor, p.tensor.numel());
+    a.peer = p.peer;
+    return a;
+  }
+  void set_stream(comms::Args& a) const {
+#ifdef REPRISE_TORCH_CUDA
+    if (device_.is_cuda()) a.stream = c10::cuda::getCurrentCUDAStream(device_.index()).stream();  // with compute
+#else
+    (void)a;
+#endif
+  }
+  void run(comms::Args a) {
+    set_stream(a);
+    comm_->start(a)->wait_on(a.stream);
   }
 
- private:
-  void run(comms::Args& a) {
-    comms::Communicator& c = nccl_ ? *nccl_ : world_;
-#ifdef REPRISE_TORCH_CUDA
-    if (nccl_) a.stream = c10::cuda::getCurrentCUDAStream(device_.index()).stream();  // ordered with compute
-#endif
-    c.start(a)->wait_on(a.stream);
-  }
-  // `name` as the trace model normalizes it, `raw_name` as PyTorch's process groups record it.
-  void record(const char* name, const char* raw_name, const at::Tensor& t, const std::vector<at::Tensor>& in,
-              const std::vector<at::Tensor>& out, int64_t in_elems, int64_t out_elems) {
+  void record(const Record& r) const {
     capture::Session* s = capture::Session::active();
     if (!s) return;
     Collective c;
-    c.name = name;
-    c.raw_name = raw_name;
-    c.dtype = c10::toString(t.scalar_type());  // "Float", "Long", ...
-    c.in_elems = in_elems;
-    c.out_elems = out_elems;
-    c.pg_size = world_size();
-    c.rank = rank();
-    c.seq = seq_++;
-    s->record_collective(c, in, out);
+    c.name = r.name;
+    c.raw_name = r.raw_name;
+    c.dtype = r.dtype;
+    c.in_elems = r.in_elems;
+    c.out_elems = r.out_elems;
+    c.seq = r.seq;
+    c.rank = r.rank;
+    c.p2p = r.p2p;
+    c.pg_name = info_.name;
+    c.pg_desc = info_.desc;
+    c.pg_size = static_cast<int64_t>(info_.ranks.size());
+    c.global_rank_start = info_.ranks.front();
+    // Every group made here is evenly strided (Megatron's layouts are); a lone rank's stride is 1.
+    c.global_rank_stride = info_.ranks.size() > 1 ? info_.ranks[1] - info_.ranks[0] : 1;
+    s->record_collective(c, r.in, r.out);
   }
 
-  comms::Communicator& world_;
   at::Device device_;
-  std::unique_ptr<comms::Communicator> nccl_;
-  int64_t seq_ = 0;
+  CommCollectives* root_;
+  std::unique_ptr<comms::Communicator> owned_;  // the world's NCCL communicator, or a group's
+  comms::Communicator* comm_;                   // the one operations run on
+  GroupInfo info_;
+  int64_t seq_ = 0, p2p_seq_ = 0;
+  // The world's: every group named so far (members or not) and those this rank belongs to.
+  int named_ = 1;
+  std::vector<std::unique_ptr<CommCollectives>> groups_;
 };
 
 }  // namespace

@@ -50,24 +50,63 @@ struct Entry {
   const char* name;
   const char* help;
   std::unique_ptr<detail::Workload> (*make)(const WorkloadOptions&, at::Device);
+  void (*check)(const WorkloadOptions&, int world);  // before anything is built; nullptr: nothing to check
 };
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> table = {
-      {"mlp", "Linear+ReLU layers, MSE loss, SGD (--batch --hidden --layers); data parallel", detail::make_mlp},
+      {"mlp", "Linear+ReLU layers, MSE loss, SGD (--batch --hidden --layers); data parallel", detail::make_mlp,
+       nullptr},
       {"dlrm",
        "EmbeddingBag tables (model parallel, all_to_all) + MLPs (data parallel, all_reduce), dot interaction "
        "(--batch --tables --rows --dim --lookups --hidden)",
-       detail::make_dlrm},
+       detail::make_dlrm, nullptr},
       {"gpt",
        "decoder blocks: causal attention, LayerNorm, GELU MLP, AdamW (--batch --seq --hidden --heads --layers "
-       "--vocab); data parallel",
-       detail::make_gpt},
+       "--vocab); Megatron-style tensor, pipeline (1F1B) and data parallel (--tp --pp --dp --micro-batches), "
+       "ZeRO (--zero)",
+       detail::make_gpt, detail::check_gpt},
   };
   return table;
 }
 
+const Entry& find_entry(const std::string& name) {
+  for (const Entry& e : registry())
+    if (name == e.name) return e;
+  std::string names;
+  for (const Entry& e : registry()) names += (names.empty() ? "" : ", ") + std::string(e.name);
+  throw std::invalid_argument("workload '" + name + "': unknown (built in: " + names + ")");
+}
+
+// The trace's `## process_group:init ##` node, as PyTorch 2.x writes it: a group of every rank lists no ranks.
+std::string process_groups_json(const std::vector<GroupInfo>& groups, int world, int named,
+                                const std::string& backend) {
+  std::string s = "[";
+  for (const GroupInfo& g : groups) {
+    std::string ranks;
+    if (static_cast<int>(g.ranks.size()) != world)
+      for (int r : g.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    s += (s.size() > 1 ? ", " : "") + std::string("{\"pg_name\": \"") + g.name + "\", \"pg_desc\": \"" + g.desc +
+         "\", \"backend_config\": \"" + backend + "\", \"ranks\": [" + ranks +
+         "], \"group_size\": " + std::to_string(g.ranks.size()) + ", \"group_count\": " + std::to_string(named) + "}";
+  }
+  return s + "]";
+}
+
 }  // namespace
+
+void check_options(const WorkloadOptions& o, int world_size) {
+  const Entry& entry = find_entry(o.name);
+  if (o.warmup < 0 || o.steps < 1 || o.record < 1)
+    throw std::invalid_argument("warm-up steps must be >= 0, timed and recorded steps >= 1");
+  if (entry.check) {
+    entry.check(o, world_size);
+  } else if (o.tp != 1 || o.pp != 1 || (o.dp != 0 && o.dp != world_size) || o.micro_batches != 0 || o.zero) {
+    throw std::invalid_argument("workload '" + o.name +
+                                "': tensor and pipeline parallelism, micro-batches and ZeRO are gpt's; it is data "
+                                "parallel over the launch's ranks");
+  }
+}
 
 std::vector<std::pair<std::string, std::string>> workload_list() {
   std::vector<std::pair<std::string, std::string>> v;
@@ -76,16 +115,8 @@ std::vector<std::pair<std::string, std::string>> workload_list() {
 }
 
 CaptureReport capture_workload(const WorkloadOptions& o) {
-  const Entry* entry = nullptr;
-  for (const Entry& e : registry())
-    if (o.name == e.name) entry = &e;
-  if (!entry) {
-    std::string names;
-    for (const Entry& e : registry()) names += (names.empty() ? "" : ", ") + std::string(e.name);
-    throw std::invalid_argument("workload '" + o.name + "': unknown (built in: " + names + ")");
-  }
-  if (o.warmup < 0 || o.steps < 1 || o.record < 1)
-    throw std::invalid_argument("warm-up steps must be >= 0, timed and recorded steps >= 1");
+  const Entry& entry = find_entry(o.name);
+  check_options(o, o.comm ? o.comm->world_size() : 1);
   at::Device device(at::kCPU);
   try {
     device = at::Device(o.device);
@@ -100,7 +131,7 @@ CaptureReport capture_workload(const WorkloadOptions& o) {
   };
   device::install_memory_tracking();
   at::manual_seed(o.seed);
-  std::unique_ptr<detail::Workload> w = entry->make(o, device);
+  std::unique_ptr<detail::Workload> w = entry.make(o, device);
 
   CaptureReport r;
   r.rank = o.comm ? o.comm->rank() : 0;
@@ -117,6 +148,7 @@ CaptureReport capture_workload(const WorkloadOptions& o) {
     timer.start();
     w->step();
     r.iteration_seconds.push_back(timer.stop_seconds());
+    if (k == 0) r.loss = w->loss();
   }
   r.peak_memory_bytes = device::memory_peak(device);
 
@@ -129,10 +161,11 @@ CaptureReport capture_workload(const WorkloadOptions& o) {
   so.record_steps = o.record;
   so.nested_values = !o.lean;
   so.rank = r.rank;
-  int world = o.comm ? o.comm->world_size() : 1;
-  so.process_groups = "[{\"pg_name\": \"0\", \"pg_desc\": \"default_pg\", \"backend_config\": \"" +
-                      std::string(device.is_cuda() ? "cuda:nccl" : "cpu:mpi") +
-                      "\", \"ranks\": [], \"group_size\": " + std::to_string(world) + ", \"group_count\": 1}]";
+  const std::string backend = device.is_cuda() ? "cuda:nccl" : "cpu:mpi";
+  if (o.comm)
+    so.process_groups = process_groups_json(o.comm->groups(), o.comm->world_size(), o.comm->groups_named(), backend);
+  else
+    so.process_groups = process_groups_json({{"0", "default_pg", {0}}}, 1, 1, backend);
   {
     capture::Session session(so);
     for (int k = 0; k < o.record; ++k) {
@@ -161,12 +194,14 @@ std::string manifest_json(const WorkloadOptions& o, const std::vector<CaptureRep
   j["seed"] = o.seed;
   j["lean"] = o.lean;
   auto a = nlohmann::ordered_json::array();
-  for (const CaptureReport& r : ranks)
+  for (const CaptureReport& r : ranks) {
     a.push_back({{"rank", r.rank},
                  {"trace", r.trace},
                  {"iteration_seconds", r.iteration_seconds},
                  {"recorded_iteration_seconds", r.recorded_iteration_seconds},
                  {"peak_memory_bytes", r.peak_memory_bytes}});
+    if (std::isfinite(r.loss)) a.back()["loss"] = r.loss;
+  }
   j["ranks"] = a;
   return j.dump(2) + "\n";
 }

@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -15,11 +16,15 @@ class Workload {
   virtual ~Workload() = default;
   virtual std::string describe() const = 0;
   virtual void step() = 0;
+  // The last step's loss where this rank computes it (read between steps: it may synchronize); NaN otherwise.
+  virtual double loss() const { return std::nan(""); }
 };
 
 std::unique_ptr<Workload> make_mlp(const WorkloadOptions& o, at::Device device);
 std::unique_ptr<Workload> make_dlrm(const WorkloadOptions& o, at::Device device);
 std::unique_ptr<Workload> make_gpt(const WorkloadOptions& o, at::Device device);
+// gpt's sizes and layout against a world of `world` ranks; throws std::invalid_argument.
+void check_gpt(const WorkloadOptions& o, int world);
 
 // A parameter: leaf tensor that requires grad, initialised uniform in [-scale, scale].
 at::Tensor parameter(at::IntArrayRef shape, double scale, at::Device device);

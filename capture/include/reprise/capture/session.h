@@ -85,7 +85,8 @@ class Session {
   // record_param_comms node under the current op with the communication attrs and the tensors it reads and writes,
   // so replay can follow the data to and from the compute around it. Of `c`, the fields a trace carries are used:
   // raw_name is the name written (PyTorch's: allreduce, all_to_all, ...; `name` when empty), dtype ("Float", ...),
-  // in/out_elems and splits, seq, rank, pg_name, pg_desc, pg_size, global_rank_start and stride. Those left
+  // in/out_elems and splits, seq (written as PyTorch 2.x's (seq, isP2P) tuple when p2p is set), rank, pg_name,
+  // pg_desc, pg_size, global_rank_start and stride. Those left
   // unknown (-1, "") are written as the default process group's: "0", "default_pg", size 1, ranks from 0 by 1.
   void record_collective(const Collective& c, const std::vector<at::Tensor>& inputs = {},
                          const std::vector<at::Tensor>& outputs = {});

@@ -67,14 +67,22 @@ class Communicator {
   [[noreturn]] virtual void abort(int code) = 0;
 };
 
-// The launch this process is part of, from the launcher's environment: mpirun (OMPI_COMM_WORLD_*), srun
-// (SLURM_*/PMI_*), torchrun (RANK, WORLD_SIZE, LOCAL_RANK), or a single process.
+// The launch this process is part of, from the launcher's environment: mpirun (OMPI_COMM_WORLD_*), a Slurm job
+// step started by srun (SLURM_STEP_NUM_TASKS, SLURM_PROCID, SLURM_LOCALID, SLURM_STEP_TASKS_PER_NODE), another
+// PMI launcher (PMI_RANK/PMI_SIZE, PMIX_RANK), torchrun (RANK, WORLD_SIZE, LOCAL_RANK), or a single process. An
+// sbatch script or salloc shell is a single process: Slurm sets SLURM_PROCID and SLURM_NTASKS there too, but only
+// a step's tasks are ranks.
 struct Launch {
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
   std::string launcher = "single";  // "mpirun", "srun", "torchrun", "single"
   bool mpi = false;                 // launched by an MPI launcher: MPI can bootstrap
+  bool slurm_job = false;           // inside a Slurm allocation (SLURM_JOB_ID): srun is the way to start ranks
 };
 Launch detect_launch();
+// How to start `ranks` processes with the launcher in use, for hints: "mpirun -np 2", "srun -n 2" (under srun or
+// inside a Slurm allocation), "torchrun --nproc-per-node 2 --no-python"; mpirun where there is none.
+std::string launch_command(const Launch& launch, const std::string& ranks);
+std::string launch_command(const Launch& launch, int ranks);
 
 // MPI (CPU buffers). Initializes MPI on first use when the launch is an MPI one; size-1 world otherwise.
 std::unique_ptr<Communicator> make_mpi_world();

@@ -111,7 +111,8 @@ struct CollectiveTiming {
   int64_t bytes = 0;               // nccl-tests size: the larger buffer of one rank
   int64_t calls = 0;               // per iteration
   int group_size = 1;
-  double seconds = 0;           // mean per call (start to completion)
+  int peer = -1;                // send/recv: the peer's global rank
+  double seconds = 0;           // mean per call (start to completion; a batch's members each its whole time)
   double algbw = 0, busbw = 0;  // GB/s
 };
 
@@ -149,8 +150,9 @@ struct ReplayResult {
   int64_t ops_selected = 0;  // compute ops and collectives of the selected iterations
   int64_t ops_replayed = 0;
   int64_t compute_selected = 0, compute_replayed = 0;
-  int64_t collectives_selected = 0, collectives_replayed = 0;
-  double coverage = 0;  // ops_replayed / ops_selected
+  int64_t collectives_selected = 0, collectives_replayed = 0;  // collectives, p2p and waits
+  int64_t p2p_selected = 0, p2p_replayed = 0;                  // of those, sends and receives
+  double coverage = 0;                                         // ops_replayed / ops_selected
   std::vector<SkipCount> skipped;
   std::vector<FailedOp> failed;  // the first 20 ops the dispatcher refused, with their node ids
   // Wrappers this LibTorch does not know whose recorded children were replayed instead.
@@ -173,7 +175,12 @@ struct ReplayResult {
   std::vector<std::pair<int64_t, double>> op_times;
   std::vector<CollectiveTiming> collective_timing;  // with a communicator
   int world_size = 1;
-  std::string comm_backend;      // "mpi", "nccl", "self", or "" when collectives were skipped
+  std::string launcher = "single";  // what started the ranks: "mpirun", "srun", "torchrun", "single"
+  std::string comm_backend;         // "mpi", "nccl", "self", or "" when collectives were skipped
+  // GPU replays of traces whose compute ran on several streams: how many streams it used, and the event waits
+  // between them (data dependencies across streams). 0 otherwise.
+  int compute_streams = 0;
+  int64_t cross_stream_waits = 0;
   std::vector<OpSpan> timeline;  // when timeline: the spans of one per-op iteration
   std::vector<std::string> warnings;
   TimeLimit time_limit;  // the limit it ran under (seconds 0: none)

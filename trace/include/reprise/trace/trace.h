@@ -148,10 +148,15 @@ struct Collective {
   int64_t in_elems = 0, out_elems = 0;
   std::vector<int64_t> in_splits, out_splits;
   int64_t global_rank_start = -1, global_rank_stride = -1, pg_size = -1;
+  // send/recv and what PyTorch 2.x marks isP2P (coalesced records and waits of p2p). For send/recv, `rank` holds the
+  // peer's rank in the group (PyTorch 2.x records dstRank/srcRank there; older versions the caller's own rank).
   bool p2p = false;
-  bool is_async = false;  // a later wait names it
+  bool p2p_recorded = false;  // the trace said (a [seq, isP2P] tuple or an isP2P attribute), not inferred
+  bool is_async = false;      // a later wait names it
   bool is_wait = false;
   int32_t waits_for = -1;  // for waits: the collective it waits on
+  // send/recv: `rank` is the peer's (PyTorch 2.x), not the caller's, and stays as recorded when ranks share a role.
+  bool is_send_recv() const { return name == "send" || name == "recv"; }
   int64_t in_bytes() const { return in_elems * itemsize; }
   int64_t out_bytes() const { return out_elems * itemsize; }
 };
