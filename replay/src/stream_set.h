@@ -26,7 +26,6 @@ class StreamSet {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  const Plan& plan_;
 };
 
 }  // namespace reprise::replay::detail
