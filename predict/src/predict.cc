@@ -66,6 +66,11 @@ struct Built {
   int64_t rank = 0;  // the rank whose trace it was built from
 };
 
+bool has_p2p(const Built& b) {
+  const std::vector<SimCollective>& cs = b.b.program.collectives;
+  return std::any_of(cs.begin(), cs.end(), [](const SimCollective& c) { return c.peer >= 0; });
+}
+
 class Predictor {
  public:
   Predictor(const std::string& input, const PredictOptions& o)
@@ -126,6 +131,7 @@ Built* Predictor::build(std::unique_ptr<Trace> t, int64_t rank) {
   bo.steps = o_.steps;
   bo.all_steps = o_.all_steps;
   bo.op_times = op_times_for(rank);
+  bo.rank = rank;
   bo.group_of = [&](const Collective& c) {
     const int32_t g = groups_->of(tr, c, bundle_groups_);
     if (std::find(b->groups_used.begin(), b->groups_used.end(), g) == b->groups_used.end()) b->groups_used.push_back(g);
@@ -146,9 +152,9 @@ Built* Predictor::build(std::unique_ptr<Trace> t, int64_t rank) {
 }
 
 // Whether a program built from one rank's trace serves another rank of its role: a member of every group it uses,
-// and no measured op times of its own.
+// no measured op times of its own, and no sends or receives (their peers are the first rank's).
 bool Predictor::serves(const Built& b, int64_t rank) const {
-  if (op_times_for(rank) != op_times_for(b.rank)) return false;
+  if (op_times_for(rank) != op_times_for(b.rank) || has_p2p(b)) return false;
   for (int32_t g : b.groups_used) {
     const std::vector<int64_t>& m = groups_->all()[g].ranks;
     if (!std::binary_search(m.begin(), m.end(), rank)) return false;
@@ -201,6 +207,10 @@ void Predictor::load_traces() {
   set_world(world);
   if (set.ranks.size() == 1) {  // one trace of a larger job: every rank replays it, as replay does
     const Built* b = build(std::make_unique<Trace>(std::move(set.ranks[0])), 0);
+    if (world > 1 && has_p2p(*b))
+      throw UserError(b->trace->source + ": one rank's trace of a " + std::to_string(world) +
+                      "-rank job sends or receives point-to-point, so it cannot stand for every rank: give every "
+                      "rank's trace");
     for (int64_t r = 0; r < world; ++r) rank_program_[r] = b;
     return;
   }

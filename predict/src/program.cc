@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include "reprise/common/error.h"
@@ -29,6 +31,9 @@ class Builder {
   std::unordered_map<int64_t, uint16_t> streams_{{0, 0}};
   std::unordered_map<int32_t, int32_t> coll_of_trace_;                  // trace collective -> program collective
   std::unordered_map<int32_t, int64_t> seq_;                            // group -> collectives issued on it
+  std::map<std::tuple<int32_t, int64_t, bool>, int64_t> p2p_seq_;       // (group, peer, send) -> issued
+  std::vector<std::pair<int32_t, int64_t>> p2p_run_;  // the p2p just issued, nothing between: (program coll, seq)
+  std::unordered_map<int32_t, std::vector<int32_t>> coalesced_;  // trace "coalesced" record -> its batch
   std::unordered_map<uint32_t, std::pair<uint32_t, uint16_t>> writer_;  // tensor -> (program op, stream)
 
   void add(SimOp op, double sigma, const std::string& label, OpFamily family, double seconds) {
@@ -41,10 +46,28 @@ class Builder {
   }
   void compute(uint32_t node);
   void comm(uint32_t node);
+  bool peer_of(const Collective& c, int32_t group, int64_t& peer) const;
 };
+
+// A send's or receive's peer, a global rank: the recorded rank is the peer's rank in the group (PyTorch 2.x), or the
+// caller's own (older versions), which names the peer only in a group of two (as replay reads it).
+bool Builder::peer_of(const Collective& c, int32_t group, int64_t& peer) const {
+  const std::vector<int64_t>& ranks = o_.members(group);
+  const int64_t n = static_cast<int64_t>(ranks.size());
+  const int64_t me = std::find(ranks.begin(), ranks.end(), o_.rank) - ranks.begin();
+  if (c.rank < 0 || c.rank >= n || me == n) return false;
+  if (c.rank != me) {
+    peer = ranks[static_cast<size_t>(c.rank)];
+    return true;
+  }
+  if (n != 2) return false;
+  peer = ranks[static_cast<size_t>(1 - me)];
+  return true;
+}
 
 void Builder::compute(uint32_t node) {
   const Node& n = t_.nodes[node];
+  p2p_run_.clear();
   OpCost c = m_.op(t_, node);
   ++b_.ops;
   if (c.modeled)
@@ -96,20 +119,53 @@ void Builder::comm(uint32_t node) {
   op.stream = stream_of(t_, t_.nodes[node], streams_);
   op.host = host;
   if (c.is_wait) {
-    auto it = c.waits_for >= 0 ? coll_of_trace_.find(c.waits_for) : coll_of_trace_.end();
+    p2p_run_.clear();
     ++b_.modeled;
-    if (it == coll_of_trace_.end()) return;  // issued before the step: complete already, as the replay has it
-    b_.program.collectives[it->second].waited = true;
+    std::vector<int32_t> colls;  // what it completes: a collective, or a coalesced batch of p2p
+    if (auto batch = coalesced_.find(c.waits_for); batch != coalesced_.end()) colls = batch->second;
+    if (auto it = coll_of_trace_.find(c.waits_for); it != coll_of_trace_.end()) colls = {it->second};
+    if (colls.empty()) return;  // issued before the step: complete already, as the replay has it
     op.kind = SimOp::Kind::Wait;
-    op.coll = it->second;
-    add(op, 0, label, OpFamily::Sync, host);
+    for (size_t k = 0; k < colls.size(); ++k) {
+      b_.program.collectives[static_cast<size_t>(colls[k])].waited = true;
+      op.coll = colls[k];
+      if (k == 0) {
+        add(op, 0, label, OpFamily::Sync, host);
+        op.host = 0;  // one call waits for the whole batch
+      } else {
+        b_.program.ops.push_back(op);
+        b_.op_sigma.push_back(0);
+      }
+    }
+    return;
+  }
+  if (c.name == "coalesced") {
+    // PyTorch 2.x's record closing a batch of sends and receives (the ones just issued with its sequence number):
+    // no work of its own, as replay counts it; a wait on it waits for the batch.
+    --b_.ops;
+    std::vector<int32_t>& batch = coalesced_[ci];
+    for (const auto& [k, seq] : p2p_run_)
+      if (c.seq < 0 || seq == c.seq) batch.push_back(k);
+    p2p_run_.clear();
     return;
   }
   SimCollective sc;
   sc.group = o_.group_of(c);
-  sc.seq = seq_[sc.group]++;
   double sigma = 0;
-  sc.seconds = m_.collective(c, o_.members(sc.group), &sigma);
+  if (c.is_send_recv()) {
+    if (!peer_of(c, sc.group, sc.peer)) {  // counted as unmodeled, as replay skips it
+      ++b_.unmodeled[label];
+      return;
+    }
+    sc.send = c.name == "send";
+    sc.seq = p2p_seq_[{sc.group, sc.peer, sc.send}]++;
+    sc.seconds = m_.collective(c, {std::min(o_.rank, sc.peer), std::max(o_.rank, sc.peer)}, &sigma);
+    p2p_run_.emplace_back(static_cast<int32_t>(b_.program.collectives.size()), c.seq);
+  } else {
+    p2p_run_.clear();
+    sc.seq = seq_[sc.group]++;
+    sc.seconds = m_.collective(c, o_.members(sc.group), &sigma);
+  }
   ++b_.modeled;
   coll_of_trace_[ci] = static_cast<int32_t>(b_.program.collectives.size());
   b_.program.collectives.push_back(sc);

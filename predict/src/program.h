@@ -35,6 +35,7 @@ struct BuildOptions {
   std::vector<int64_t> steps;  // ProfilerStep numbers; empty: the first complete step
   bool all_steps = false;
   const OpTimes* op_times = nullptr;  // measured seconds by node id, for this rank's trace
+  int64_t rank = 0;                   // the trace's global rank: where its sends go and its receives come from
   // The SimInput group a collective runs on (resolved from its process group), and that group's members.
   std::function<int32_t(const Collective& c)> group_of;
   std::function<const std::vector<int64_t>&(int32_t group)> members;

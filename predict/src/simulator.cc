@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <string>
+#include <tuple>
 
 #include "reprise/common/error.h"
 
@@ -21,22 +23,25 @@ struct EvRef {
 struct Ev {
   double start = 0, end = 0;
   uint32_t op = 0;       // index in the rank's program
-  uint16_t res = kHost;  // kHost, 1 + compute stream, kCommBit | group
+  uint16_t res = kHost;  // kHost, 1 + compute stream, kCommBit | channel (a group, or a p2p direction past them)
   EvRef pred;            // what it waited for last
 };
 
-struct Instance {  // one collective call of one group, across its members
+struct Instance {  // one collective call of one group, across its members (a send and its receive, for p2p)
   int arrived = 0;
+  int need = 0;  // arrivals that complete it: the group's size, or 2
   double ready = 0;
   EvRef ready_ev;
   double end = 0;
   bool done = false;
   double seconds = 0;
   int32_t group = 0;
+  int64_t src = -1, dst = -1;  // p2p: the sending and the receiving rank
   struct Arrival {
     int64_t rank;
     uint32_t op;  // the op it arrived with
     double at;
+    uint32_t chan;  // the arriving rank's channel
   };
   std::vector<Arrival> arrivals;
   std::vector<int64_t> waiting;
@@ -51,11 +56,13 @@ struct Rank {
   EvRef host_last;
   std::vector<double> stream_tail;
   std::vector<EvRef> stream_last;
-  std::vector<double> comm_tail;  // by group
+  std::vector<double> comm_tail;  // by channel: the groups, then this rank's p2p directions
   std::vector<EvRef> comm_last;
+  std::vector<uint16_t> chan_res;  // by channel: its resource (kCommBit | global channel)
   std::vector<double> op_end;  // per program op: when its work ended (cross-stream dependencies)
   std::vector<EvRef> op_ev;
   std::vector<int64_t> instance;  // per program collective: its Instance
+  std::vector<uint32_t> chan;     // per program collective: its channel
   std::vector<Ev> events;
   SimRank out;
 };
@@ -69,6 +76,9 @@ class Simulation {
   const SimInput& in_;
   std::vector<Rank> ranks_;
   std::vector<std::vector<int64_t>> inst_of_;  // group -> seq -> instance
+  // p2p directions: (group, src, dst) -> its global channel (past the groups') and its instances by seq
+  std::map<std::tuple<int32_t, int64_t, int64_t>, std::pair<uint16_t, std::vector<int64_t>>> p2p_;
+  std::vector<std::tuple<int32_t, int64_t, int64_t>> p2p_names_;  // by global channel - groups
   std::vector<Instance> inst_;
   std::deque<int64_t> runnable_;
 
@@ -96,14 +106,16 @@ class Simulation {
     inst_[inst].waiting.push_back(r);
     return false;
   }
-  // After a completed collective of `group`, the host (CPU: MPI progresses on it) or the compute stream (GPU) goes on.
-  void continue_after(Rank& k, bool cpu, uint16_t stream, int32_t group) {
+  // After a completed collective on channel `ch`, the host (CPU: MPI progresses on it) or the compute stream (GPU)
+  // goes on.
+  void continue_after(Rank& k, bool cpu, uint16_t stream, uint32_t ch) {
     if (cpu)
-      later(k.host, k.host_last, k.comm_tail[group], k.comm_last[group]);
+      later(k.host, k.host_last, k.comm_tail[ch], k.comm_last[ch]);
     else
-      later(k.stream_tail[stream], k.stream_last[stream], k.comm_tail[group], k.comm_last[group]);
+      later(k.stream_tail[stream], k.stream_last[stream], k.comm_tail[ch], k.comm_last[ch]);
   }
-  void arrive(int64_t r, int64_t inst, double at, EvRef ev);
+  int64_t instance_of(int64_t r, const SimCollective& sc, const std::vector<std::vector<bool>>& member, uint32_t& ch);
+  void arrive(int64_t r, int32_t coll, double at, EvRef ev);
   void resolve(int64_t inst);
   [[noreturn]] void deadlock() const;
   std::string resource_name(uint16_t res) const;
@@ -129,42 +141,75 @@ void Simulation::setup() {
     for (const SimOp& op : k.p->ops) streams = std::max<uint16_t>(streams, op.stream + 1);
     k.stream_tail.assign(streams, 0);
     k.stream_last.assign(streams, {});
-    k.comm_tail.assign(in_.groups.size(), 0);
-    k.comm_last.assign(in_.groups.size(), {});
+    for (size_t g = 0; g < in_.groups.size(); ++g) k.chan_res.push_back(static_cast<uint16_t>(kCommBit | g));
     k.op_end.assign(k.p->ops.size(), 0);
     k.op_ev.assign(k.p->ops.size(), {});
     k.instance.assign(k.p->collectives.size(), -1);
+    k.chan.assign(k.p->collectives.size(), 0);
     k.events.reserve(k.p->ops.size() * 2);
-    for (size_t c = 0; c < k.p->collectives.size(); ++c) {
-      const SimCollective& sc = k.p->collectives[c];
-      if (sc.group < 0 || static_cast<size_t>(sc.group) >= in_.groups.size())
-        throw UserError(k.p->name + ": a collective names group index " + std::to_string(sc.group) + ", not defined");
-      if (!member[sc.group][r])
-        throw UserError(k.p->name + ": rank " + std::to_string(r) + " issues a collective on group " +
-                        in_.groups[sc.group].name + ", which it is not a member of");
-      std::vector<int64_t>& seqs = inst_of_[sc.group];
-      if (seqs.size() <= static_cast<size_t>(sc.seq)) seqs.resize(sc.seq + 1, -1);
-      if (seqs[sc.seq] < 0) {
-        seqs[sc.seq] = static_cast<int64_t>(inst_.size());
-        Instance i;
-        i.group = sc.group;
-        i.seconds = sc.seconds;
-        inst_.push_back(i);
-      }
-      Instance& i = inst_[seqs[sc.seq]];
-      i.seconds = std::max(i.seconds, sc.seconds);  // members may size it differently (uneven splits): the largest
-      k.instance[c] = seqs[sc.seq];
-    }
+    for (size_t c = 0; c < k.p->collectives.size(); ++c)
+      k.instance[c] = instance_of(static_cast<int64_t>(r), k.p->collectives[c], member, k.chan[c]);
+    k.comm_tail.assign(k.chan_res.size(), 0);
+    k.comm_last.assign(k.chan_res.size(), {});
     runnable_.push_back(static_cast<int64_t>(r));
   }
 }
 
-void Simulation::arrive(int64_t r, int64_t inst, double at, EvRef ev) {
-  Instance& i = inst_[inst];
+// The instance rank r's collective `sc` joins (made by its first member), and the rank's channel for it.
+int64_t Simulation::instance_of(int64_t r, const SimCollective& sc, const std::vector<std::vector<bool>>& member,
+                                uint32_t& ch) {
+  Rank& k = ranks_[r];
+  if (sc.group < 0 || static_cast<size_t>(sc.group) >= in_.groups.size())
+    throw UserError(k.p->name + ": a collective names group index " + std::to_string(sc.group) + ", not defined");
+  const std::string& gname = in_.groups[sc.group].name;
+  if (!member[sc.group][r])
+    throw UserError(k.p->name + ": rank " + std::to_string(r) + " issues a collective on group " + gname +
+                    ", which it is not a member of");
+  if (sc.seq < 0) throw UserError(k.p->name + ": a collective on group " + gname + " has no sequence number");
+  std::vector<int64_t>* seqs = &inst_of_[sc.group];
+  ch = static_cast<uint32_t>(sc.group);
+  if (sc.peer >= 0 || sc.send) {
+    if (sc.peer < 0 || static_cast<size_t>(sc.peer) >= ranks_.size() || sc.peer == r || !member[sc.group][sc.peer])
+      throw UserError(k.p->name + ": rank " + std::to_string(r) + (sc.send ? " sends to" : " receives from") +
+                      " rank " + std::to_string(sc.peer) + " on group " + gname + ", which is not another member");
+    const auto key = sc.send ? std::make_tuple(sc.group, r, sc.peer) : std::make_tuple(sc.group, sc.peer, r);
+    auto it = p2p_.find(key);
+    if (it == p2p_.end()) {
+      const size_t global = in_.groups.size() + p2p_names_.size();
+      if (global >= kCommBit)
+        throw UserError("simulation: more than " + std::to_string(kCommBit - in_.groups.size()) +
+                        " point-to-point directions between ranks");
+      it = p2p_.emplace(key, std::make_pair(static_cast<uint16_t>(kCommBit | global), std::vector<int64_t>())).first;
+      p2p_names_.push_back(key);
+    }
+    seqs = &it->second.second;
+    const auto local = std::find(k.chan_res.begin(), k.chan_res.end(), it->second.first);
+    ch = static_cast<uint32_t>(local - k.chan_res.begin());
+    if (local == k.chan_res.end()) k.chan_res.push_back(it->second.first);
+  }
+  if (seqs->size() <= static_cast<size_t>(sc.seq)) seqs->resize(sc.seq + 1, -1);
+  int64_t& at = (*seqs)[sc.seq];
+  if (at < 0) {
+    at = static_cast<int64_t>(inst_.size());
+    Instance i;
+    i.group = sc.group;
+    i.need = sc.peer >= 0 ? 2 : static_cast<int>(in_.groups[sc.group].ranks.size());
+    if (sc.peer >= 0) i.src = sc.send ? r : sc.peer, i.dst = sc.send ? sc.peer : r;
+    i.seconds = sc.seconds;
+    inst_.push_back(i);
+  }
+  Instance& i = inst_[at];
+  i.seconds = std::max(i.seconds, sc.seconds);  // members may size it differently (uneven splits): the largest
+  return at;
+}
+
+void Simulation::arrive(int64_t r, int32_t coll, double at, EvRef ev) {
+  Rank& k = ranks_[r];
+  Instance& i = inst_[k.instance[coll]];
   ++i.arrived;
-  i.arrivals.push_back({r, static_cast<uint32_t>(ranks_[r].pc), at});
+  i.arrivals.push_back({r, static_cast<uint32_t>(k.pc), at, k.chan[coll]});
   if (at >= i.ready) i.ready = at, i.ready_ev = ev;
-  if (static_cast<size_t>(i.arrived) == in_.groups[i.group].ranks.size()) resolve(inst);
+  if (i.arrived == i.need) resolve(k.instance[coll]);
 }
 
 void Simulation::resolve(int64_t inst) {
@@ -174,14 +219,14 @@ void Simulation::resolve(int64_t inst) {
   double begin = i.ready;
   EvRef pred = i.ready_ev;
   for (const Instance::Arrival& a : i.arrivals)
-    later(begin, pred, ranks_[a.rank].comm_tail[i.group], ranks_[a.rank].comm_last[i.group]);
+    later(begin, pred, ranks_[a.rank].comm_tail[a.chan], ranks_[a.rank].comm_last[a.chan]);
   i.end = begin + i.seconds;
   for (const Instance::Arrival& a : i.arrivals) {
     Rank& k = ranks_[a.rank];
     // Each member is in the call from its own arrival (a kernel spinning for its peers, an MPI wait) to the end.
-    const double start = std::max(a.at, k.comm_tail[i.group]);
-    k.comm_last[i.group] = log(a.rank, start, i.end, a.op, kCommBit | static_cast<uint16_t>(i.group), pred);
-    k.comm_tail[i.group] = i.end;
+    const double start = std::max(a.at, k.comm_tail[a.chan]);
+    k.comm_last[a.chan] = log(a.rank, start, i.end, a.op, k.chan_res[a.chan], pred);
+    k.comm_tail[a.chan] = i.end;
     k.out.comm_busy += i.end - start;
   }
   for (int64_t w : i.waiting) runnable_.push_back(w);
@@ -227,15 +272,16 @@ bool Simulation::step(int64_t r) {
         if (!k.arrived_here) {
           host_call(r, pc, op.host);
           k.arrived_here = true;
-          if (cpu && c.waited) break;  // an MPI request progresses in its wait
+          // An MPI collective's request progresses in its wait; a send or receive is matched once both are posted.
+          if (cpu && c.waited && c.peer < 0) break;
           double at = k.host;
           EvRef ev = k.host_last;
           if (!cpu) later(at, ev, k.stream_tail[op.stream], k.stream_last[op.stream]);  // the stream's event
-          arrive(r, inst, at, ev);
+          arrive(r, op.coll, at, ev);
         }
-        if (c.waited && !cpu) break;
+        if (c.waited) break;
         if (!done_or_wait(r, inst)) return false;
-        continue_after(k, cpu, op.stream, c.group);  // a synchronous collective
+        continue_after(k, cpu, op.stream, k.chan[op.coll]);  // a synchronous collective
         break;
       }
       case SimOp::Kind::Wait: {
@@ -244,10 +290,10 @@ bool Simulation::step(int64_t r) {
         if (!k.arrived_here) {
           host_call(r, pc, op.host);
           k.arrived_here = true;
-          if (cpu) arrive(r, inst, k.host, k.host_last);
+          if (cpu && c.peer < 0) arrive(r, op.coll, k.host, k.host_last);
         }
         if (!done_or_wait(r, inst)) return false;
-        continue_after(k, cpu, op.stream, c.group);
+        continue_after(k, cpu, op.stream, k.chan[op.coll]);
         break;
       }
       case SimOp::Kind::StepEnd: {
@@ -274,6 +320,12 @@ void Simulation::deadlock() const {
     if (op.coll < 0) continue;
     const SimCollective& c = k.p->collectives[op.coll];
     const Instance& i = inst_[k.instance[op.coll]];
+    if (c.peer >= 0)
+      throw UserError(k.p->name + ": rank " + std::to_string(r) + " waits at node " + std::to_string(op.node) +
+                      " for its " + (c.send ? "send #" : "receive #") + std::to_string(c.seq) +
+                      (c.send ? " to rank " : " from rank ") + std::to_string(c.peer) + " on group " +
+                      in_.groups[c.group].name + ", which rank " + std::to_string(c.peer) + " never " +
+                      (c.send ? "receives" : "sends") + " (the pipeline's sends and receives do not match)");
     std::string missing;
     for (int64_t m : in_.groups[c.group].ranks)
       if (std::none_of(i.arrivals.begin(), i.arrivals.end(), [&](const Instance::Arrival& a) { return a.rank == m; }))
@@ -287,7 +339,12 @@ void Simulation::deadlock() const {
 
 std::string Simulation::resource_name(uint16_t res) const {
   if (res == kHost) return "host";
-  if (res & kCommBit) return "comm " + in_.groups[res & ~kCommBit].name;
+  if (res & kCommBit) {
+    const size_t ch = res & ~kCommBit;
+    if (ch < in_.groups.size()) return "comm " + in_.groups[ch].name;
+    const auto& [g, src, dst] = p2p_names_[ch - in_.groups.size()];
+    return "p2p " + std::to_string(src) + "->" + std::to_string(dst) + " " + in_.groups[g].name;
+  }
   return "stream " + std::to_string(res - 1);
 }
 

@@ -18,6 +18,7 @@
 #include "reprise/predict/cost_model.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/write.h"
+#include "../common/p2p_trace.h"
 #include "test_util.h"
 
 namespace reprise::predict {
@@ -317,6 +318,44 @@ TEST(Predict, ABundleIsItsWorldAndItsRolesShareAProgram) {
   EXPECT_EQ(big.programs, 1);
   EXPECT_GT(big.seconds, traces.seconds);
   for (const RankPrediction& r : big.ranks) EXPECT_NEAR(r.seconds, big.seconds, 1e-9 * big.seconds) << r.rank;
+}
+
+TEST(Predict, PipelineStagesPairTheirSendsAndReceives) {
+  // Three stages on one group of three: stage 1 receives from 0 and sends to 2 in one coalesced batch, then waits.
+  const std::string dir = test::test_dir() + "/pipe";
+  std::filesystem::create_directories(dir);
+  const std::vector<int> world{0, 1, 2};
+  const std::vector<std::vector<test::P2pOp>> ops = {
+      {{"send", 1, 4096, 0}},
+      {{"recv", 0, 4096, 1}, {"send", 2, 4096, 1}, {"coalesced", -1, 0, 1}, {"wait", -1, 0, 1}},
+      {{"recv", 1, 4096, 0}}};
+  for (int r = 0; r < 3; ++r)
+    write_et(test::p2p_trace(r, world, ops[r]), dir + "/rank-" + std::to_string(r) + ".et.json.gz");
+  PredictOptions o = cpu_options();
+  o.timeline_ranks = {0, 1, 2};
+  const Prediction p = predict(dir, o);
+  ASSERT_EQ(p.ranks.size(), 3u);
+  EXPECT_EQ(p.programs, 3);
+  EXPECT_TRUE(p.unmodeled.empty());
+  for (const RankPrediction& r : p.ranks) EXPECT_GT(r.sim.comm_busy, 0) << r.rank;
+  std::set<std::string> resources;
+  for (const SimEvent& e : p.timeline) resources.insert(e.resource);
+  EXPECT_TRUE(resources.count("p2p 0->1 world") && resources.count("p2p 1->2 world"))
+      << *resources.rbegin();
+
+  // A bundle keeps a role per stage (their peers differ), so its prediction is the traces'.
+  gen::GenerateOptions g;
+  g.out = test::test_dir() + "/pipe-bundle";
+  gen::generate_from_trace(dir, g);
+  const Prediction b = predict(g.out, o);
+  EXPECT_EQ(b.programs, 3);
+  EXPECT_DOUBLE_EQ(b.seconds, p.seconds);
+
+  // One stage's trace cannot stand for the others.
+  const std::string e = user_error([&] { predict(dir + "/rank-1.et.json.gz", o); });
+  EXPECT_NE(e.find("rank-1.et.json.gz: one rank's trace of a 3-rank job sends or receives point-to-point"),
+            std::string::npos)
+      << e;
 }
 
 TEST(Predict, JsonAndTimelineHoldWhatTheDocsList) {

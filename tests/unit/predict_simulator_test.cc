@@ -2,8 +2,13 @@
 // pipelines, cross-stream dependencies, and mismatched collectives.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include "reprise/common/error.h"
 #include "reprise/predict/simulator.h"
+#include "test_util.h"
 
 namespace reprise::predict {
 namespace {
@@ -27,6 +32,17 @@ struct Prog {
     p.collectives.push_back({group, seq, seconds, waited});
     SimOp o;
     o.kind = K::Issue, o.host = host, o.coll = static_cast<int32_t>(p.collectives.size() - 1);
+    o.node = static_cast<uint32_t>(p.ops.size());
+    p.ops.push_back(o);
+    return *this;
+  }
+  // A send to (or receive from) global rank `peer` on `group`, its `seq`-th in that direction.
+  Prog& p2p(int32_t group, bool send, int64_t peer, int64_t seq, double seconds, bool waited) {
+    SimCollective c{group, seq, seconds, waited};
+    c.peer = peer, c.send = send;
+    p.collectives.push_back(c);
+    SimOp o;
+    o.kind = K::Issue, o.coll = static_cast<int32_t>(p.collectives.size() - 1);
     o.node = static_cast<uint32_t>(p.ops.size());
     p.ops.push_back(o);
     return *this;
@@ -118,6 +134,79 @@ TEST(Simulator, PipelineStagesHandOffThroughPointToPoint) {
   EXPECT_DOUBLE_EQ(r.makespan, 32);
   EXPECT_EQ(r.critical_path.back().rank, 1);
   EXPECT_EQ(r.critical_path.front().rank, 0);  // it starts in stage 0's first micro-batch
+}
+
+TEST(Simulator, PointToPointPairsOnlyTheTwoRanksOfALargerGroup) {
+  // Four stages on one group of four: each receives from the stage before, computes 10, sends 1 second onward. A
+  // send waits for its receiver alone, not for the whole group.
+  std::vector<Prog> s(4, Prog(true));
+  for (int64_t k = 0; k < 4; ++k) {
+    if (k > 0) s[k].p2p(0, false, k - 1, 0, 1, false);
+    s[k].compute(10, 0);
+    if (k < 3) s[k].p2p(0, true, k + 1, 0, 1, false);
+    s[k].end();
+  }
+  SimInput in;
+  for (const Prog& g : s) in.programs.push_back(&g.p);
+  in.groups = {{"pp", {0, 1, 2, 3}}};
+  in.timeline_ranks = {1};
+  SimResult r = simulate(in);
+  EXPECT_DOUBLE_EQ(r.ranks[0].end, 11);  // 0-10, send 10-11
+  EXPECT_DOUBLE_EQ(r.ranks[1].end, 22);  // recv 10-11, 11-21, send 21-22
+  EXPECT_DOUBLE_EQ(r.ranks[2].end, 33);
+  EXPECT_DOUBLE_EQ(r.ranks[3].end, 43);  // recv 32-33, 33-43
+  std::set<std::string> resources;
+  for (const SimEvent& e : r.timeline) resources.insert(e.resource);
+  EXPECT_TRUE(resources.count("p2p 0->1 pp")) << *resources.begin();
+  EXPECT_TRUE(resources.count("p2p 1->2 pp"));
+  EXPECT_EQ(r.critical_path.front().rank, 0);
+  EXPECT_EQ(r.critical_path.back().rank, 3);
+}
+
+TEST(Simulator, ABatchedExchangeRunsBothDirectionsAtOnce) {
+  // Two ranks each post a send and a receive of 2 seconds to the other, then wait for both (batch_isend_irecv):
+  // on MPI the four requests are matched once posted, and the two directions do not queue behind each other.
+  Prog a(true), b(true);
+  a.compute(1, 0).p2p(0, true, 1, 0, 2, true).p2p(0, false, 1, 0, 2, true).wait(0).wait(1).end();
+  b.compute(3, 0).p2p(0, true, 0, 0, 2, true).p2p(0, false, 0, 0, 2, true).wait(0).wait(1).end();
+  SimInput in;
+  in.programs = {&a.p, &b.p};
+  in.groups = {{"pp", {0, 1}}};
+  SimResult r = simulate(in);
+  EXPECT_DOUBLE_EQ(r.ranks[0].end, 5);  // both start when rank 1 posts at 3
+  EXPECT_DOUBLE_EQ(r.ranks[1].end, 5);
+  // The same on a GPU: the host goes on past the issues, the stream waits for the exchange.
+  Prog ga(false), gb(false);
+  ga.compute(1, 1).p2p(0, true, 1, 0, 2, true).p2p(0, false, 1, 0, 2, true).wait(0).wait(1).compute(1, 1).end();
+  gb.compute(1, 1).p2p(0, false, 0, 0, 2, true).p2p(0, true, 0, 0, 2, true).wait(1).wait(0).compute(1, 1).end();
+  in.programs = {&ga.p, &gb.p};
+  r = simulate(in);
+  EXPECT_DOUBLE_EQ(r.ranks[0].end, 5);  // kernel 1-2, exchange 2-4, kernel 4-5
+  EXPECT_DOUBLE_EQ(r.ranks[1].end, 5);
+}
+
+TEST(Simulator, UnmatchedSendsAreReportedNotHung) {
+  Prog a(true), b(true), c(true);
+  a.compute(1, 0).p2p(0, true, 1, 0, 1, false).end();
+  b.compute(1, 0).end();
+  c.compute(1, 0).end();
+  SimInput in;
+  in.programs = {&a.p, &b.p, &c.p};
+  in.groups = {{"pp", {0, 1, 2}}};
+  const std::string e = test::user_error([&] { simulate(in); });
+  EXPECT_NE(e.find("rank 0 waits at node 1 for its send #0 to rank 1 on group pp, which rank 1 never receives"),
+            std::string::npos)
+      << e;
+  Prog self(true);
+  self.p2p(0, true, 0, 0, 1, false).end();
+  in.programs = {&self.p, &b.p, &c.p};
+  EXPECT_NE(test::user_error([&] { simulate(in); }).find("sends to rank 0 on group pp, which is not another member"),
+            std::string::npos);
+  in.groups = {{"pp", {0, 1}}, {"world", {0, 1, 2}}};
+  Prog outside(true);
+  outside.p2p(0, false, 2, 0, 1, false).end();
+  in.programs = {&outside.p, &b.p, &c.p};
+  EXPECT_NE(test::user_error([&] { simulate(in); }).find("receives from rank 2 on group pp"), std::string::npos);
 }
 
 TEST(Simulator, CrossStreamWorkWaitsForWhatItReads) {

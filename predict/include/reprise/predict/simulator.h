@@ -1,6 +1,7 @@
 // The trace-driven simulator: every rank's host thread issues its ops in trace order; on a GPU each op's kernel runs
 // on its stream after its launch, after the stream's previous work and after the cross-stream work it reads;
-// collectives run on a stream per process group once every member has arrived (so a straggler delays the group);
+// collectives run on a stream per process group once every member has arrived (so a straggler delays the group),
+// sends and receives once their peer has (on a channel per direction between two ranks);
 // waits make the compute stream wait for their collective; host-syncing ops make the host wait for the device. On a
 // CPU the ops run on the host thread and collectives progress inside their waits (MPI without a progress thread).
 //
@@ -34,9 +35,14 @@ struct SimOp {
 
 struct SimCollective {
   int32_t group = 0;    // index in SimInput::groups
-  int64_t seq = 0;      // its order among this program's collectives on the group
+  int64_t seq = 0;      // its order among this program's collectives on the group (p2p: among its sends, or
+                        // receives, with `peer` on the group)
   double seconds = 0;   // on the wire once every member has arrived
   bool waited = false;  // a Wait completes it (else the issue does: a synchronous collective)
+  // Point-to-point: the other rank (global). A send pairs with that rank's receive of the same seq, not with the
+  // whole group, and each direction between two ranks is a channel of its own (NCCL's per-pair communicators).
+  int64_t peer = -1;
+  bool send = false;
 };
 
 struct SimProgram {
@@ -85,7 +91,8 @@ struct SimResult {
 };
 
 // Runs the simulation. Throws UserError when the programs cannot complete: a collective some member of its group
-// never issues (named with the rank, node and group), or a rank issuing on a group it is not a member of.
+// never issues (named with the rank, node and group), a send or receive its peer never matches, or a rank issuing on
+// a group it is not a member of.
 SimResult simulate(const SimInput& in);
 
 }  // namespace reprise::predict
