@@ -29,11 +29,11 @@ class Builder {
   const BuildOptions& o_;
   BuiltProgram b_;
   std::unordered_map<int64_t, uint16_t> streams_{{0, 0}};
-  std::unordered_map<int32_t, int32_t> coll_of_trace_;                  // trace collective -> program collective
-  std::unordered_map<int32_t, int64_t> seq_;                            // group -> collectives issued on it
-  std::map<std::tuple<int32_t, int64_t, bool>, int64_t> p2p_seq_;       // (group, peer, send) -> issued
+  std::unordered_map<int32_t, int32_t> coll_of_trace_;             // trace collective -> program collective
+  std::unordered_map<int32_t, int64_t> seq_;                       // group -> collectives issued on it
+  std::map<std::tuple<int32_t, int64_t, bool>, int64_t> p2p_seq_;  // (group, peer, send) -> issued
   std::vector<std::pair<int32_t, int64_t>> p2p_run_;  // the p2p just issued, nothing between: (program coll, seq)
-  std::unordered_map<int32_t, std::vector<int32_t>> coalesced_;  // trace "coalesced" record -> its batch
+  std::unordered_map<int32_t, std::vector<int32_t>> coalesced_;         // trace "coalesced" record -> its batch
   std::unordered_map<uint32_t, std::pair<uint32_t, uint16_t>> writer_;  // tensor -> (program op, stream)
 
   void add(SimOp op, double sigma, const std::string& label, OpFamily family, double seconds) {

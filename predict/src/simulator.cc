@@ -59,7 +59,7 @@ struct Rank {
   std::vector<double> comm_tail;  // by channel: the groups, then this rank's p2p directions
   std::vector<EvRef> comm_last;
   std::vector<uint16_t> chan_res;  // by channel: its resource (kCommBit | global channel)
-  std::vector<double> op_end;  // per program op: when its work ended (cross-stream dependencies)
+  std::vector<double> op_end;      // per program op: when its work ended (cross-stream dependencies)
   std::vector<EvRef> op_ev;
   std::vector<int64_t> instance;  // per program collective: its Instance
   std::vector<uint32_t> chan;     // per program collective: its channel

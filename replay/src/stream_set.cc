@@ -63,9 +63,7 @@ void StreamSet::join() {
 #else  // a LibTorch without CUDA has no GPU streams: the executor never makes a StreamSet
 
 struct StreamSet::Impl {};
-StreamSet::StreamSet(const Plan&) {
-  throw UserError("several GPU streams need a LibTorch built with CUDA");
-}
+StreamSet::StreamSet(const Plan&) { throw UserError("several GPU streams need a LibTorch built with CUDA"); }
 StreamSet::~StreamSet() = default;
 void StreamSet::before(const Instr&) {}
 void StreamSet::after(const Instr&, const std::vector<at::Tensor>&) {}

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "../common/p2p_trace.h"
 #include "reprise/common/error.h"
 #include "reprise/generators/generate.h"
 #include "reprise/predict/cost_model.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/write.h"
-#include "../common/p2p_trace.h"
 #include "test_util.h"
 
 namespace reprise::predict {
@@ -340,8 +340,7 @@ TEST(Predict, PipelineStagesPairTheirSendsAndReceives) {
   for (const RankPrediction& r : p.ranks) EXPECT_GT(r.sim.comm_busy, 0) << r.rank;
   std::set<std::string> resources;
   for (const SimEvent& e : p.timeline) resources.insert(e.resource);
-  EXPECT_TRUE(resources.count("p2p 0->1 world") && resources.count("p2p 1->2 world"))
-      << *resources.rbegin();
+  EXPECT_TRUE(resources.count("p2p 0->1 world") && resources.count("p2p 1->2 world")) << *resources.rbegin();
 
   // A bundle keeps a role per stage (their peers differ), so its prediction is the traces'.
   gen::GenerateOptions g;
