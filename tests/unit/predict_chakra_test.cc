@@ -222,6 +222,19 @@ TEST(ChakraExport, P2PSendAndRecvCarryPeersAndTags) {
   EXPECT_EQ(node(g, send2).data_deps, Ids{});         // a is only read
 }
 
+TEST(ChakraExport, P2PFromBeforePyTorch2NamesThePeerOfAPair) {
+  // Older versions recorded the caller's own rank (1) for a send: in a group of two the peer is the other rank.
+  TraceBuilder b;
+  b.roots();
+  b.set_parent(b.annotation("ProfilerStep#0"));
+  Value a = tensor(b, {32});
+  const int64_t send = b.op("c10d::send", {b.list({a})}, {});
+  record_param_comms(b, "send", 1, {a}, 32, send, 1);
+  const ChakraTrace g = build_chakra(b.finish(), 1);
+  EXPECT_EQ(node(g, send).int_attr("comm_src"), 1);
+  EXPECT_EQ(node(g, send).int_attr("comm_dst"), 0);
+}
+
 TEST(ChakraExport, WaitTensorWaitsForWhatWroteItsTensor) {
   TraceBuilder b;
   b.roots();

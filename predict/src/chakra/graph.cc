@@ -77,6 +77,7 @@ class GraphBuilder {
   std::unordered_map<int64_t, uint64_t> last_on_stream_;        // stream order (ops that record a stream)
   std::unordered_map<int64_t, std::vector<uint64_t>> pending_;  // thread -> sync deps for its next op
   std::unordered_map<int32_t, uint64_t> coll_node_;             // trace collective -> its node
+  int world_ = -1;                                              // the trace's world size, once needed
   std::map<std::pair<int64_t, int64_t>, int32_t> p2p_count_;    // (src, dst) -> messages so far: the tag
 
   void add(uint32_t node, ChakraNode n);
@@ -119,8 +120,15 @@ bool GraphBuilder::comm(uint32_t node, ChakraNode& n) {
   if (c.name == "send" || c.name == "recv") {
     const bool send = c.name == "send";
     n.type = send ? ChakraNodeType::CommSend : ChakraNodeType::CommRecv;
-    // PyTorch records a p2p op's peer (its group rank) where collectives record the caller's own rank.
-    const int64_t peer = world_rank(t_, c, c.rank);
+    // PyTorch 2.x records a p2p op's peer (its group rank) where collectives record the caller's own rank; older
+    // versions recorded the caller's own there too, which names the peer only in a group of two (as replay reads it).
+    int64_t peer = world_rank(t_, c, c.rank);
+    if (peer == rank_) {
+      if (world_ < 0) world_ = trace_world_size(t_, 1);
+      const std::vector<int64_t> members =
+          collective_group_ranks(c, find_process_group(t_.process_groups, c.pg_name), world_);
+      peer = members.size() != 2 ? -1 : members[0] == rank_ ? members[1] : members[0];
+    }
     if (peer >= 0) {
       const int64_t src = send ? rank_ : peer, dst = send ? peer : rank_;
       n.attrs["comm_src"] = static_cast<int32_t>(src);
