@@ -451,6 +451,21 @@ TEST(ChakraExport, DecoderRejectsWhatIsNotChakra) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
   EXPECT_THROW(read_chakra(test::temp_dir() + "/missing.et"), UserError);
+
+  // A node whose name is not UTF-8: one line saying so, and nothing of protobuf's own on stderr.
+  const std::string bad = test::write_file(test::temp_dir() + "/bad.et", std::string("\x03\x0a\x01"
+                                                                                     "1"
+                                                                                     "\x03\x12\x01\xff",
+                                                                                     8));
+  testing::internal::CaptureStderr();
+  const std::string e = test::user_error([&] { read_chakra(bad); });
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(e.find(bad + ": byte 5: not a Chakra Node message (String field 'reprise.chakra.Node.name' contains "
+                         "invalid UTF-8 data)"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  EXPECT_EQ(err, "");
 }
 
 }  // namespace

@@ -6,7 +6,13 @@
 #include "reprise/trace/write.h"
 
 #ifdef REPRISE_HAVE_PROTOBUF
+#include <google/protobuf/stubs/common.h>
+
 #include "et_def.pb.h"
+#if GOOGLE_PROTOBUF_VERSION < 4022000  // later versions log through Abseil
+#include <google/protobuf/stubs/logging.h>
+#define REPRISE_PROTOBUF_LOG_HANDLER 1
+#endif
 #endif
 
 namespace reprise::predict {
@@ -21,6 +27,34 @@ namespace {
 namespace {
 
 namespace pb = ::reprise::chakra;
+
+// Protobuf writes why a parse failed (a string field that is not UTF-8) to stderr, beside the one-line error:
+// while decoding, its messages are kept instead, and the last one ends the error (`why`).
+class ParseLog {
+ public:
+#ifdef REPRISE_PROTOBUF_LOG_HANDLER
+  ParseLog() : prev_(google::protobuf::SetLogHandler(&ParseLog::keep)) { last().clear(); }
+  ~ParseLog() { google::protobuf::SetLogHandler(prev_); }
+#endif
+  ParseLog(const ParseLog&) = delete;
+  ParseLog& operator=(const ParseLog&) = delete;
+  static std::string why() {
+    std::string m = last();
+    const size_t cut = m.find(" when parsing");
+    if (cut != std::string::npos) m.resize(cut);
+    return m.empty() ? "" : " (" + m + ")";
+  }
+
+ private:
+  static std::string& last() {
+    static thread_local std::string m;
+    return m;
+  }
+#ifdef REPRISE_PROTOBUF_LOG_HANDLER
+  static void keep(google::protobuf::LogLevel, const char*, int, const std::string& message) { last() = message; }
+  google::protobuf::LogHandler* prev_;
+#endif
+};
 
 void put_attr(pb::AttributeProto* a, const std::string& name, const ChakraValue& v) {
   a->set_name(name);
@@ -158,9 +192,10 @@ ChakraTrace decode_chakra(std::string_view data, const std::string& source) {
   ChakraTrace g;
   size_t pos = 0, len = 0;
   if (!get_length(data, pos, len, source)) throw UserError(source + ": empty, not a Chakra trace");
+  const ParseLog log;
   pb::GlobalMetadata meta;
   if (!meta.ParseFromArray(data.data() + pos, static_cast<int>(len)))
-    throw UserError(source + ": no Chakra GlobalMetadata at the start");
+    throw UserError(source + ": no Chakra GlobalMetadata at the start" + ParseLog::why());
   pos += len;
   g.version = meta.version();
   ChakraValue v;
@@ -169,7 +204,7 @@ ChakraTrace decode_chakra(std::string_view data, const std::string& source) {
   pb::Node node;
   while (get_length(data, pos, len, source)) {
     if (!node.ParseFromArray(data.data() + pos, static_cast<int>(len)))
-      throw UserError(source + ": byte " + std::to_string(pos) + ": not a Chakra Node message");
+      throw UserError(source + ": byte " + std::to_string(pos) + ": not a Chakra Node message" + ParseLog::why());
     pos += len;
     ChakraNode n;
     n.id = node.id();
