@@ -285,6 +285,25 @@ bool Compiler::check_factory_arg(const std::string& name, const ArgSpec& arg, st
   return true;
 }
 
+// A convolution's stride, dilation and groups must be positive and its paddings not negative: LibTorch 1.13 divides
+// by the stride before it checks it (SIGFPE on meta), so the checks a CPU convolution makes are made here first.
+bool Compiler::check_conv_arg(const std::string& op, const std::string& name, const ArgSpec& arg,
+                              std::string& why) const {
+  if (arg.kind != ArgSpec::Const || op.find("conv") == std::string::npos) return true;
+  const bool positive = name == "stride" || name == "dilation" || name == "groups";
+  if (!positive && name != "padding" && name != "output_padding") return true;
+  const c10::IValue& v = p_.constants[arg.index];
+  std::vector<int64_t> xs;
+  if (v.isInt()) xs.push_back(v.toInt());
+  if (v.isIntList()) xs = v.toIntVector();
+  for (int64_t x : xs)
+    if (x < (positive ? 1 : 0)) {
+      why = std::to_string(x) + (positive ? " is not positive" : " is negative") + " (a convolution's " + name + ")";
+      return false;
+    }
+  return true;
+}
+
 bool Compiler::build_recorded_args(Span<Value> inputs, const c10::FunctionSchema& schema, std::vector<ArgSpec>& args,
                                    std::string& why) {
   const auto& formal = schema.arguments();
@@ -296,7 +315,8 @@ bool Compiler::build_recorded_args(Span<Value> inputs, const c10::FunctionSchema
   for (size_t k = 0; k < formal.size(); ++k) {
     if (k < inputs.size()) {
       if (!build_arg(inputs[k], formal[k].type(), args, why) ||
-          !check_factory_arg(formal[k].name(), args.back(), why)) {
+          !check_factory_arg(formal[k].name(), args.back(), why) ||
+          !check_conv_arg(schema.name(), formal[k].name(), args.back(), why)) {
         why = "argument " + formal[k].name() + ": " + why;
         return false;
       }

@@ -379,6 +379,46 @@ TEST(Replay, FactoryArgumentsThatCrashLibTorchAreSkippedWithReasons) {
   EXPECT_TRUE(meta_device) << "the factory without a device was not given meta";
 }
 
+TEST(Replay, ConvolutionArgumentsThatCrashLibTorchAreSkippedWithReasons) {
+  // A stride of 0 is a division by zero inside LibTorch 1.13's meta convolution (found by the long fuzz run).
+  MiniTrace m;
+  auto ints = [&](std::vector<int64_t> v) {
+    std::vector<Value> items;
+    for (int64_t i : v) items.push_back(m.b().integer(i));
+    return m.b().list(items);
+  };
+  const std::string conv =
+      "aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] "
+      "dilation=1, int groups=1) -> Tensor";
+  Value x = m.tensor({1, 4, 8, 8}), w = m.tensor({4, 4, 3, 3}), none = m.b().none();
+  const std::string pair = "GenericList[Int,Int]";
+  auto call = [&](std::vector<int64_t> stride, std::vector<int64_t> padding, int64_t groups) {
+    m.op(conv,
+         {{x, F},
+          {w, F},
+          {none, "None"},
+          {ints(stride), pair},
+          {ints(padding), pair},
+          {ints({1, 1}), pair},
+          {m.b().integer(groups), "Int"}},
+         {{m.tensor({1, 4, 6, 6}), F}});
+  };
+  call({0, 0}, {0, 0}, 1);
+  call({1, 1}, {-1, 0}, 1);
+  call({1, 1}, {0, 0}, 0);
+  call({1, 1}, {0, 0}, 1);  // fine
+  Trace t = m.finish();
+  for (const char* device : {"cpu", "meta"}) {
+    ReplayResult r = replay_trace(t, quick(device));
+    std::string why;
+    for (const SkipCount& s : r.skipped) why += s.op + ": " + s.reason + "|";
+    EXPECT_EQ(r.compute_replayed, std::string(device) == "cpu" ? 1 : 0) << device << ": " << why;  // no meta conv
+    EXPECT_NE(why.find("argument stride: 0 is not positive (a convolution's stride)"), std::string::npos) << why;
+    EXPECT_NE(why.find("argument padding: -1 is negative"), std::string::npos) << why;
+    EXPECT_NE(why.find("argument groups: 0 is not positive"), std::string::npos) << why;
+  }
+}
+
 TEST(Replay, CudaOnlyOpsMapToGenericOnesOffTheGpu) {
   MiniTrace m;
   const std::string T = "Tensor(float)";
