@@ -17,15 +17,30 @@ printf '#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n' >"$shim/c10/cuda/imp
 includes=()
 for d in */include */src; do [ -d "$d" ] && includes+=(-I"$d"); done
 mpi_inc=$(mpicxx --showme:incdirs 2>/dev/null | tr ' ' '\n' | sed 's/^/-isystem /' | tr '\n' ' ')
+files=$(grep -rl --include=*.cc 'REPRISE_TORCH_CUDA' capture comms device replay workloads tools generators 2>/dev/null)
+logs=$(mktemp -d)
+trap 'rm -rf "$shim" "$logs"' EXIT
+# One compiler per core (each file takes tens of seconds), every file's errors kept in its own log.
+check() {
+  local f=$1 log=$logs/$(echo "$1" | tr / _)
+  ${CXX:-g++} -fsyntax-only -std=c++17 -DNDEBUG -DREPRISE_TORCH_CUDA=1 -DREPRISE_HAVE_NCCL=1 -Wall -Wextra -Wshadow \
+    -Werror "${includes[@]}" -isystem "$shim" -isystem /usr/include/torch/csrc/api/include -isystem "$CUDA/include" \
+    $mpi_inc "$f" >"$log" 2>&1 || echo "$f" >"$log.failed"
+}
+jobs_max=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+for f in $files; do
+  while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n; done
+  check "$f" &
+done
+wait
 status=0
-for f in $(grep -rl --include=*.cc 'REPRISE_TORCH_CUDA' capture comms device replay workloads tools generators 2>/dev/null); do
-  if ! out=$(${CXX:-g++} -fsyntax-only -std=c++17 -DNDEBUG -DREPRISE_TORCH_CUDA=1 -DREPRISE_HAVE_NCCL=1 -Wall -Wextra \
-      -Wshadow -Werror "${includes[@]}" -isystem "$shim" -isystem /usr/include/torch/csrc/api/include \
-      -isystem "$CUDA/include" $mpi_inc "$f" 2>&1); then
+for f in $files; do
+  log=$logs/$(echo "$f" | tr / _)
+  if [ -f "$log.failed" ]; then
     echo "$f: does not compile as CUDA code:"
-    echo "$out" | grep -E 'error' | head -5
+    grep -E 'error' "$log" | head -5
     status=1
   fi
 done
-[ $status = 0 ] && echo "CUDA paths compile: $(grep -rl --include=*.cc 'REPRISE_TORCH_CUDA' capture comms device replay workloads tools generators | wc -l) files"
+[ $status = 0 ] && echo "CUDA paths compile: $(echo "$files" | wc -w) files"
 exit $status
