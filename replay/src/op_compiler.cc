@@ -6,6 +6,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "compiler.h"
 #include "reprise/common/clock.h"
@@ -285,8 +286,9 @@ bool Compiler::check_factory_arg(const std::string& name, const ArgSpec& arg, st
   return true;
 }
 
-// A convolution's stride, dilation and groups must be positive and its paddings not negative: LibTorch 1.13 divides
-// by the stride before it checks it (SIGFPE on meta), so the checks a CPU convolution makes are made here first.
+// A convolution's stride, dilation and groups must be positive, its paddings not negative and its groups an int:
+// LibTorch 1.13 divides by the stride before it checks it and keeps groups in 32 bits (2^40 groups become 0), both a
+// SIGFPE, so the checks a CPU convolution makes are made here first.
 bool Compiler::check_conv_arg(const std::string& op, const std::string& name, const ArgSpec& arg,
                               std::string& why) const {
   if (arg.kind != ArgSpec::Const || op.find("conv") == std::string::npos) return true;
@@ -296,11 +298,16 @@ bool Compiler::check_conv_arg(const std::string& op, const std::string& name, co
   std::vector<int64_t> xs;
   if (v.isInt()) xs.push_back(v.toInt());
   if (v.isIntList()) xs = v.toIntVector();
-  for (int64_t x : xs)
+  for (int64_t x : xs) {
     if (x < (positive ? 1 : 0)) {
       why = std::to_string(x) + (positive ? " is not positive" : " is negative") + " (a convolution's " + name + ")";
       return false;
     }
+    if (name == "groups" && x > std::numeric_limits<int32_t>::max()) {
+      why = std::to_string(x) + " groups do not fit LibTorch's int";
+      return false;
+    }
+  }
   return true;
 }
 

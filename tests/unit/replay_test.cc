@@ -380,7 +380,8 @@ TEST(Replay, FactoryArgumentsThatCrashLibTorchAreSkippedWithReasons) {
 }
 
 TEST(Replay, ConvolutionArgumentsThatCrashLibTorchAreSkippedWithReasons) {
-  // A stride of 0 is a division by zero inside LibTorch 1.13's meta convolution (found by the long fuzz run).
+  // A stride of 0, and 2^40 groups (0 in 32 bits), are divisions by zero inside LibTorch 1.13's convolution (found by
+  // the long fuzz run).
   MiniTrace m;
   auto ints = [&](std::vector<int64_t> v) {
     std::vector<Value> items;
@@ -406,7 +407,8 @@ TEST(Replay, ConvolutionArgumentsThatCrashLibTorchAreSkippedWithReasons) {
   call({0, 0}, {0, 0}, 1);
   call({1, 1}, {-1, 0}, 1);
   call({1, 1}, {0, 0}, 0);
-  call({1, 1}, {0, 0}, 1);  // fine
+  call({1, 1}, {0, 0}, int64_t(1) << 40);  // 0 in LibTorch's int
+  call({1, 1}, {0, 0}, 1);                 // fine
   Trace t = m.finish();
   for (const char* device : {"cpu", "meta"}) {
     ReplayResult r = replay_trace(t, quick(device));
@@ -416,6 +418,7 @@ TEST(Replay, ConvolutionArgumentsThatCrashLibTorchAreSkippedWithReasons) {
     EXPECT_NE(why.find("argument stride: 0 is not positive (a convolution's stride)"), std::string::npos) << why;
     EXPECT_NE(why.find("argument padding: -1 is negative"), std::string::npos) << why;
     EXPECT_NE(why.find("argument groups: 0 is not positive"), std::string::npos) << why;
+    EXPECT_NE(why.find("argument groups: 1099511627776 groups do not fit LibTorch's int"), std::string::npos) << why;
   }
 }
 
