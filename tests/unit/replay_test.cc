@@ -27,6 +27,12 @@ using detail::Plan;
 class MiniTrace {
  public:
   MiniTrace() { b_.set_parent(b_.annotation("ProfilerStep#1", b_.roots())); }
+  // A list of ints (sizes, strides, a convolution's stride).
+  Value ints(const std::vector<int64_t>& v) {
+    std::vector<Value> items;
+    for (int64_t i : v) items.push_back(b_.integer(i));
+    return b_.list(items);
+  }
   // A tensor; storage 0 = a storage of its own.
   Value tensor(std::vector<int64_t> shape, int64_t storage = 0, int64_t offset = 0, std::string dtype = "float",
                std::vector<int64_t> strides = {}) {
@@ -349,17 +355,12 @@ TEST(Replay, UnknownOpsBadSchemasAndFailedCallsAreSkippedWithReasons) {
 // float past int64 for an int. Each is a skip with its reason; on meta a factory without a device stays on meta.
 TEST(Replay, FactoryArgumentsThatCrashLibTorchAreSkippedWithReasons) {
   MiniTrace m;
-  auto ints = [&](std::vector<int64_t> v) {
-    std::vector<Value> items;
-    for (int64_t i : v) items.push_back(m.b().integer(i));
-    return m.b().list(items);
-  };
   const std::string empty =
       "aten::empty.memory_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, "
       "Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor";
-  m.op(empty, {{ints({int64_t(1) << 40, int64_t(1) << 40}), "GenericList[Int,Int]"}}, {{m.tensor({1}), F}});
-  m.op(empty, {{ints({4}), "GenericList[Int]"}, {m.b().integer(99), "Int"}}, {{m.tensor({4}), F}});
-  m.op(empty, {{ints({3}), "GenericList[Int]"}}, {{m.tensor({3}), F}});  // fine
+  m.op(empty, {{m.ints({int64_t(1) << 40, int64_t(1) << 40}), "GenericList[Int,Int]"}}, {{m.tensor({1}), F}});
+  m.op(empty, {{m.ints({4}), "GenericList[Int]"}, {m.b().integer(99), "Int"}}, {{m.tensor({4}), F}});
+  m.op(empty, {{m.ints({3}), "GenericList[Int]"}}, {{m.tensor({3}), F}});  // fine
   Value a = m.tensor({2, 3});
   m.op("aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
        {{a, F}, {m.b().real(1e300), "Double"}}, {{m.tensor({2}), F}});
@@ -383,11 +384,6 @@ TEST(Replay, ConvolutionArgumentsThatCrashLibTorchAreSkippedWithReasons) {
   // A stride of 0, and 2^40 groups (0 in 32 bits), are divisions by zero inside LibTorch 1.13's convolution (found by
   // the long fuzz run).
   MiniTrace m;
-  auto ints = [&](std::vector<int64_t> v) {
-    std::vector<Value> items;
-    for (int64_t i : v) items.push_back(m.b().integer(i));
-    return m.b().list(items);
-  };
   const std::string conv =
       "aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] "
       "dilation=1, int groups=1) -> Tensor";
@@ -398,9 +394,9 @@ TEST(Replay, ConvolutionArgumentsThatCrashLibTorchAreSkippedWithReasons) {
          {{x, F},
           {w, F},
           {none, "None"},
-          {ints(stride), pair},
-          {ints(padding), pair},
-          {ints({1, 1}), pair},
+          {m.ints(stride), pair},
+          {m.ints(padding), pair},
+          {m.ints({1, 1}), pair},
           {m.b().integer(groups), "Int"}},
          {{m.tensor({1, 4, 6, 6}), F}});
   };
@@ -426,19 +422,14 @@ TEST(Replay, CudaOnlyOpsMapToGenericOnesOffTheGpu) {
   MiniTrace m;
   const std::string T = "Tensor(float)";
   Value x = m.tensor({2, 3, 8, 8}), w = m.tensor({4, 3, 3, 3}), y = m.tensor({2, 4, 6, 6});
-  auto ints = [&](std::vector<int64_t> v) {
-    std::vector<Value> items;
-    for (int64_t i : v) items.push_back(m.b().integer(i));
-    return m.b().list(items);
-  };
   m.op(
       "aten::cudnn_convolution(Tensor self, Tensor weight, SymInt[] padding, SymInt[] stride, SymInt[] dilation, "
       "SymInt groups, bool benchmark, bool deterministic, bool allow_tf32) -> Tensor",
       {{x, T},
        {w, T},
-       {ints({0, 0}), "GenericList[Int,Int]"},
-       {ints({1, 1}), "GenericList[Int,Int]"},
-       {ints({1, 1}), "GenericList[Int,Int]"},
+       {m.ints({0, 0}), "GenericList[Int,Int]"},
+       {m.ints({1, 1}), "GenericList[Int,Int]"},
+       {m.ints({1, 1}), "GenericList[Int,Int]"},
        {m.b().integer(1), "Int"},
        {m.b().boolean(false), "Bool"},
        {m.b().boolean(false), "Bool"},
