@@ -11,17 +11,11 @@ namespace reprise::capture::detail {
 namespace {
 
 // One complete ("X") event; the step marker is a user annotation without a Record function id.
-void append_event(std::string& out, const DecodedNode& n, uint64_t tid, const std::string& pid, int64_t external_id) {
+void append_event(std::string& out, const DecodedNode& n, uint64_t tid, int64_t pid, int64_t external_id) {
   bool marker = n.rf_id == 0;
-  out += marker ? "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": "
-                : "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": ";
-  append_json_string(out, state().strings.str(n.name));
-  out += ", \"pid\": " + pid + ", \"tid\": ";
-  append_json_int(out, static_cast<int64_t>(tid));
-  out += ", \"ts\": ";
-  append_json_double(out, static_cast<double>(n.ts) / 1000);  // microseconds, as Kineto writes
-  out += ", \"dur\": ";
-  append_json_double(out, static_cast<double>(n.dur) / 1000);
+  append_timeline_event(out, marker ? "user_annotation" : "cpu_op", state().strings.str(n.name), pid,
+                        static_cast<int64_t>(tid), static_cast<double>(n.ts) / 1000,  // microseconds, as Kineto
+                        static_cast<double>(n.dur) / 1000);
   out += ", \"args\": {\"External id\": ";
   append_json_int(out, external_id);
   if (!marker) {
@@ -52,16 +46,12 @@ void write_host_timeline(const std::vector<Decoded>& logs, int64_t rank, const s
   // Formatted directly: a recorded step can have hundreds of thousands of ops.
   // "reprise_timeline" tells replay these are an observed run's times: the gaps between ops hold the observer's own
   // cost (docs/replay.md, "Host time").
-  std::string out = "{\"schemaVersion\": 1, \"reprise_timeline\": \"capture timeline\", ";
-  if (rank >= 0) {
-    out += "\"distributedInfo\": {\"rank\": ";
-    append_json_int(out, rank);
-    out += "}, ";
-  }
-  out += "\"traceName\": ";
+  std::string out;
+  append_timeline_header(out, "capture timeline", rank);
+  out += ", \"traceName\": ";
   append_json_string(out, path);
   out += ", \"traceEvents\": [";
-  std::string pid = std::to_string(::getpid());
+  const int64_t pid = ::getpid();
   int64_t external_id = 1;
   for (const Decoded& log : logs)
     for (const DecodedNode& n : log.nodes) {

@@ -63,7 +63,7 @@ class Compiler {
   bool build_recorded_args(Span<Value> inputs, const c10::FunctionSchema& schema, std::vector<ArgSpec>& args,
                            std::string& why);
   bool check_factory_arg(const std::string& name, const ArgSpec& arg, std::string& why);
-  bool check_conv_arg(const std::string& op, const std::string& name, const ArgSpec& arg, std::string& why) const;
+  bool check_conv_arg(const std::string& name, const ArgSpec& arg, std::string& why) const;
   void emit_op(uint32_t node, uint32_t op, uint16_t step, const c10::FunctionSchema& schema,
                const std::vector<ArgSpec>& args, size_t first_ref);
   void bind_outputs(const c10::FunctionSchema& schema, const Node& n, Instr& in);

@@ -41,8 +41,10 @@ std::string source_of(const Trace& t) {
   return t.kineto->producer;
 }
 
-}  // namespace
-
+// The scale the default gives (0 none, 1 recorded) and why, by the replay device and where the trace's op times came
+// from (docs/replay.md, "Host time"): recorded on a GPU, and on the CPU for the Python helper's profiled steps (which
+// ran without the observer); none otherwise on the CPU (a Reprise capture's gaps and a Kineto trace's of the ET's
+// step hold the observer's own cost) and on meta.
 double default_host_time_scale(const at::Device& device, const Trace& t, std::string& reason) {
   if (device.is_cuda()) {
     reason = "recorded on cuda: a launch-bound step keeps the host time between its launches";
@@ -62,12 +64,19 @@ double default_host_time_scale(const at::Device& device, const Trace& t, std::st
   return 0;
 }
 
+// The options' scale ("given"), else the device's default.
+double chosen_scale(const ReplayOptions& o, const at::Device& device, const Trace& t, std::string& reason) {
+  if (o.host_time_scale < 0) return default_host_time_scale(device, t, reason);
+  reason = "given";
+  return o.host_time_scale;
+}
+
+}  // namespace
+
 double expected_host_time_scale(const Trace& t, const ReplayOptions& o) {
-  if (o.host_time_scale >= 0) return o.host_time_scale;
-  const std::string device = o.device.empty() ? trace_main_device(t) : o.device;
   std::string reason;
   try {
-    return default_host_time_scale(at::Device(device), t, reason);
+    return chosen_scale(o, at::Device(o.device.empty() ? trace_main_device(t) : o.device), t, reason);
   } catch (const std::exception&) {
     return 0;  // not a device: the replay says so
   }
@@ -75,12 +84,7 @@ double expected_host_time_scale(const Trace& t, const ReplayOptions& o) {
 
 HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
   HostTimeReport r;
-  if (o.host_time_scale >= 0) {
-    r.scale = o.host_time_scale;
-    r.reason = "given";
-  } else {
-    r.scale = default_host_time_scale(p.device, t, r.reason);
-  }
+  r.scale = chosen_scale(o, p.device, t, r.reason);
   r.mode = r.scale == 0 ? "none" : r.scale == 1 ? "recorded" : "scale";
 
   std::vector<uint32_t> instr_of(t.nodes.size(), kNone32);

@@ -6,12 +6,6 @@
 
 namespace reprise::replay::detail {
 
-// The scale the default gives (0 none, 1 recorded) and why, by the replay device and where the trace's op times came
-// from (docs/replay.md, "Host time"): recorded on a GPU, and on the CPU for the Python helper's profiled steps (which
-// ran without the observer); none otherwise on the CPU (a Reprise capture's gaps and a Kineto trace's of the ET's
-// step hold the observer's own cost) and on meta.
-double default_host_time_scale(const at::Device& device, const Trace& t, std::string& reason);
-
 // The scale a replay of `t` with `o` will re-spend host time at, before its plan is compiled (the time limit needs it):
 // the options', else the default for the device the options or the trace name.
 double expected_host_time_scale(const Trace& t, const ReplayOptions& o);

@@ -289,9 +289,8 @@ bool Compiler::check_factory_arg(const std::string& name, const ArgSpec& arg, st
 // A convolution's stride, dilation and groups must be positive, its paddings not negative and its groups an int:
 // LibTorch 1.13 divides by the stride before it checks it and keeps groups in 32 bits (2^40 groups become 0), both a
 // SIGFPE, so the checks a CPU convolution makes are made here first.
-bool Compiler::check_conv_arg(const std::string& op, const std::string& name, const ArgSpec& arg,
-                              std::string& why) const {
-  if (arg.kind != ArgSpec::Const || op.find("conv") == std::string::npos) return true;
+bool Compiler::check_conv_arg(const std::string& name, const ArgSpec& arg, std::string& why) const {
+  if (arg.kind != ArgSpec::Const) return true;
   const bool positive = name == "stride" || name == "dilation" || name == "groups";
   if (!positive && name != "padding" && name != "output_padding") return true;
   const c10::IValue& v = p_.constants[arg.index];
@@ -314,6 +313,7 @@ bool Compiler::check_conv_arg(const std::string& op, const std::string& name, co
 bool Compiler::build_recorded_args(Span<Value> inputs, const c10::FunctionSchema& schema, std::vector<ArgSpec>& args,
                                    std::string& why) {
   const auto& formal = schema.arguments();
+  const bool conv = schema.name().find("conv") != std::string::npos;
   if (inputs.size() > formal.size()) {
     why = "the trace has " + std::to_string(inputs.size()) + " arguments, " + schema.name() +
           " in this LibTorch takes " + std::to_string(formal.size());
@@ -323,7 +323,7 @@ bool Compiler::build_recorded_args(Span<Value> inputs, const c10::FunctionSchema
     if (k < inputs.size()) {
       if (!build_arg(inputs[k], formal[k].type(), args, why) ||
           !check_factory_arg(formal[k].name(), args.back(), why) ||
-          !check_conv_arg(schema.name(), formal[k].name(), args.back(), why)) {
+          (conv && !check_conv_arg(formal[k].name(), args.back(), why))) {
         why = "argument " + formal[k].name() + ": " + why;
         return false;
       }

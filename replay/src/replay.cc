@@ -51,6 +51,7 @@ void gather_skips(const Trace& t, const Plan& plan, ReplayResult& r) {
 Plan compile(const Trace& trace, const ReplayOptions& o, ReplayResult& r, detail::PhaseProgress& progress) {
   progress.begin("compile", 0, "op");
   Plan plan = detail::compile_plan(trace, o);
+  r.host_time = detail::plan_host_time(trace, o, plan);  // before the warnings are taken: it may add one
   r.device = plan.device.str();
   r.steps = plan.step_names;
   r.warnings = plan.warnings;
@@ -289,8 +290,6 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
 
   double t0 = now_seconds();
   Plan plan = compile(trace, o, r, progress);
-  r.host_time = detail::plan_host_time(trace, o, plan);
-  r.warnings = plan.warnings;
   std::unique_ptr<detail::CommRuntime> comm = connect(trace, o, plan, r, progress);
   progress.begin("inputs", static_cast<int64_t>(plan.inputs.size()), "tensor");
   std::vector<at::Tensor> inputs = detail::create_input_tensors(plan, o.seed);

@@ -5,22 +5,32 @@
 #include "reprise/trace/write.h"
 
 namespace reprise {
-namespace {
 
-void append_event(std::string& out, const char* cat, std::string_view name, int64_t tid, double ts, double dur) {
-  out += "{\"ph\": \"X\", \"cat\": \"";
-  out += cat;
-  out += "\", \"name\": ";
-  append_json_string(out, name);
-  out += ", \"pid\": 0, \"tid\": ";
-  append_json_int(out, tid);
-  out += ", \"ts\": ";
-  append_json_double(out, ts);
-  out += ", \"dur\": ";
-  append_json_double(out, dur);
+void append_timeline_header(std::string& out, std::string_view producer, int64_t rank) {
+  out += "{\"schemaVersion\": 1, \"reprise_timeline\": ";
+  append_json_string(out, producer);
+  if (rank >= 0) {
+    out += ", \"distributedInfo\": {\"rank\": ";
+    append_json_int(out, rank);
+    out += "}";
+  }
 }
 
-}  // namespace
+void append_timeline_event(std::string& out, std::string_view cat, std::string_view name, int64_t pid, int64_t tid,
+                           double ts_us, double dur_us) {
+  out += "{\"ph\": \"X\", \"cat\": ";
+  append_json_string(out, cat);
+  out += ", \"name\": ";
+  append_json_string(out, name);
+  out += ", \"pid\": ";
+  append_json_int(out, pid);
+  out += ", \"tid\": ";
+  append_json_int(out, tid);
+  out += ", \"ts\": ";
+  append_json_double(out, ts_us);
+  out += ", \"dur\": ";
+  append_json_double(out, dur_us);
+}
 
 std::string host_timeline_json(const Trace& t) {
   std::vector<uint32_t> timed;
@@ -36,22 +46,16 @@ std::string host_timeline_json(const Trace& t) {
   std::sort(rf_ids.begin(), rf_ids.end());
   if (std::adjacent_find(rf_ids.begin(), rf_ids.end()) != rf_ids.end()) return "";
 
-  std::string out = "{\"schemaVersion\": 1, \"reprise_timeline\": ";
-  const std::string producer = t.kineto && !t.kineto->producer.empty() ? t.kineto->producer : "kineto";
-  append_json_string(out, producer);
-  if (t.rank >= 0) {
-    out += ", \"distributedInfo\": {\"rank\": ";
-    append_json_int(out, t.rank);
-    out += "}";
-  }
+  std::string out;
+  append_timeline_header(out, t.kineto && !t.kineto->producer.empty() ? t.kineto->producer : "kineto", t.rank);
   out += ", \"traceEvents\": [";
   bool first = true;
   for (uint32_t i : timed) {
     const Node& n = t.nodes[i];
     out += first ? "\n" : ",\n";
     first = false;
-    append_event(out, n.kind == NodeKind::Annotation ? "user_annotation" : "cpu_op", t.name(n), n.tid, n.ts_us,
-                 n.dur_us);
+    append_timeline_event(out, n.kind == NodeKind::Annotation ? "user_annotation" : "cpu_op", t.name(n), 0, n.tid,
+                          n.ts_us, n.dur_us);
     out += ", \"args\": {\"Record function id\": ";
     append_json_int(out, n.rf_id);
     out += "}}";
@@ -60,7 +64,7 @@ std::string host_timeline_json(const Trace& t) {
     for (const KinetoEvent& e : t.kineto->events) {
       if (!is_host_sync(t, e)) continue;
       out += ",\n";
-      append_event(out, "cuda_sync", t.str(e.name), e.tid, e.ts, e.dur);
+      append_timeline_event(out, "cuda_sync", t.str(e.name), 0, e.tid, e.ts, e.dur);
       out += "}";
     }
   out += "\n]}\n";

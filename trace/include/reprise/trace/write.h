@@ -36,5 +36,11 @@ void write_text_file(const std::string& path, std::string_view text);
 void append_json_string(std::string& out, std::string_view s);
 void append_json_int(std::string& out, int64_t v);
 void append_json_double(std::string& out, double v);
+// A host timeline in Kineto's Chrome-trace form (capture's timeline, a bundle role's op times): the header's first
+// keys, "reprise_timeline" naming what wrote it (docs/replay.md, "Host time") and the rank when known; the caller goes
+// on with ", \"traceEvents\": [". Then each complete event up to its args: the caller writes ", \"args\": {...}}".
+void append_timeline_header(std::string& out, std::string_view producer, int64_t rank);
+void append_timeline_event(std::string& out, std::string_view cat, std::string_view name, int64_t pid, int64_t tid,
+                           double ts_us, double dur_us);
 
 }  // namespace reprise
