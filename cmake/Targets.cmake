@@ -17,6 +17,7 @@ function(reprise_install target header_dir)
   # Installed as Reprise::<name without the reprise_ prefix>, as the ALIAS targets name them in the build.
   string(REPLACE "reprise_" "" short ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${short})
+  set_property(GLOBAL APPEND PROPERTY REPRISE_INSTALLED_LIBRARIES ${target})
 endfunction()
 
 # reprise_torch_target(TARGET): a target that includes LibTorch headers. RecordFunction's debug-only asserts throw in
