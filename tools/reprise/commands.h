@@ -5,5 +5,6 @@ namespace reprise::cli {
 
 int cmd_predict(int argc, char** argv);   // predict_command.cc
 int cmd_validate(int argc, char** argv);  // validate_command.cc
+int cmd_analyze(int argc, char** argv);   // analyze_command.cc
 
 }  // namespace reprise::cli

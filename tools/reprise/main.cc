@@ -44,6 +44,7 @@ const char* kTopHelp =
     "  calibrate --out FILE  measure this machine's op rates and overheads for predict (reprise-torch)\n"
     "  predict BUNDLE|TRACE  predict the iteration time on a described cluster (--cluster FILE): models + simulator\n"
     "  validate -p P -m M    predictions (reprise, ASTRA-sim, others) against measured replays: errors, plots\n"
+    "  analyze TRACE...      find performance anti-patterns in Kineto traces: findings, savings, HTML, Perfetto\n"
     "\n"
     "TRACE is a PyTorch ET (.json, .json.gz; any schema from 1.0.1), a Kineto trace, a folder of per-rank\n"
     "files, or a .tar/.tar.gz/.tgz of them. `reprise <command> --help` describes each command.\n";
@@ -270,6 +271,7 @@ int main(int argc, char** argv) {
     if (cmd == "synth") return cmd_synth(argc - 1, argv + 1);
     if (cmd == "predict") return reprise::cli::cmd_predict(argc - 1, argv + 1);
     if (cmd == "validate") return reprise::cli::cmd_validate(argc - 1, argv + 1);
+    if (cmd == "analyze") return reprise::cli::cmd_analyze(argc - 1, argv + 1);
     if (cmd == "replay" || cmd == "capture" || cmd == "generate" || cmd == "verify" || cmd == "calibrate")
       return exec_tool("reprise-torch", "LibTorch", argc, argv);
     if (cmd == "comms") return exec_tool("reprise-comms", "MPI", argc, argv);

@@ -179,6 +179,7 @@ TraceSet load_traces(const std::vector<std::string>& inputs, const ReadOptions& 
       KinetoInfo info = std::move(*k.kineto);
       for (KinetoEvent& e : info.events) e.name = et->strings.intern(k.strings.str(e.name));
       for (KinetoFlow& f : info.flows) f.cat = et->strings.intern(k.strings.str(f.cat));
+      for (KinetoInput& in : info.inputs) in.type = et->strings.intern(k.strings.str(in.type));
       auto rename = [&](int64_t& id) {
         if (id <= kNamedId)
           id = kNamedId - static_cast<int64_t>(et->strings.intern(k.strings.str(static_cast<StrId>(kNamedId - id))));

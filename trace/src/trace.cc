@@ -251,7 +251,9 @@ size_t Trace::memory_bytes() const {
   b += nodes.capacity() * sizeof(Node) + values.capacity() * sizeof(Value) + arg_types.capacity() * sizeof(StrId);
   b += tensors.capacity() * sizeof(Tensor) + ints.capacity() * sizeof(int64_t) + attrs.capacity() * sizeof(Attr);
   b += child_index.capacity() * sizeof(uint32_t) + collectives.capacity() * sizeof(Collective);
-  if (kineto) b += kineto->events.capacity() * sizeof(KinetoEvent) + kineto->flows.capacity() * sizeof(KinetoFlow);
+  if (kineto)
+    b += kineto->events.capacity() * sizeof(KinetoEvent) + kineto->flows.capacity() * sizeof(KinetoFlow) +
+         kineto->inputs.capacity() * sizeof(KinetoInput) + kineto->input_dims.capacity() * sizeof(int64_t);
   return b;
 }
 

@@ -126,7 +126,7 @@ class KinetoReader {
         flow_id = int_of(v);
         has_flow_id = true;
       } else if (key == "args" && v.type() == od::json_type::object) {
-        read_args(v.get_object(), e);
+        read_args(v.get_object(), e, k);
       }
     }
     if (ph == "s" || ph == "f" || ph == "t") {
@@ -146,7 +146,9 @@ class KinetoReader {
     k.events.push_back(e);
   }
 
-  static void read_args(od::object args, KinetoEvent& e) {
+  void read_args(od::object args, KinetoEvent& e, KinetoInfo& k) {
+    dims_.clear();
+    types_.clear();
     for (auto a : args) {
       std::string_view ak = a.unescaped_key();
       od::value av = a.value();
@@ -164,7 +166,53 @@ class KinetoReader {
         e.device = static_cast<int32_t>(int_of(av));
       else if (ak == "bytes")
         e.bytes = int_of(av);
+      else if (ak == "Input Dims" && av.type() == od::json_type::array)
+        read_input_dims(av.get_array());
+      else if (ak == "Input type" && av.type() == od::json_type::array)
+        for (auto x : av.get_array()) {
+          od::value xv = x.value();
+          types_.push_back(xv.type() == od::json_type::string ? t_.strings.intern(xv.get_string().value()) : 0);
+        }
     }
+    const size_t n = std::max(dims_.size(), types_.size());
+    if (n == 0) return;
+    e.inputs = static_cast<uint32_t>(k.inputs.size());
+    e.num_inputs = static_cast<uint32_t>(n);
+    for (size_t i = 0; i < n; ++i) {
+      KinetoInput in;
+      if (i < types_.size()) in.type = types_[i];
+      if (i < dims_.size() && dims_[i].first) {
+        in.has_dims = true;
+        in.dims = static_cast<uint32_t>(k.input_dims.size());
+        in.rank = static_cast<uint16_t>(std::min<size_t>(dims_[i].second.size(), UINT16_MAX));
+        k.input_dims.insert(k.input_dims.end(), dims_[i].second.begin(), dims_[i].second.begin() + in.rank);
+      }
+      k.inputs.push_back(in);
+    }
+  }
+
+  // "Input Dims": one entry per input, a list of sizes for a tensor ([] for a scalar or none); a list of lists (a
+  // tensor list) or anything else has no dims.
+  void read_input_dims(od::array list) {
+    size_t used = 0;
+    for (auto x : list) {
+      if (dims_.size() <= used) dims_.emplace_back();
+      auto& [ok, sizes] = dims_[used++];
+      ok = false;
+      sizes.clear();
+      od::value xv = x.value();
+      if (xv.type() != od::json_type::array) continue;
+      ok = true;
+      for (auto d : xv.get_array()) {
+        od::value dv = d.value();
+        if (dv.type() != od::json_type::number) {
+          ok = false;
+          break;
+        }
+        sizes.push_back(to_int(dv.get_double()));
+      }
+    }
+    dims_.resize(used);
   }
 
   void read_device(od::object obj, KinetoInfo& k) {
@@ -195,6 +243,8 @@ class KinetoReader {
   std::string name_;
   Trace& t_;
   const char* event_start_ = nullptr;
+  std::vector<std::pair<bool, std::vector<int64_t>>> dims_;  // the current event's "Input Dims"
+  std::vector<StrId> types_;                                 // and its "Input type"
 };
 
 // Parent of each CPU event (innermost enclosing CPU event on its thread) and the CPU op around each runtime call.

@@ -201,6 +201,17 @@ struct KinetoEvent {
   int32_t launcher = -1;    // GPU events: the runtime call that launched it (by correlation)
   int32_t cpu_op = -1;      // runtime and GPU events: the innermost CPU op around the launch
   uint32_t node = kNone32;  // the trace node it belongs to (CPU ops: itself; GPU work: its launching op)
+  // CPU ops profiled with record_shapes: their "Input Dims" and "Input type", KinetoInfo::inputs[inputs, +num_inputs).
+  uint32_t inputs = 0, num_inputs = 0;
+};
+
+// One input of a CPU op as Kineto recorded it: its type ("float", "c10::BFloat16", "Scalar", "" for none) and, for a
+// tensor, its sizes (KinetoInfo::input_dims[dims, +rank)); has_dims is false for lists of tensors and missing dims.
+struct KinetoInput {
+  StrId type = 0;
+  uint32_t dims = 0;
+  uint16_t rank = 0;
+  bool has_dims = false;
 };
 
 struct KinetoFlow {
@@ -226,6 +237,8 @@ struct KinetoInfo {
   // empty for Kineto itself. Where replay's host time comes from (docs/replay.md, "Host time").
   std::string producer;
   std::vector<KinetoEvent> events;
+  std::vector<KinetoInput> inputs;  // KinetoEvent::inputs index this
+  std::vector<int64_t> input_dims;  // KinetoInput::dims index this
   std::vector<KinetoFlow> flows;
   std::vector<GpuDevice> devices;
   std::string dist_backend;

@@ -1,0 +1,89 @@
+// Performance anti-patterns in traces: each rank's timeline is cut into windows (its ProfilerSteps, its annotated
+// scopes, a sliding window), each window gets features (GPU idle and its cause, launches against kernel times,
+// syncs, copies, conversions, GEMM precision and shapes, communication overlap, skew across ranks), and one rule per
+// anti-pattern turns them into findings, each with its window, evidence, the fix and an estimated saving.
+// docs/analyze.md describes the detectors, their thresholds and how each saving is estimated.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "reprise/trace/trace.h"
+
+namespace reprise::analyze {
+
+// What one detector looks for, and what it suggests (the table docs/analyze.md and `--list` print).
+struct DetectorInfo {
+  std::string id;             // "host_sync"
+  std::string title;          // "host-device sync inside the step"
+  std::string looks_for;      // the evidence it reads
+  std::string fix;            // what a person would change
+  std::string fixed_variant;  // how the fixed trace is built (what a measured saving replays)
+};
+const std::vector<DetectorInfo>& detectors();
+
+enum class WindowKind { Step, Scope, Sliding, Whole };
+const char* window_kind_name(WindowKind k);
+
+// Every feature of a window, by name (feature_names() in the order of Window::features).
+const std::vector<std::string>& feature_names();
+
+struct Window {
+  int rank = 0;
+  WindowKind kind = WindowKind::Step;
+  std::string name;  // "ProfilerStep#6", "## forward ##", "sliding 12"
+  double begin_us = 0, end_us = 0;
+  std::vector<double> features;  // parallel to feature_names()
+};
+
+struct Instance {  // one occurrence inside a finding: a gap, a sync, a chain
+  double begin_us = 0, end_us = 0;
+  std::string what;
+};
+
+struct Finding {
+  std::string detector;  // DetectorInfo::id
+  std::vector<int> ranks;
+  std::string window;  // the step or scope it was found in
+  double begin_us = 0, end_us = 0;
+  double window_us = 0;  // the window's duration
+  double saving_us = 0;  // estimated time the fix saves in this window
+  double score = 0;      // how far past the detector's threshold (1 = at it); orders findings of a class
+  std::string evidence;  // one line a person reads
+  std::vector<std::string> ops, kernels;  // the most involved CPU ops and kernels, by time
+  std::vector<Instance> instances;        // the worst few, by time
+};
+
+struct Options {
+  double sliding_us = 0;          // sliding window width; 0: an eighth of the median step (at least 1 ms)
+  std::vector<std::string> only;  // detector ids to run; empty: all
+  bool scopes = true;             // annotated scopes as windows too (features only)
+};
+
+struct RankInfo {
+  int rank = 0;
+  std::string source;
+  std::string device;  // GPU name from the trace, or "cpu"
+  size_t events = 0, steps = 0;
+  double span_us = 0;
+};
+
+struct Analysis {
+  std::vector<RankInfo> ranks;
+  std::vector<Window> windows;
+  std::vector<Finding> findings;  // worst (largest saving) first
+};
+
+// Analyzes each rank's Kineto timeline (a trace without one is refused with a one-line UserError naming it).
+Analysis analyze(const TraceSet& set, const Options& options = {});
+
+// Outputs: JSON for scripts (reprise-analysis/1), a table for people, a self-contained HTML report (worst windows
+// first) and a Perfetto/Chrome trace of each rank's timeline with the findings as a track over it.
+std::string analysis_json(const Analysis& a, bool with_windows = true);
+void print_analysis(std::FILE* out, const Analysis& a, size_t top);
+std::string analysis_html(const Analysis& a, const TraceSet& set);
+std::string overlay_trace(const Analysis& a, const TraceSet& set);
+void print_detectors(std::FILE* out);
+
+}  // namespace reprise::analyze

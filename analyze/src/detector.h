@@ -1,0 +1,35 @@
+// One descriptor per anti-pattern, as predict has one per op family: what it looks for, the fix, how the fixed
+// variant is built, and the rule over a window's stats. detectors.cc holds the table; a new detector is one file
+// (detectors/NAME.cc) and a row. Thresholds and saving estimates are listed in docs/analyze.md.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "reprise/analyze/analyze.h"
+#include "timeline.h"
+
+namespace reprise::analyze::detail {
+
+struct Detector {
+  DetectorInfo info;
+  // True when the window shows the pattern; then fills the finding's evidence, saving, score, instances, ops and
+  // kernels (the caller fills its detector, ranks and window).
+  bool (*find)(const WindowStats& s, Finding& f);
+};
+
+extern const Detector kGpuIdle, kHostSync, kLaunchBound, kPageableCopy, kUnfusedElementwise, kDtypeChurn, kFp32Gemm,
+    kUnalignedGemm, kExposedComm, kStraggler, kSingleTensorOptimizer, kZeroGrad, kDataLoader;
+const std::vector<const Detector*>& detector_table();
+
+// A threshold: the larger of an absolute time and a share of the window.
+inline double threshold(const WindowStats& s, double at_least_us, double share) {
+  return std::max(at_least_us, share * s.duration());
+}
+// Keeps the `n` longest instances, in time order, and sets the finding's range to span all of them.
+void keep_instances(Finding& f, std::vector<Instance> all, size_t n = 5);
+// The work that starts at or after b and ends by e (indices in Timeline::work).
+std::vector<size_t> work_in(const Timeline& tl, double b, double e);
+
+}  // namespace reprise::analyze::detail

@@ -1,0 +1,51 @@
+// Tensors converted back and forth between dtypes in the step (aten::_to_copy from more than one floating dtype):
+// each conversion is a full read and write of the tensor, often undoing the last one.
+#include <set>
+
+#include "../detector.h"
+
+namespace reprise::analyze::detail {
+namespace {
+
+bool floating(const std::string& d) {
+  return d == "float" || d == "double" || d == "c10::Half" || d == "c10::BFloat16" || d == "Float" || d == "Half" ||
+         d == "BFloat16" || d == "Double" || d == "half" || d == "bfloat16";
+}
+
+bool find(const WindowStats& s, Finding& f) {
+  if (s.conversions.size() < 4) return false;
+  std::set<std::string> from;
+  bool known = false;
+  double us = 0;
+  std::vector<Instance> all;
+  for (const Conversion& c : s.conversions) {
+    if (!c.from.empty()) known = true;
+    if (floating(c.from)) from.insert(c.from);
+    us += c.device_us;
+    all.push_back({c.begin, c.end, "from " + (c.from.empty() ? std::string("?") : c.from)});
+  }
+  // Both ways (two source dtypes) is churn; with no dtypes recorded, many conversions are.
+  if (known ? from.size() < 2 : s.conversions.size() < 8) return false;
+  if (us < 20) return false;
+  std::string list;
+  for (const std::string& d : from) list += (list.empty() ? "" : ", ") + d;
+  f.saving_us = us;
+  f.score = double(s.conversions.size()) / 4;
+  f.evidence = std::to_string(s.conversions.size()) + " dtype conversions (aten::_to_copy" +
+               (list.empty() ? std::string("") : ", from " + list) + ") costing " + time_text(us) +
+               (s.tl->gpu ? " of GPU time" : "");
+  f.ops = {"aten::_to_copy"};
+  keep_instances(f, std::move(all));
+  return true;
+}
+
+}  // namespace
+
+const Detector kDtypeChurn{{"dtype_churn", "dtype churn",
+                            "4 or more aten::_to_copy conversions in the window from two or more floating dtypes",
+                            "keep one dtype through the region (autocast, parameters and inputs in the compute "
+                            "dtype), convert once at its boundary",
+                            "the conversions dropped: the tensor keeps its dtype"},
+                           find};
+
+}  // namespace reprise::analyze::detail

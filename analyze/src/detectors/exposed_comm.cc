@@ -1,0 +1,49 @@
+// Communication the step waits for: collective time that no computation overlaps.
+#include "../detector.h"
+
+namespace reprise::analyze::detail {
+namespace {
+
+bool find(const WindowStats& s, Finding& f) {
+  if (s.comm_us <= 0) return false;
+  const double at = threshold(s, 100, 0.05);
+  if (s.comm_exposed_us < at || s.comm_exposed_us < 0.3 * s.comm_us) return false;
+  // Overlap can hide the exposed time at most behind the computation not already overlapping communication.
+  const double free_compute = std::max(0.0, s.compute_us - (s.comm_us - s.comm_exposed_us));
+  const double saving = std::min(s.comm_exposed_us, free_compute);
+  if (saving <= 0) return false;
+  std::vector<Instance> all;
+  std::vector<size_t> work;
+  for (size_t w : work_in(*s.tl, s.begin, s.end)) {
+    const Work& x = s.tl->work[w];
+    if (x.cls != WorkClass::Comm) continue;
+    const double hidden = covered(s.tl->compute, x.begin, x.end);
+    if (x.end - x.begin - hidden < 10) continue;
+    work.push_back(w);
+    all.push_back(
+        {x.begin, x.end, std::string(s.tl->name(x.event)) + ", " + time_text(x.end - x.begin - hidden) + " exposed"});
+  }
+  char share[32];
+  std::snprintf(share, sizeof share, "%.0f%%", 100 * (1 - s.comm_exposed_us / s.comm_us));
+  f.saving_us = saving;
+  f.score = s.comm_exposed_us / at;
+  f.evidence = "communication " + time_text(s.comm_us) + ", of which " + time_text(s.comm_exposed_us) +
+               " overlaps no computation (" + share + " overlapped); " + time_text(free_compute) +
+               " of computation could hide it";
+  f.ops = top_ops(*s.tl, work, 3);
+  f.kernels = top_kernels(*s.tl, work, 3);
+  keep_instances(f, std::move(all));
+  return true;
+}
+
+}  // namespace
+
+const Detector kExposedComm{{"exposed_comm", "exposed communication",
+                             "collective time not overlapped by computation: 5% of the window or more, and 30% or "
+                             "more of the collectives' time",
+                             "overlap the collectives with computation (DDP bucketing, FSDP prefetch, async ops "
+                             "waited later, a separate stream)",
+                             "the collectives moved to overlap the computation before them"},
+                            find};
+
+}  // namespace reprise::analyze::detail

@@ -1,0 +1,33 @@
+// GEMMs in full fp32 on the CUDA cores (SIMT sgemm kernels) where TF32 or bf16 tensor cores would serve.
+#include "../detector.h"
+
+namespace reprise::analyze::detail {
+namespace {
+
+bool find(const WindowStats& s, Finding& f) {
+  if (!s.tl->gpu || s.gemm_fp32_us <= 0) return false;
+  const double at = std::max(100.0, 0.10 * s.gemm_us);
+  if (s.gemm_fp32_us < at) return false;
+  std::vector<Instance> all;
+  for (size_t w : s.fp32_gemms) all.push_back({s.tl->work[w].begin, s.tl->work[w].end, "fp32 GEMM"});
+  f.saving_us = 0.5 * s.gemm_fp32_us;
+  f.score = s.gemm_fp32_us / at;
+  char share[32];
+  std::snprintf(share, sizeof share, "%.0f%%", s.gemm_us > 0 ? 100 * s.gemm_fp32_us / s.gemm_us : 0);
+  f.evidence = std::to_string(s.fp32_gemms.size()) + " fp32 SIMT GEMM kernel(s), " + time_text(s.gemm_fp32_us) + " (" +
+               share + " of GEMM time)";
+  f.ops = top_ops(*s.tl, s.fp32_gemms, 3);
+  f.kernels = top_kernels(*s.tl, s.fp32_gemms, 3);
+  keep_instances(f, std::move(all));
+  return true;
+}
+
+}  // namespace
+
+const Detector kFp32Gemm{{"fp32_gemm", "fp32 GEMMs on CUDA cores",
+                          "GEMM kernels named sgemm without tensor-op, 1688, tf32 or xmma in the name",
+                          "allow TF32 (torch.backends.cuda.matmul.allow_tf32 = True) or train in bf16 (autocast)",
+                          "the GEMMs cast to bf16: half their time"},
+                         find};
+
+}  // namespace reprise::analyze::detail

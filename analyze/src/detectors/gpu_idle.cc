@@ -1,0 +1,39 @@
+// The GPU waits for the host: idle gaps the host caused by launching late (or that wait on another stream),
+// outside launch-bound stretches (launch_bound's) and away from syncs (host_sync's) and the data loader's.
+#include "../detector.h"
+
+namespace reprise::analyze::detail {
+namespace {
+
+bool find(const WindowStats& s, Finding& f) {
+  if (!s.tl->gpu) return false;
+  const double host = s.idle_us(GapCause::Host), dep = s.idle_us(GapCause::Dependency), idle = host + dep;
+  const double at = threshold(s, 100, 0.10);
+  if (idle < at) return false;
+  std::vector<Instance> gaps;
+  std::vector<size_t> next;
+  for (const Gap& g : s.gaps) {
+    if (g.in_launch_stretch || (g.cause != GapCause::Host && g.cause != GapCause::Dependency)) continue;
+    gaps.push_back({g.range.begin, g.range.end, std::string(gap_cause_name(g.cause)) + " gap"});
+    if (g.next >= 0) next.push_back(static_cast<size_t>(g.next));
+  }
+  f.saving_us = idle;
+  f.score = idle / at;
+  f.evidence = "GPU idle " + time_text(idle) + " of " + time_text(s.duration()) + " (" + std::to_string(gaps.size()) +
+               " gaps): " + time_text(host) + " waiting for the host to launch, " + time_text(dep) +
+               " on other streams or events";
+  f.ops = top_ops(*s.tl, next, 3);
+  f.kernels = top_kernels(*s.tl, next, 3);
+  keep_instances(f, std::move(gaps));
+  return true;
+}
+
+}  // namespace
+
+const Detector kGpuIdle{{"gpu_idle", "GPU idle, waiting for the host",
+                         "GPU idle gaps of 10 us or more whose next kernel was launched after the GPU ran dry",
+                         "move host work off the step (precompute, fewer small ops, CUDA graphs, torch.compile)",
+                         "the gaps removed: each kernel after a gap starts when the previous work ends"},
+                        find};
+
+}  // namespace reprise::analyze::detail

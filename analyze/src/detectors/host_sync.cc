@@ -1,0 +1,46 @@
+// The host waits for the device inside the step (.item(), .cpu(), nonzero, cudaStreamSynchronize), so the GPU's
+// queue runs dry and idles until the host launches again.
+#include <map>
+
+#include "../detector.h"
+
+namespace reprise::analyze::detail {
+namespace {
+
+bool find(const WindowStats& s, Finding& f) {
+  if (!s.tl->gpu || s.syncs.empty()) return false;
+  const double idle = s.idle_us(GapCause::Sync);
+  const double at = threshold(s, 50, 0.02);
+  if (idle < at) return false;
+  const auto& ev = s.tl->kineto->events;
+  std::vector<Instance> gaps;
+  std::map<std::string, int> callers;
+  for (const Gap& g : s.gaps) {
+    if (g.cause != GapCause::Sync || g.in_launch_stretch) continue;
+    const KinetoEvent& sync = ev[g.sync];
+    std::string who(s.tl->name(g.sync));
+    if (sync.cpu_op >= 0) who = std::string(s.tl->name(sync.cpu_op)) + " -> " + who;
+    ++callers[who];
+    gaps.push_back({sync.ts, g.range.end, who});
+  }
+  std::string from;
+  for (auto& [who, n] : callers) from += (from.empty() ? "" : ", ") + who + " x" + std::to_string(n);
+  f.saving_us = idle;
+  f.score = idle / at;
+  f.evidence = std::to_string(s.syncs.size()) + " host-device sync(s) in the window, " + std::to_string(gaps.size()) +
+               " draining the GPU (" + from + "): GPU idle " + time_text(idle) + " after them";
+  for (auto& [who, n] : callers) f.ops.push_back(who);
+  keep_instances(f, std::move(gaps));
+  return true;
+}
+
+}  // namespace
+
+const Detector kHostSync{
+    {"host_sync", "host-device sync inside the step",
+     "synchronize calls, cuda_sync events and blocking cudaMemcpy followed by a GPU idle gap",
+     "keep values on the device (no .item()/.cpu()/print in the step), use non_blocking copies, log every N steps",
+     "the syncs dropped: the host no longer waits, so the work after them is queued behind the work before"},
+    find};
+
+}  // namespace reprise::analyze::detail

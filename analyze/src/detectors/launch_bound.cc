@@ -1,0 +1,44 @@
+// Kernels shorter than their own launches, many in a row: the GPU finishes each before the host has launched the
+// next, so the stretch runs at the host's launch rate.
+#include "../detector.h"
+
+namespace reprise::analyze::detail {
+namespace {
+
+bool find(const WindowStats& s, Finding& f) {
+  if (!s.tl->gpu || s.stretches.empty()) return false;
+  double saving = 0;
+  size_t kernels = 0;
+  std::vector<Instance> all;
+  for (const Stretch& r : s.stretches) {
+    saving += r.saving_us();
+    kernels += r.kernels;
+    all.push_back({r.begin, r.end, std::to_string(r.kernels) + " kernels, " + time_text(r.kernel_us) + " busy"});
+  }
+  const double at = threshold(s, 100, 0.05);
+  if (saving < at) return false;
+  std::vector<size_t> work;
+  for (const Stretch& r : s.stretches)
+    for (size_t w : work_in(*s.tl, r.begin, r.end)) work.push_back(w);
+  const double mean_kernel = s.kernels ? s.kernel_us / double(s.kernels) : 0;
+  const double mean_launch = s.kernels ? s.launch_us / double(s.kernels) : 0;
+  f.saving_us = saving;
+  f.score = saving / at;
+  f.evidence = std::to_string(s.stretches.size()) + " stretch(es) of " + std::to_string(kernels) +
+               " kernels each shorter than its launch (window means: kernel " + time_text(mean_kernel) + ", launch " +
+               time_text(mean_launch) + "); " + time_text(saving) + " of them is launch overhead";
+  f.ops = top_ops(*s.tl, work, 3);
+  f.kernels = top_kernels(*s.tl, work, 3);
+  keep_instances(f, std::move(all));
+  return true;
+}
+
+}  // namespace
+
+const Detector kLaunchBound{{"launch_bound", "launch-bound stretch",
+                             "16 or more kernels in a row, each shorter than the runtime call that launched it",
+                             "capture the stretch in a CUDA graph, fuse its ops (torch.compile), or batch the work",
+                             "the stretch as one graph launch: its kernels back to back"},
+                            find};
+
+}  // namespace reprise::analyze::detail

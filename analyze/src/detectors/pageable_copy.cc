@@ -1,0 +1,39 @@
+// Host-to-device copies from pageable memory inside the step: they block the host and move at about half the
+// bandwidth of pinned memory.
+#include "../detector.h"
+
+namespace reprise::analyze::detail {
+
+namespace {
+
+bool find(const WindowStats& s, Finding& f) {
+  if (!s.tl->gpu || s.h2d_pageable == 0 || s.h2d_pageable_us < 20) return false;
+  std::vector<Instance> all;
+  double bytes = 0;
+  for (size_t w : s.pageable_copies) {
+    const Work& x = s.tl->work[w];
+    const double b = std::max<int64_t>(0, s.tl->event(x.event).bytes);
+    bytes += b;
+    all.push_back({x.begin, x.end, std::to_string(int64_t(b)) + " bytes"});
+  }
+  f.saving_us = 0.5 * s.h2d_pageable_us;
+  f.score = s.h2d_pageable_us / 20;
+  char mb[32];
+  std::snprintf(mb, sizeof mb, "%.2f MB", bytes / 1e6);
+  f.evidence = std::to_string(s.h2d_pageable) + " host-to-device copy(ies) from pageable memory, " + mb + " in " +
+               time_text(s.h2d_pageable_us) + " (" + std::to_string(s.h2d) + " host-to-device copies in all)";
+  f.ops = top_ops(*s.tl, s.pageable_copies, 3);
+  keep_instances(f, std::move(all));
+  return true;
+}
+
+}  // namespace
+
+const Detector kPageableCopy{
+    {"pageable_copy", "host-to-device copy from pageable memory", "Memcpy HtoD (Pageable -> Device) inside the step",
+     "pin the source (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with "
+     "non_blocking=True, ahead of its use",
+     "the copies from pinned memory: half their time, off the host's critical path"},
+    find};
+
+}  // namespace reprise::analyze::detail

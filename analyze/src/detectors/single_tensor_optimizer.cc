@@ -1,0 +1,42 @@
+// An optimizer step that updates its parameters one tensor at a time: a few small kernels per parameter, launched
+// one by one, where the foreach or fused implementation updates them all in a few launches.
+#include "../detector.h"
+
+namespace reprise::analyze::detail {
+namespace {
+
+constexpr size_t kMinOps = 32;
+constexpr double kHostOpUs = 3;  // the dispatcher's cost per op on a CPU trace
+
+bool find(const WindowStats& s, Finding& f) {
+  double saving = 0;
+  std::vector<Instance> all;
+  size_t ops = 0;
+  for (const ScopeUse& u : s.optimizer) {
+    if (u.multi_tensor || u.work < kMinOps) continue;
+    const double dur = u.scope->end - u.scope->begin;
+    saving += s.tl->gpu ? 0.9 * std::max(0.0, dur - u.work_us) : std::min(0.9 * dur, kHostOpUs * double(u.work));
+    ops += u.work;
+    all.push_back({u.scope->begin, u.scope->end, u.scope->name + ": " + std::to_string(u.work) + " launches"});
+    for (const std::string& t : u.top)
+      if (f.ops.size() < 4) f.ops.push_back(t);
+  }
+  if (all.empty() || saving < 20) return false;
+  f.saving_us = saving;
+  f.score = double(ops) / kMinOps;
+  f.evidence = std::to_string(all.size()) + " optimizer step(s) with " + std::to_string(ops) + " " +
+               (s.tl->gpu ? "kernels" : "ops") + " and no _foreach_, fused or multi_tensor_apply op or kernel";
+  keep_instances(f, std::move(all));
+  return true;
+}
+
+}  // namespace
+
+const Detector kSingleTensorOptimizer{
+    {"single_tensor_optimizer", "single-tensor optimizer loop",
+     "an optimizer step of 32 or more launches without any _foreach_, fused or multi_tensor_apply op or kernel",
+     "use the foreach or fused implementation (torch.optim.AdamW(..., foreach=True) or fused=True)",
+     "the step's kernels as a few multi-tensor launches: its device time without the launch gaps"},
+    find};
+
+}  // namespace reprise::analyze::detail

@@ -1,0 +1,41 @@
+// Chains of elementwise kernels (or ops, on a CPU trace) back to back on one stream: each reads and writes its
+// whole tensor, where one fused kernel would read the inputs once and write the result once.
+#include "../detector.h"
+
+namespace reprise::analyze::detail {
+namespace {
+
+bool find(const WindowStats& s, Finding& f) {
+  double saving = 0;
+  size_t kernels = 0;
+  std::vector<Instance> all;
+  std::vector<size_t> work;
+  for (const Chain& c : s.chains) {
+    saving += c.saving_us();
+    kernels += c.members.size();
+    all.push_back({c.begin, c.end, std::to_string(c.members.size()) + " in a row, " + time_text(c.busy_us) + " busy"});
+    work.insert(work.end(), c.members.begin(), c.members.end());
+  }
+  const double at = threshold(s, 50, 0.02);
+  if (s.chains.empty() || saving < at) return false;
+  f.saving_us = saving;
+  f.score = saving / at;
+  f.evidence = std::to_string(s.chains.size()) + " chain(s) of " + std::to_string(kMinChain) + " or more elementwise " +
+               (s.tl->gpu ? "kernels" : "ops") + " (" + std::to_string(kernels) +
+               " in all); fused, each would cost about its longest member: " + time_text(saving) + " less";
+  f.ops = top_ops(*s.tl, work, 4);
+  f.kernels = top_kernels(*s.tl, work, 3);
+  keep_instances(f, std::move(all));
+  return true;
+}
+
+}  // namespace
+
+const Detector kUnfusedElementwise{
+    {"unfused_elementwise", "unfused elementwise chain",
+     "3 or more elementwise kernels in a row on one stream, between GEMMs, reductions or copies",
+     "fuse the chain (torch.compile, a fused op such as F.gelu/addcmul/a fused optimizer, a custom kernel)",
+     "each chain as one op costing its longest member"},
+    find};
+
+}  // namespace reprise::analyze::detail

@@ -1,0 +1,637 @@
+#include "timeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <unordered_map>
+
+#include "reprise/common/error.h"
+
+namespace reprise::analyze::detail {
+namespace {
+
+bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+bool starts(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool is_step_name(std::string_view n) { return starts(n, "ProfilerStep#"); }
+bool is_optimizer_name(std::string_view n) {
+  if (contains(n, "zero_grad")) return false;
+  return starts(n, "Optimizer.step#") || contains(lower(n), "optimizer");
+}
+bool is_zero_grad_name(std::string_view n) { return contains(n, "zero_grad"); }
+bool is_data_name(std::string_view n) {
+  const std::string l = lower(n);
+  return contains(l, "dataloader") || contains(l, "load_batch") || contains(l, "wait_for_batch") ||
+         contains(l, "next_data");
+}
+// CPU ops that mark a stretch of the program rather than do work.
+bool is_scope_name(std::string_view n) {
+  return starts(n, "## ") || starts(n, "Optimizer.") || is_data_name(n) || is_step_name(n);
+}
+
+// The op name without its namespace: "aten::addmm" -> "addmm".
+std::string_view bare(std::string_view n) {
+  size_t p = n.rfind("::");
+  return p == std::string_view::npos ? n : n.substr(p + 2);
+}
+
+const char* kElementwise[] = {"add",
+                              "add_",
+                              "sub",
+                              "sub_",
+                              "mul",
+                              "mul_",
+                              "div",
+                              "div_",
+                              "relu",
+                              "relu_",
+                              "gelu",
+                              "silu",
+                              "silu_",
+                              "sigmoid",
+                              "tanh",
+                              "exp",
+                              "log",
+                              "pow",
+                              "sqrt",
+                              "rsqrt",
+                              "neg",
+                              "abs",
+                              "clamp",
+                              "clamp_",
+                              "where",
+                              "masked_fill",
+                              "masked_fill_",
+                              "addcmul_",
+                              "addcdiv_",
+                              "lerp_",
+                              "threshold_backward",
+                              "gelu_backward",
+                              "silu_backward",
+                              "sigmoid_backward",
+                              "tanh_backward",
+                              "leaky_relu"};
+
+bool is_simt_fp32_gemm(std::string_view k) {
+  if (!contains(k, "sgemm")) return false;
+  return !contains(k, "tensorop") && !contains(k, "1688") && !contains(k, "tf32") && !contains(k, "xmma");
+}
+
+}  // namespace
+
+std::vector<Range> merge(std::vector<Range> r) {
+  std::sort(r.begin(), r.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  std::vector<Range> out;
+  for (const Range& x : r) {
+    if (x.end <= x.begin) continue;
+    if (!out.empty() && x.begin <= out.back().end)
+      out.back().end = std::max(out.back().end, x.end);
+    else
+      out.push_back(x);
+  }
+  return out;
+}
+
+double covered(const std::vector<Range>& u, double b, double e) {
+  if (e <= b) return 0;
+  auto it = std::lower_bound(u.begin(), u.end(), b, [](const Range& r, double v) { return r.end <= v; });
+  double sum = 0;
+  for (; it != u.end() && it->begin < e; ++it) sum += std::min(it->end, e) - std::max(it->begin, b);
+  return sum;
+}
+
+std::vector<Range> holes(const std::vector<Range>& u, double b, double e) {
+  std::vector<Range> out;
+  double at = b;
+  auto it = std::lower_bound(u.begin(), u.end(), b, [](const Range& r, double v) { return r.end <= v; });
+  for (; it != u.end() && it->begin < e; ++it) {
+    if (it->begin > at) out.push_back({at, it->begin});
+    at = std::max(at, it->end);
+  }
+  if (at < e) out.push_back({at, e});
+  return out;
+}
+
+WorkClass classify_kernel(std::string_view k) {
+  if (starts(k, "nccl") || contains(k, "ncclKernel") || contains(k, "ncclDevKernel") || starts(k, "rccl"))
+    return WorkClass::Comm;
+  const std::string l = lower(k);
+  if (contains(l, "gemm") || contains(l, "cublas") || contains(l, "cutlass") || contains(l, "fprop") ||
+      contains(l, "dgrad") || contains(l, "wgrad") || contains(l, "conv") || contains(l, "winograd"))
+    return WorkClass::Gemm;
+  if (contains(k, "elementwise_kernel")) return WorkClass::Elementwise;
+  if (contains(k, "reduce_kernel")) return WorkClass::Reduce;
+  return WorkClass::Other;
+}
+
+WorkClass classify_op(std::string_view name) {
+  const std::string_view b = bare(name);
+  if (name == "record_param_comms" || starts(name, "c10d::") || starts(name, "nccl:") || b == "wait")
+    return WorkClass::Comm;
+  for (std::string_view g : {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "convolution", "conv2d"})
+    if (b == g) return WorkClass::Gemm;
+  for (const char* e : kElementwise)
+    if (b == e) return WorkClass::Elementwise;
+  for (std::string_view r : {"sum", "mean", "amax", "max", "min", "norm", "softmax", "_softmax"})
+    if (b == r) return WorkClass::Reduce;
+  if (b == "copy_" || b == "_to_copy") return WorkClass::Memcpy;
+  if (b == "zero_" || b == "fill_") return WorkClass::Memset;
+  return WorkClass::Other;
+}
+
+const char* gap_cause_name(GapCause c) {
+  switch (c) {
+    case GapCause::Host:
+      return "host";
+    case GapCause::Sync:
+      return "sync";
+    case GapCause::Data:
+      return "data";
+    case GapCause::Dependency:
+      return "dependency";
+  }
+  return "?";
+}
+
+double WindowStats::idle_us(GapCause c) const {
+  double sum = 0;
+  for (const Gap& g : gaps)
+    if (g.cause == c && !g.in_launch_stretch) sum += g.range.length();
+  return sum;
+}
+
+Timeline build_timeline(const Trace& t, int rank) {
+  if (!t.kineto || t.kineto->events.empty())
+    throw UserError(t.source + ": no Kineto timeline (analyze reads a Kineto trace, or an ET with its Kineto trace)");
+  Timeline tl;
+  tl.trace = &t;
+  tl.kineto = &*t.kineto;
+  tl.rank = rank;
+  const auto& ev = t.kineto->events;
+  for (const KinetoEvent& e : ev)
+    if (is_gpu_work(e.cat)) tl.gpu = true;
+  tl.begin = INFINITY;
+  tl.end = -INFINITY;
+  for (int32_t i = 0; i < static_cast<int32_t>(ev.size()); ++i) {
+    const KinetoEvent& e = ev[i];
+    if (!(e.dur >= 0) || !std::isfinite(e.ts) || !std::isfinite(e.dur)) continue;
+    tl.begin = std::min(tl.begin, e.ts);
+    tl.end = std::max(tl.end, e.ts + e.dur);
+    const std::string_view name = t.str(e.name);
+    if (e.cat == KinetoCat::CpuOp || e.cat == KinetoCat::UserAnnotation) {
+      if (e.cat == KinetoCat::CpuOp) tl.cpu_ops.push_back(i);
+      if (is_step_name(name))
+        tl.steps.push_back({i, std::string(name), e.ts, e.ts + e.dur, e.tid});
+      else if (e.cat == KinetoCat::UserAnnotation || is_scope_name(name))
+        tl.scopes.push_back({i, std::string(name), e.ts, e.ts + e.dur, e.tid});
+    }
+    if (tl.gpu && is_gpu_work(e.cat)) {
+      Work w;
+      w.event = i;
+      w.begin = e.ts;
+      w.end = e.ts + e.dur;
+      w.cls = e.cat == KinetoCat::Memcpy   ? WorkClass::Memcpy
+              : e.cat == KinetoCat::Memset ? WorkClass::Memset
+                                           : classify_kernel(name);
+      w.stream = e.stream;
+      if (e.launcher >= 0) {
+        w.launch_us = ev[e.launcher].dur;
+        w.launch_ts = ev[e.launcher].ts;
+      }
+      w.cpu_op = e.cpu_op;
+      tl.work.push_back(w);
+    }
+    const bool sync_call = (e.cat == KinetoCat::Runtime || e.cat == KinetoCat::Driver) &&
+                           (contains(name, "Synchronize") || name == "cudaMemcpy" || name == "hipMemcpy");
+    if (sync_call || (e.cat == KinetoCat::Sync && e.launcher < 0)) tl.syncs.push_back(i);
+  }
+  if (!std::isfinite(tl.begin)) throw UserError(t.source + ": its Kineto timeline has no timed events");
+  if (!tl.gpu) {
+    // No GPU work: the device is the host, and its work the CPU ops no other op encloses.
+    for (int32_t i : tl.cpu_ops) {
+      const KinetoEvent& e = ev[i];
+      const std::string_view name = t.str(e.name);
+      if (is_scope_name(name)) continue;
+      bool top = true;
+      for (int32_t p = e.parent; p >= 0; p = ev[p].parent)
+        if (ev[p].cat == KinetoCat::CpuOp && !is_scope_name(t.str(ev[p].name))) {
+          top = false;
+          break;
+        }
+      if (!top) continue;
+      Work w;
+      w.event = i;
+      w.begin = e.ts;
+      w.end = e.ts + e.dur;
+      w.cls = classify_op(name);
+      w.stream = e.tid;
+      w.cpu_op = i;
+      tl.work.push_back(w);
+    }
+  }
+  std::sort(tl.work.begin(), tl.work.end(), [](const Work& a, const Work& b) { return a.begin < b.begin; });
+  std::vector<Range> all, compute, comm;
+  for (const Work& w : tl.work) {
+    all.push_back({w.begin, w.end});
+    if (w.cls == WorkClass::Comm)
+      comm.push_back({w.begin, w.end});
+    else if (w.cls != WorkClass::Memcpy && w.cls != WorkClass::Memset)
+      compute.push_back({w.begin, w.end});
+  }
+  tl.busy = merge(std::move(all));
+  tl.compute = merge(std::move(compute));
+  tl.comm = merge(std::move(comm));
+  auto by_ts = [&](int32_t a, int32_t b) { return ev[a].ts < ev[b].ts; };
+  std::sort(tl.syncs.begin(), tl.syncs.end(), by_ts);
+  std::sort(tl.cpu_ops.begin(), tl.cpu_ops.end(), by_ts);
+  auto scope_order = [](const Scope& a, const Scope& b) { return a.begin < b.begin; };
+  std::sort(tl.scopes.begin(), tl.scopes.end(), scope_order);
+  std::vector<Range> data;
+  for (const Scope& sc : tl.scopes)
+    if (is_data_name(sc.name)) data.push_back({sc.begin, sc.end});
+  tl.data = merge(std::move(data));
+  // Steps: one per name (Kineto may repeat the marker), each to the next one's start; the last to the end of the
+  // work it launched.
+  std::sort(tl.steps.begin(), tl.steps.end(), scope_order);
+  tl.steps.erase(
+      std::unique(tl.steps.begin(), tl.steps.end(), [](const Scope& a, const Scope& b) { return a.name == b.name; }),
+      tl.steps.end());
+  for (size_t s = 0; s < tl.steps.size(); ++s) {
+    Scope& step = tl.steps[s];
+    if (s + 1 < tl.steps.size()) {
+      step.end = tl.steps[s + 1].begin;
+      continue;
+    }
+    for (const Work& w : tl.work) {
+      const double launched = w.launch_ts >= 0 ? w.launch_ts : w.begin;
+      if (launched >= step.begin && launched < step.end) step.end = std::max(step.end, w.end);
+    }
+  }
+  return tl;
+}
+
+namespace {
+
+// Device time of the work each CPU op launched, itself and through the ops it encloses (GPU traces), and whether
+// any of it was a copy.
+struct OpDevice {
+  std::unordered_map<int32_t, double> us;
+  std::unordered_map<int32_t, bool> copies;
+};
+
+OpDevice op_device(const Timeline& tl, size_t first, size_t last) {
+  OpDevice d;
+  const auto& ev = tl.kineto->events;
+  for (size_t w = first; w < last; ++w) {
+    const Work& x = tl.work[w];
+    for (int32_t op = x.cpu_op; op >= 0; op = ev[op].parent) {
+      d.us[op] += x.end - x.begin;
+      if (x.cls == WorkClass::Memcpy) d.copies[op] = true;
+      if (!tl.gpu) break;
+    }
+  }
+  return d;
+}
+
+// A tensor input's sizes: Kineto's Input Dims, else the linked ET node's tensor.
+std::vector<int64_t> input_dims(const Timeline& tl, int32_t event, size_t i) {
+  const KinetoEvent& e = tl.event(event);
+  const KinetoInfo& k = *tl.kineto;
+  if (i < e.num_inputs) {
+    const KinetoInput& in = k.inputs[e.inputs + i];
+    if (in.has_dims) return {k.input_dims.begin() + in.dims, k.input_dims.begin() + in.dims + in.rank};
+  }
+  if (e.node != kNone32) {
+    const Trace& t = *tl.trace;
+    const Node& n = t.nodes[e.node];
+    if (i < n.num_inputs && t.values[n.inputs + i].kind == ValueKind::Tensor) {
+      const Tensor& x = t.tensors[t.values[n.inputs + i].ref];
+      auto d = t.dims(x);
+      return {d.begin(), d.end()};
+    }
+  }
+  return {};
+}
+
+std::string input_type(const Timeline& tl, int32_t event, size_t i) {
+  const KinetoEvent& e = tl.event(event);
+  const KinetoInfo& k = *tl.kineto;
+  if (i < e.num_inputs && k.inputs[e.inputs + i].type) return std::string(tl.trace->str(k.inputs[e.inputs + i].type));
+  if (e.node != kNone32) {
+    const Trace& t = *tl.trace;
+    const Node& n = t.nodes[e.node];
+    if (i < n.num_inputs && t.values[n.inputs + i].kind == ValueKind::Tensor)
+      return std::string(t.str(t.tensors[t.values[n.inputs + i].ref].dtype));
+  }
+  return "";
+}
+
+// The output dtype of a conversion, from the linked ET node; empty when unknown.
+std::string output_type(const Timeline& tl, int32_t event) {
+  const KinetoEvent& e = tl.event(event);
+  if (e.node == kNone32) return "";
+  const Trace& t = *tl.trace;
+  const Node& n = t.nodes[e.node];
+  if (n.num_outputs && t.values[n.outputs].kind == ValueKind::Tensor)
+    return std::string(t.str(t.tensors[t.values[n.outputs].ref].dtype));
+  return "";
+}
+
+bool gemm_shape(const Timeline& tl, int32_t event, GemmOp& g) {
+  const std::string_view op = bare(tl.name(event));
+  size_t a = 0;
+  if (op == "addmm" || op == "baddbmm")
+    a = 1;
+  else if (op != "mm" && op != "bmm")
+    return false;
+  const std::vector<int64_t> x = input_dims(tl, event, a), y = input_dims(tl, event, a + 1);
+  const bool batched = op == "bmm" || op == "baddbmm";
+  const size_t rank = batched ? 3 : 2;
+  if (x.size() != rank || y.size() != rank) return false;
+  const int64_t batch = batched ? x[0] : 1;
+  g.m = x[rank - 2];
+  g.k = x[rank - 1];
+  g.n = y[rank - 1];
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0 || batch <= 0) return false;
+  g.flops = 2.0 * double(batch) * double(g.m) * double(g.n) * double(g.k);
+  g.aligned = g.m % 8 == 0 && g.n % 8 == 0 && g.k % 8 == 0;
+  g.dtype = input_type(tl, event, a);
+  return true;
+}
+
+}  // namespace
+
+WindowStats window_stats(const Timeline& tl, double begin, double end) {
+  WindowStats s;
+  s.tl = &tl;
+  s.begin = begin;
+  s.end = end;
+  const auto& ev = tl.kineto->events;
+  const Trace& t = *tl.trace;
+  s.busy_us = covered(tl.busy, begin, end);
+  s.compute_us = covered(tl.compute, begin, end);
+  s.comm_us = covered(tl.comm, begin, end);
+  double overlapped = 0;
+  for (const Range& r : tl.comm) {
+    if (r.end <= begin) continue;
+    if (r.begin >= end) break;
+    overlapped += covered(tl.compute, std::max(r.begin, begin), std::min(r.end, end));
+  }
+  s.comm_exposed_us = std::max(0.0, s.comm_us - overlapped);
+
+  auto work_at = [&](double ts) {
+    return static_cast<size_t>(
+        std::lower_bound(tl.work.begin(), tl.work.end(), ts, [](const Work& w, double v) { return w.begin < v; }) -
+        tl.work.begin());
+  };
+  const size_t first = work_at(begin), last = work_at(end);
+  const OpDevice device = op_device(tl, first, last);
+
+  // Kernels, launches, launch-bound stretches, copies, memsets, GEMMs.
+  Stretch run;
+  auto close_run = [&] {
+    if (run.kernels >= kMinStretch) s.stretches.push_back(run);
+    run = Stretch{};
+  };
+  for (size_t w = first; w < last; ++w) {
+    const Work& x = tl.work[w];
+    const double dur = x.end - x.begin;
+    const std::string_view name = tl.name(x.event);
+    if (x.cls == WorkClass::Memcpy && tl.gpu) {
+      const double bytes = std::max<int64_t>(0, ev[x.event].bytes);
+      if (contains(name, "HtoD")) {
+        ++s.h2d;
+        s.h2d_bytes += bytes;
+        if (contains(name, "Pageable")) {
+          ++s.h2d_pageable;
+          s.h2d_pageable_us += dur;
+          s.pageable_copies.push_back(w);
+        }
+      } else if (contains(name, "DtoH")) {
+        ++s.d2h;
+        s.d2h_bytes += bytes;
+      } else if (contains(name, "DtoD")) {
+        ++s.d2d;
+      }
+      close_run();
+      continue;
+    }
+    if (x.cls == WorkClass::Memset && tl.gpu) {
+      ++s.memsets;
+      s.memset_bytes += std::max<int64_t>(0, ev[x.event].bytes);
+      close_run();
+      continue;
+    }
+    ++s.kernels;
+    s.kernel_us += dur;
+    s.launch_us += x.launch_us;
+    if (x.cls == WorkClass::Gemm && tl.gpu) {
+      s.gemm_us += dur;
+      if (is_simt_fp32_gemm(name)) {
+        s.gemm_fp32_us += dur;
+        s.fp32_gemms.push_back(w);
+      }
+    }
+    if (x.launch_us > 0 && dur < x.launch_us) {
+      ++s.short_kernels;
+      if (run.kernels == 0) run.begin = x.begin;
+      ++run.kernels;
+      run.end = std::max(run.end, x.end);
+      run.kernel_us += dur;
+    } else {
+      close_run();
+    }
+  }
+  close_run();
+
+  // GPU idle gaps and their causes.
+  if (tl.gpu) {
+    std::vector<int32_t> syncs_by_end = tl.syncs;
+    std::sort(syncs_by_end.begin(), syncs_by_end.end(),
+              [&](int32_t a, int32_t b) { return ev[a].ts + ev[a].dur < ev[b].ts + ev[b].dur; });
+    for (const Range& h : holes(tl.busy, begin, end)) {
+      if (h.length() < kMinGapUs) continue;
+      Gap g;
+      g.range = h;
+      const size_t next = work_at(h.end);
+      g.next = next < tl.work.size() ? static_cast<int32_t>(next) : -1;
+      auto it = std::lower_bound(syncs_by_end.begin(), syncs_by_end.end(), h.begin - 2,
+                                 [&](int32_t e, double v) { return ev[e].ts + ev[e].dur < v; });
+      if (it != syncs_by_end.end() && ev[*it].ts + ev[*it].dur <= h.end) {
+        g.cause = GapCause::Sync;
+        g.sync = *it;
+      } else {
+        if (covered(tl.data, h.begin, h.end) >= 0.5 * h.length())
+          g.cause = GapCause::Data;
+        else if (g.next >= 0 && tl.work[next].launch_ts >= 0 && tl.work[next].launch_ts < h.begin - 1)
+          g.cause = GapCause::Dependency;
+        else
+          g.cause = GapCause::Host;
+      }
+      for (const Stretch& r : s.stretches)
+        if (h.begin >= r.begin && h.end <= r.end) g.in_launch_stretch = true;
+      s.gaps.push_back(g);
+    }
+  }
+
+  // Host syncs.
+  for (auto it =
+           std::lower_bound(tl.syncs.begin(), tl.syncs.end(), begin, [&](int32_t e, double v) { return ev[e].ts < v; });
+       it != tl.syncs.end() && ev[*it].ts < end; ++it) {
+    const int32_t e = *it;
+    s.syncs.push_back(e);
+    s.sync_us += ev[e].dur;
+  }
+
+  // Conversions: aten::_to_copy that changes the dtype (a copy to another device is not one).
+  auto op_at = [&](double ts) {
+    return std::lower_bound(tl.cpu_ops.begin(), tl.cpu_ops.end(), ts,
+                            [&](int32_t e, double v) { return ev[e].ts < v; });
+  };
+  for (auto it = op_at(begin); it != tl.cpu_ops.end() && ev[*it].ts < end; ++it) {
+    const std::string_view name = t.str(ev[*it].name);
+    if (name == "aten::_to_copy") {
+      if (device.copies.count(*it)) continue;
+      Conversion c;
+      c.event = *it;
+      c.from = input_type(tl, *it, 0);
+      const std::string to = output_type(tl, *it);
+      if (!to.empty() && to == c.from) continue;
+      c.begin = ev[*it].ts;
+      c.end = ev[*it].ts + ev[*it].dur;
+      auto d = device.us.find(*it);
+      c.device_us = tl.gpu ? (d == device.us.end() ? 0 : d->second) : ev[*it].dur;
+      s.conversions.push_back(c);
+    }
+    GemmOp g;
+    if (gemm_shape(tl, *it, g)) {
+      g.event = *it;
+      auto d = device.us.find(*it);
+      g.device_us = tl.gpu ? (d == device.us.end() ? 0 : d->second) : ev[*it].dur;
+      if (g.device_us > 0) s.gemm_ops.push_back(g);
+    }
+  }
+
+  // Elementwise chains, per stream.
+  std::map<int64_t, Chain> open;
+  auto close_chain = [&](Chain& c) {
+    if (c.members.size() >= kMinChain) s.chains.push_back(c);
+    c = Chain{};
+  };
+  for (size_t w = first; w < last; ++w) {
+    const Work& x = tl.work[w];
+    Chain& c = open[x.stream];
+    if (x.cls != WorkClass::Elementwise) {
+      close_chain(c);
+      continue;
+    }
+    if (c.members.empty()) c.begin = x.begin;
+    c.members.push_back(w);
+    c.end = std::max(c.end, x.end);
+    c.busy_us += x.end - x.begin;
+    c.longest_us = std::max(c.longest_us, x.end - x.begin);
+  }
+  for (auto& [stream, c] : open) close_chain(c);
+  std::sort(s.chains.begin(), s.chains.end(), [](const Chain& a, const Chain& b) { return a.begin < b.begin; });
+
+  // Optimizer, zero_grad and data loader calls that start inside the window.
+  for (auto sit = std::lower_bound(tl.scopes.begin(), tl.scopes.end(), begin,
+                                   [](const Scope&sc, double v) { return sc.begin < v; });
+       sit != tl.scopes.end() && sit->begin < end; ++sit) {
+    const Scope& sc = *sit;
+    const bool opt = is_optimizer_name(sc.name), zero = is_zero_grad_name(sc.name), data = is_data_name(sc.name);
+    if (!opt && !zero && !data) continue;
+    ScopeUse u;
+    u.scope = &sc;
+    std::map<std::string_view, size_t> names;
+    for (auto it = op_at(sc.begin); it != tl.cpu_ops.end() && ev[*it].ts < sc.end; ++it) {
+      if (*it == sc.event || ev[*it].tid != sc.tid) continue;
+      const std::string_view n = t.str(ev[*it].name);
+      if (is_scope_name(n)) continue;
+      ++names[n];
+      if (contains(n, "_foreach_") || contains(n, "_fused_")) u.multi_tensor = true;
+      const int32_t parent = ev[*it].parent;
+      const bool under_zero = parent >= 0 && t.str(ev[parent].name) == "aten::zero_";
+      if ((n == "aten::zero_" || n == "aten::fill_") && !under_zero) ++u.zero_ops;
+    }
+    // Work launched inside the call starts at or after its beginning; the queue may hold it a while after its end.
+    size_t after = 0;
+    for (size_t w = work_at(sc.begin); w < tl.work.size() && after < 64; ++w) {
+      const Work& x = tl.work[w];
+      const double launched = x.launch_ts >= 0 ? x.launch_ts : x.begin;
+      after = launched >= sc.end ? after + 1 : 0;
+      if (launched < sc.begin || launched >= sc.end) continue;
+      ++u.work;
+      u.work_us += x.end - x.begin;
+      const std::string_view kn = tl.name(x.event);
+      if (contains(kn, "multi_tensor_apply") || contains(kn, "fused")) u.multi_tensor = true;
+      if (x.cls == WorkClass::Memset && tl.gpu) {
+        ++u.memsets;
+        u.zero_bytes += std::max<int64_t>(0, ev[x.event].bytes);
+      }
+    }
+    const double dur = sc.end - sc.begin;
+    u.idle_us = tl.gpu ? dur - covered(tl.busy, sc.begin, sc.end) : dur;
+    std::vector<std::pair<size_t, std::string_view>> ranked;
+    for (auto& [n, c] : names) ranked.push_back({c, n});
+    std::sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) { return a.first > b.first; });
+    for (size_t i = 0; i < ranked.size() && i < 3; ++i)
+      u.top.push_back(std::string(ranked[i].second) + " x" + std::to_string(ranked[i].first));
+    (opt ? s.optimizer : zero ? s.zero_grad : s.data).push_back(std::move(u));
+  }
+  return s;
+}
+
+void set_gemm_rates(Timeline& tl) {
+  const WindowStats all = window_stats(tl, tl.begin, tl.end + 1);
+  std::map<std::string, std::vector<double>> rates;
+  for (const GemmOp& g : all.gemm_ops)
+    if (g.aligned && g.device_us > 0) rates[g.dtype].push_back(g.flops / g.device_us);
+  for (auto& [dtype, r] : rates) {
+    std::nth_element(r.begin(), r.begin() + r.size() / 2, r.end());
+    tl.aligned_gemm_rate[dtype] = r[r.size() / 2];
+  }
+}
+
+namespace {
+std::vector<std::string> top_names(const Timeline& tl, const std::vector<size_t>& work, size_t n, bool ops) {
+  std::map<std::string_view, double> by;
+  for (size_t w : work) {
+    const Work& x = tl.work[w];
+    int32_t e = ops ? x.cpu_op : x.event;
+    if (e < 0) continue;
+    by[tl.name(e)] += x.end - x.begin;
+  }
+  std::vector<std::pair<double, std::string_view>> ranked;
+  for (auto& [name, us] : by) ranked.push_back({us, name});
+  std::sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  std::vector<std::string> out;
+  for (size_t i = 0; i < ranked.size() && i < n; ++i) out.emplace_back(ranked[i].second);
+  return out;
+}
+}  // namespace
+
+std::vector<std::string> top_ops(const Timeline& tl, const std::vector<size_t>& work, size_t n) {
+  return top_names(tl, work, n, true);
+}
+std::vector<std::string> top_kernels(const Timeline& tl, const std::vector<size_t>& work, size_t n) {
+  return tl.gpu ? top_names(tl, work, n, false) : std::vector<std::string>{};
+}
+
+std::string time_text(double us) {
+  char buf[32];
+  if (std::fabs(us) >= 1000)
+    std::snprintf(buf, sizeof buf, "%.2f ms", us / 1000);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f us", us);
+  return buf;
+}
+
+}  // namespace reprise::analyze::detail

@@ -1,0 +1,482 @@
+// reprise analyze: each detector on a Kineto timeline built in code with a known window, the gap causes that keep
+// detectors apart, the outputs, and bad input.
+#include "reprise/analyze/analyze.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "reprise/common/error.h"
+#include "reprise/trace/read.h"
+#include "test_util.h"
+
+namespace reprise {
+namespace {
+
+// A Kineto trace written event by event: host ops and annotations on pid 100, GPU work on device 0's streams, each
+// kernel launched by its own cudaLaunchKernel (linked by correlation).
+struct Kineto {
+  std::string events;
+  int corr = 1;
+
+  void add(const std::string& e) { events += (events.empty() ? "" : ",\n") + e; }
+  static std::string num(double v) {
+    std::string s = std::to_string(v);
+    return s;
+  }
+  void op(const std::string& name, double ts, double dur, const std::string& args = "{}", int tid = 1) {
+    add(R"({"ph": "X", "cat": "cpu_op", "name": ")" + name + R"(", "pid": 100, "tid": )" + std::to_string(tid) +
+        R"(, "ts": )" + num(ts) + R"(, "dur": )" + num(dur) + R"(, "args": )" + args + "}");
+  }
+  void annotation(const std::string& name, double ts, double dur) {
+    add(R"({"ph": "X", "cat": "user_annotation", "name": ")" + name + R"(", "pid": 100, "tid": 1, "ts": )" + num(ts) +
+        R"(, "dur": )" + num(dur) + "}");
+  }
+  void runtime(const std::string& name, double ts, double dur, int c = -1) {
+    add(R"({"ph": "X", "cat": "cuda_runtime", "name": ")" + name + R"(", "pid": 100, "tid": 1, "ts": )" + num(ts) +
+        R"(, "dur": )" + num(dur) + R"(, "args": {"correlation": )" + std::to_string(c) + "}}");
+  }
+  // A kernel (or memcpy/memset with `cat`) launched at host time `at` by a call of `launch` microseconds.
+  void gpu(const std::string& name, double at, double launch, double ts, double dur, int stream = 7,
+           const std::string& cat = "kernel", int64_t bytes = -1) {
+    const int c = corr++;
+    runtime(cat == "kernel"       ? "cudaLaunchKernel"
+            : cat == "gpu_memcpy" ? "cudaMemcpyAsync"
+                                  : "cudaMemsetAsync",
+            at, launch, c);
+    add(R"({"ph": "X", "cat": ")" + cat + R"(", "name": ")" + name + R"(", "pid": 0, "tid": )" +
+        std::to_string(stream) + R"(, "ts": )" + num(ts) + R"(, "dur": )" + num(dur) + R"(, "args": {"correlation": )" +
+        std::to_string(c) + R"(, "stream": )" + std::to_string(stream) + R"(, "device": 0)" +
+        (bytes >= 0 ? R"(, "bytes": )" + std::to_string(bytes) : std::string("")) + "}}");
+  }
+  std::string text() const { return "{\"traceEvents\": [\n" + events + "\n]}"; }
+};
+
+TraceSet set_of(const std::vector<Kineto>& ranks) {
+  TraceSet set;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    Trace t;
+    t.source = "rank-" + std::to_string(r) + ".json";
+    read_kineto_text(ranks[r].text(), t.source, t);
+    t.rank = static_cast<int64_t>(r);
+    set.ranks.push_back(std::move(t));
+  }
+  return set;
+}
+
+analyze::Analysis run(const Kineto& k, std::vector<std::string> only = {}) {
+  analyze::Options o;
+  o.only = std::move(only);
+  return analyze::analyze(set_of({k}), o);
+}
+
+const analyze::Finding* finding(const analyze::Analysis& a, const std::string& id) {
+  for (const analyze::Finding& f : a.findings)
+    if (f.detector == id) return &f;
+  return nullptr;
+}
+
+// Kernels back to back on stream 7 from `from` to `to`, launched well ahead (a full queue).
+void busy(Kineto& k, double from, double to, double each = 100, const std::string& name = "gemm_kernel") {
+  for (double ts = from; ts < to; ts += each) k.gpu(name, from - 500 + (ts - from) / 100, 2, ts, each);
+}
+
+// The step with a sync: the GPU is busy until 4000, the host waits in aten::item's cudaStreamSynchronize until the
+// queue drains, and launches the next kernel 500 us later.
+Kineto sync_step(bool with_sync) {
+  Kineto k;
+  k.op("ProfilerStep#1", 0, 10000);
+  busy(k, 1000, 4000);
+  if (with_sync) {
+    k.op("aten::item", 1200, 2850);
+    k.runtime("cudaStreamSynchronize", 1205, 2795);  // ends at 4000, as the GPU drains
+  }
+  k.gpu("gemm_kernel", 4490, 5, 4500, 5400);  // launched late: at 4490
+  return k;
+}
+
+TEST(Analyze, HostSyncDrainsTheGpuAndTheGapIsTheSyncsNotTheHosts) {
+  const analyze::Analysis a = run(sync_step(true));
+  const analyze::Finding* f = finding(a, "host_sync");
+  ASSERT_NE(f, nullptr) << analyze::analysis_json(a, false);
+  EXPECT_NEAR(f->saving_us, 500, 1);
+  EXPECT_EQ(f->window, "ProfilerStep#1");
+  ASSERT_EQ(f->instances.size(), 1u);
+  EXPECT_NEAR(f->instances[0].begin_us, 1205, 1e-6);  // from the sync's start to the work after the gap
+  EXPECT_NEAR(f->instances[0].end_us, 4500, 1e-6);
+  EXPECT_NE(f->evidence.find("aten::item -> cudaStreamSynchronize x1"), std::string::npos) << f->evidence;
+  // The same gap is not also reported as the host's (the step's first launch and its tail are).
+  const analyze::Finding* idle = finding(a, "gpu_idle");
+  if (idle) {
+    for (const analyze::Instance& i : idle->instances)
+      EXPECT_TRUE(i.end_us <= 4000 || i.begin_us >= 4500) << idle->evidence;
+  }
+}
+
+TEST(Analyze, WithoutTheSyncTheSameGapIsTheHosts) {
+  const analyze::Analysis a = run(sync_step(false));
+  EXPECT_EQ(finding(a, "host_sync"), nullptr);
+  const analyze::Finding* f = finding(a, "gpu_idle");
+  ASSERT_NE(f, nullptr) << analyze::analysis_json(a, false);
+  EXPECT_TRUE(std::any_of(f->instances.begin(), f->instances.end(), [](const analyze::Instance& i) {
+    return i.begin_us == 4000 && i.end_us == 4500;
+  })) << f->evidence;
+}
+
+TEST(Analyze, LaunchBoundStretchOfKernelsShorterThanTheirLaunches) {
+  Kineto k;
+  k.op("ProfilerStep#1", 0, 2000);
+  // 20 kernels of 5 us, each launched by a 20 us call: the GPU runs at the host's pace.
+  for (int i = 0; i < 20; ++i) k.gpu("vectorized_elementwise_kernel", 100 + 20 * i, 20, 125 + 20 * i, 5);
+  busy(k, 600, 1900);
+  const analyze::Analysis a = run(k, {"launch_bound"});
+  const analyze::Finding* f = finding(a, "launch_bound");
+  ASSERT_NE(f, nullptr) << analyze::analysis_json(a, false);
+  EXPECT_NEAR(f->saving_us, (510 - 125) - 100, 1e-6);  // the stretch's span less its kernels' time
+  EXPECT_NEAR(f->begin_us, 125, 1e-6);
+  EXPECT_NEAR(f->end_us, 510, 1e-6);
+}
+
+TEST(Analyze, PageableCopyInsideTheStep) {
+  Kineto k;
+  k.op("ProfilerStep#1", 0, 2000);
+  k.gpu("Memcpy HtoD (Pageable -> Device)", 100, 210, 110, 200, 7, "gpu_memcpy", 4 << 20);
+  k.gpu("Memcpy HtoD (Pinned -> Device)", 400, 5, 410, 50, 7, "gpu_memcpy", 1 << 20);
+  busy(k, 500, 1900);
+  const analyze::Analysis a = run(k);
+  const analyze::Finding* f = finding(a, "pageable_copy");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->saving_us, 100, 1e-6);
+  ASSERT_EQ(f->instances.size(), 1u);
+  EXPECT_EQ(f->instances[0].begin_us, 110);
+  EXPECT_NE(f->evidence.find("1 host-to-device copy(ies) from pageable memory, 4.19 MB"), std::string::npos)
+      << f->evidence;
+}
+
+TEST(Analyze, UnfusedElementwiseChainBetweenGemms) {
+  Kineto k;
+  k.op("ProfilerStep#1", 0, 1000);
+  k.gpu("cutlass_80_tensorop_gemm", 0, 2, 100, 100);
+  double ts = 200;
+  for (double d : {10, 20, 30, 40}) {
+    k.gpu("void at::native::vectorized_elementwise_kernel<4>", 1, 2, ts, d);
+    ts += d;
+  }
+  k.gpu("cutlass_80_tensorop_gemm", 2, 2, ts, 100);
+  const analyze::Analysis a = run(k, {"unfused_elementwise"});
+  const analyze::Finding* f = finding(a, "unfused_elementwise");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->saving_us, 100 - 40, 1e-6);  // the chain's span less its longest member
+  EXPECT_EQ(f->begin_us, 200);
+  EXPECT_EQ(f->end_us, 300);
+  // Two elementwise kernels are not a chain.
+  Kineto two;
+  two.op("ProfilerStep#1", 0, 1000);
+  two.gpu("void at::native::vectorized_elementwise_kernel<4>", 1, 2, 200, 60);
+  two.gpu("void at::native::vectorized_elementwise_kernel<4>", 1, 2, 260, 60);
+  EXPECT_EQ(finding(run(two, {"unfused_elementwise"}), "unfused_elementwise"), nullptr);
+}
+
+TEST(Analyze, UnfusedElementwiseOpsOnACpuTrace) {
+  Kineto k;  // no GPU work: the device is the host and its work the top-level ops
+  k.op("ProfilerStep#1", 0, 1000);
+  k.op("aten::mm", 0, 100);
+  k.op("aten::add", 100, 50);
+  k.op("aten::mul", 150, 50);
+  k.op("aten::relu", 200, 50);
+  k.op("aten::empty", 210, 5);  // inside relu: not top-level
+  k.op("aten::mm", 250, 100);
+  const analyze::Analysis a = run(k, {"unfused_elementwise"});
+  const analyze::Finding* f = finding(a, "unfused_elementwise");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->saving_us, 150 - 50, 1e-6);
+  EXPECT_NE(f->evidence.find("elementwise ops"), std::string::npos) << f->evidence;
+}
+
+TEST(Analyze, DtypeChurnNeedsConversionsBothWays) {
+  auto trace = [](bool both_ways) {
+    Kineto k;
+    k.op("ProfilerStep#1", 0, 1000);
+    for (int i = 0; i < 4; ++i) {
+      const std::string from = both_ways && i % 2 ? "c10::BFloat16" : "float";
+      k.op("aten::_to_copy", 100 + 100 * i, 50, R"({"Input Dims": [[1024, 1024]], "Input type": [")" + from + "\"]}");
+      k.gpu("void at::native::unrolled_elementwise_kernel<copy>", 110 + 100 * i, 5, 120 + 100 * i, 10);
+    }
+    return k;
+  };
+  const analyze::Analysis a = run(trace(true), {"dtype_churn"});
+  const analyze::Finding* f = finding(a, "dtype_churn");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->saving_us, 40, 1e-6);
+  EXPECT_NE(f->evidence.find("from c10::BFloat16, float"), std::string::npos) << f->evidence;
+  EXPECT_EQ(finding(run(trace(false), {"dtype_churn"}), "dtype_churn"), nullptr);
+}
+
+TEST(Analyze, Fp32GemmsOnCudaCoresButNotTensorOps) {
+  Kineto k;
+  k.op("ProfilerStep#1", 0, 1000);
+  k.gpu("volta_sgemm_128x64_nn", 0, 2, 100, 200);
+  k.gpu("cutlass_80_tensorop_s1688gemm_64x64", 1, 2, 300, 200);
+  const analyze::Analysis a = run(k, {"fp32_gemm"});
+  const analyze::Finding* f = finding(a, "fp32_gemm");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->saving_us, 100, 1e-6);
+  EXPECT_NE(f->evidence.find("1 fp32 SIMT GEMM kernel(s), 200 us (50% of GEMM time)"), std::string::npos)
+      << f->evidence;
+}
+
+TEST(Analyze, UnalignedGemmIsHeldToTheAlignedGemmsRate) {
+  Kineto k;
+  k.op("ProfilerStep#1", 0, 2000);
+  k.op("aten::mm", 0, 50, R"({"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]})");
+  k.gpu("gemm_a", 10, 5, 100, 100);
+  k.op("aten::mm", 60, 50, R"({"Input Dims": [[63, 64], [64, 64]], "Input type": ["float", "float"]})");
+  k.gpu("gemm_b", 70, 5, 300, 200);
+  const analyze::Analysis a = run(k, {"unaligned_gemm"});
+  const analyze::Finding* f = finding(a, "unaligned_gemm");
+  ASSERT_NE(f, nullptr);
+  // 63x64x64 at the 64x64x64 GEMM's rate takes 100 * 63/64 us.
+  EXPECT_NEAR(f->saving_us, 200 - 100.0 * 63 / 64, 1e-6);
+  EXPECT_NE(f->evidence.find("1 GEMM(s) with M, N or K not a multiple of 8"), std::string::npos) << f->evidence;
+  ASSERT_FALSE(f->instances.empty());
+  EXPECT_EQ(f->instances[0].what, "aten::mm 63x64x64");
+}
+
+TEST(Analyze, ExposedCommunicationAndItsOverlappedTwin) {
+  auto trace = [](bool overlapped) {
+    Kineto k;
+    k.op("ProfilerStep#1", 0, 2000);
+    k.gpu("ncclKernel_AllReduce_RING_LL_Sum_float", 0, 2, 0, 500, 20);
+    if (overlapped) k.gpu("gemm_kernel", 1, 2, 0, 500, 7);
+    k.gpu("gemm_kernel", 2, 2, 500, 1000, 7);
+    return k;
+  };
+  const analyze::Analysis a = run(trace(false), {"exposed_comm"});
+  const analyze::Finding* f = finding(a, "exposed_comm");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->saving_us, 500, 1e-6);
+  EXPECT_EQ(f->kernels.front(), "ncclKernel_AllReduce_RING_LL_Sum_float");
+  EXPECT_EQ(finding(run(trace(true), {"exposed_comm"}), "exposed_comm"), nullptr);
+}
+
+TEST(Analyze, StragglerAgainstTheMedianRank) {
+  std::vector<Kineto> ranks(3);
+  for (int r = 0; r < 3; ++r) {
+    ranks[r].op("ProfilerStep#1", 0, 3000);
+    busy(ranks[r], 1000, r == 2 ? 2500 : 2000);
+  }
+  const analyze::Analysis a = analyze::analyze(set_of(ranks), {});
+  std::vector<const analyze::Finding*> found;
+  for (const analyze::Finding& f : a.findings)
+    if (f.detector == "straggler") found.push_back(&f);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0]->ranks, std::vector<int>{2});
+  EXPECT_NEAR(found[0]->saving_us, 500, 1e-6);
+}
+
+TEST(Analyze, SingleTensorOptimizerAndItsForeachTwin) {
+  auto trace = [](bool foreach) {
+    Kineto k;
+    k.op("ProfilerStep#1", 0, 3000);
+    k.op("Optimizer.step#SGD.step", 500, 2000);
+    if (foreach) k.op("aten::_foreach_add_", 510, 10);
+    for (int i = 0; i < 40; ++i) {
+      k.op("aten::add_", 520 + 45 * i, 40);
+      k.gpu("void at::native::vectorized_elementwise_kernel<add>", 525 + 45 * i, 5, 540 + 45 * i, 5);
+    }
+    return k;
+  };
+  const analyze::Analysis a = run(trace(false), {"single_tensor_optimizer"});
+  const analyze::Finding* f = finding(a, "single_tensor_optimizer");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->saving_us, 0.9 * (2000 - 40 * 5), 1e-6);
+  EXPECT_EQ(f->ops.front(), "aten::add_ x40");
+  EXPECT_EQ(finding(run(trace(true), {"single_tensor_optimizer"}), "single_tensor_optimizer"), nullptr);
+}
+
+TEST(Analyze, ZeroGradCountsAnOpAndItsMemsetOnce) {
+  Kineto k;
+  k.op("ProfilerStep#1", 0, 3000);
+  k.op("Optimizer.zero_grad#SGD.zero_grad", 100, 300);
+  for (int i = 0; i < 3; ++i) {
+    k.op("aten::zero_", 110 + 90 * i, 80);
+    k.op("aten::fill_", 115 + 90 * i, 70);
+    k.gpu("Memset (Device)", 120 + 90 * i, 10, 130 + 90 * i, 20, 7, "gpu_memset", 1000000);
+  }
+  const analyze::Analysis a = run(k, {"zero_grad"});
+  const analyze::Finding* f = finding(a, "zero_grad");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->evidence.find("3 zero_/fill_ op(s) or memset(s) in zero_grad, 3.00 MB written"), std::string::npos)
+      << f->evidence;
+  EXPECT_NEAR(f->saving_us, 300, 1e-6);
+}
+
+TEST(Analyze, DataLoaderStallIsNotAlsoAHostGap) {
+  Kineto k;
+  k.op("ProfilerStep#1", 0, 5000);
+  busy(k, 0, 1000);
+  k.op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 1000, 2000);
+  k.gpu("gemm_kernel", 3000, 5, 3010, 1900);
+  const analyze::Analysis a = run(k, {"data_loader", "gpu_idle"});
+  const analyze::Finding* f = finding(a, "data_loader");
+  ASSERT_NE(f, nullptr) << analyze::analysis_json(a, false);
+  EXPECT_NEAR(f->saving_us, 2000, 1e-6);
+  EXPECT_EQ(finding(a, "gpu_idle"), nullptr);
+}
+
+TEST(Analyze, WindowsCarryEveryFeature) {
+  const analyze::Analysis a = run(sync_step(true));
+  ASSERT_FALSE(a.windows.empty());
+  size_t steps = 0, sliding = 0;
+  for (const analyze::Window& w : a.windows) {
+    EXPECT_EQ(w.features.size(), analyze::feature_names().size());
+    steps += w.kind == analyze::WindowKind::Step;
+    sliding += w.kind == analyze::WindowKind::Sliding;
+  }
+  EXPECT_EQ(steps, 1u);
+  EXPECT_GE(sliding, 10u);  // 1 ms wide, every 0.5 ms, over 10 ms
+  const analyze::Window& step = *std::find_if(
+      a.windows.begin(), a.windows.end(), [](const analyze::Window& w) { return w.kind == analyze::WindowKind::Step; });
+  auto feature = [&](const std::string& name) {
+    auto it = std::find(analyze::feature_names().begin(), analyze::feature_names().end(), name);
+    return step.features[static_cast<size_t>(it - analyze::feature_names().begin())];
+  };
+  EXPECT_EQ(feature("syncs"), 1);
+  EXPECT_NEAR(feature("idle_sync_us"), 500, 1e-6);
+  EXPECT_NEAR(feature("duration_us"), 10000, 1e-6);
+}
+
+TEST(Analyze, ATraceWithoutStepsIsOneWindowOverItsDeviceWork) {
+  Kineto k;
+  busy(k, 1000, 2000);
+  k.gpu("gemm_kernel", 2400, 5, 2500, 500);
+  const analyze::Analysis a = run(k, {"gpu_idle"});
+  const analyze::Finding* f = finding(a, "gpu_idle");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->window, "whole trace");
+  EXPECT_NEAR(f->window_us, 2000 + 1, 1e-6);  // from the first kernel to the last
+  EXPECT_NEAR(f->saving_us, 500, 1e-6);
+}
+
+TEST(Analyze, OutputsJsonHtmlAndAPerfettoOverlay) {
+  const TraceSet set = set_of({sync_step(true)});
+  const analyze::Analysis a = analyze::analyze(set, {});
+  const nlohmann::json j = nlohmann::json::parse(analyze::analysis_json(a));
+  EXPECT_EQ(j["format"], "reprise-analysis/1");
+  EXPECT_EQ(j["detectors"].size(), analyze::detectors().size());
+  EXPECT_EQ(j["findings"].size(), a.findings.size());
+  EXPECT_EQ(j["feature_names"].size(), analyze::feature_names().size());
+  EXPECT_EQ(j["findings"][0]["detector"], a.findings[0].detector);
+
+  const nlohmann::json overlay = nlohmann::json::parse(analyze::overlay_trace(a, set));
+  size_t findings = 0, originals = 0;
+  for (const auto& e : overlay["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    (e["cat"] == "reprise_finding" ? findings : originals)++;
+  }
+  EXPECT_EQ(originals, set.ranks[0].kineto->events.size());
+  EXPECT_GE(findings, a.findings.size());
+
+  const std::string html = analyze::analysis_html(a, set);
+  EXPECT_NE(html.find("Worst windows first"), std::string::npos);
+  EXPECT_NE(html.find("host_sync"), std::string::npos);
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* mem = open_memstream(&buf, &len);
+  analyze::print_analysis(mem, a, 5);
+  std::fclose(mem);
+  const std::string table(buf, len);
+  std::free(buf);
+  EXPECT_NE(table.find("host_sync"), std::string::npos) << table;
+}
+
+TEST(Analyze, BadInputIsOneLineNamingTheTrace) {
+  TraceSet set;
+  set.ranks.push_back(read_et_text(R"({"schema": "1.0.1", "nodes": []})", "only-et.json"));
+  try {
+    analyze::analyze(set, {});
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("only-et.json: no Kineto timeline"), std::string::npos) << e.what();
+  }
+  analyze::Options o;
+  o.only = {"no_such_detector"};
+  EXPECT_THROW(analyze::analyze(set_of({sync_step(true)}), o), UserError);
+  o.only.clear();
+  o.sliding_us = 0.001;  // 10 ms in steps of a nanosecond: refused, not allocated
+  EXPECT_THROW(analyze::analyze(set_of({sync_step(true)}), o), UserError);
+}
+
+TEST(Analyze, KinetoInputDimsAndTypesAreRead) {
+  Kineto k;
+  k.op("aten::cat", 0, 10,
+       R"({"Input Dims": [[[2, 3], [2, 3]], [], [4, 5]], "Input type": ["TensorList", "Int", "float"]})");
+  Trace t;
+  read_kineto_text(k.text(), "dims.json", t);
+  const KinetoEvent& e = t.kineto->events[0];
+  ASSERT_EQ(e.num_inputs, 3u);
+  const KinetoInput* in = &t.kineto->inputs[e.inputs];
+  EXPECT_FALSE(in[0].has_dims);  // a tensor list
+  EXPECT_TRUE(in[1].has_dims);
+  EXPECT_EQ(in[1].rank, 0);
+  EXPECT_EQ(t.str(in[1].type), "Int");
+  ASSERT_TRUE(in[2].has_dims);
+  EXPECT_EQ(in[2].rank, 2);
+  EXPECT_EQ(t.kineto->input_dims[in[2].dims + 1], 5);
+  EXPECT_EQ(t.str(in[2].type), "float");
+}
+
+TEST(Analyze, EveryDetectorIsDescribed) {
+  std::vector<std::string> ids;
+  for (const analyze::DetectorInfo& d : analyze::detectors()) {
+    EXPECT_FALSE(d.title.empty() || d.looks_for.empty() || d.fix.empty() || d.fixed_variant.empty()) << d.id;
+    ids.push_back(d.id);
+  }
+  EXPECT_EQ(ids.size(), 13u);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(std::unique(ids.begin(), ids.end()), ids.end());
+}
+
+}  // namespace
+}  // namespace reprise
+
+namespace reprise {
+namespace {
+
+// The shared HTA and PARAM Kineto traces analyze without error, and what docs/analyze.md says of them holds.
+TEST(AnalyzeShared, HtaAndParamKinetoTraces) {
+  REPRISE_NEED_SHARED(alexnet, "hta/alexnet_kineto.json.gz");
+  const std::string dir = test::shared_traces();
+  for (const char* rel :
+       {"hta/alexnet_kineto.json.gz", "hta/event_sync_multi_stream_kineto.json.gz", "hta/nccl_data_kineto.json.gz",
+        "hta/trace_diff_control_kineto.json.gz", "param/linear_kineto.json.gz", "param/dlrm_kineto.tar.gz"}) {
+    SCOPED_TRACE(rel);
+    const TraceSet set = load_traces({dir + "/" + rel});
+    const analyze::Analysis a = analyze::analyze(set, {});
+    EXPECT_FALSE(a.windows.empty());
+    EXPECT_NO_THROW(nlohmann::json::parse(analyze::analysis_json(a)));
+    EXPECT_NO_THROW(nlohmann::json::parse(analyze::overlay_trace(a, set)));
+    if (std::string(rel) == "hta/alexnet_kineto.json.gz") {
+      // Checked by hand in docs/analyze.md: the synchronizing measure loop and the pageable input copies.
+      const analyze::Finding* sync = finding(a, "host_sync");
+      ASSERT_NE(sync, nullptr);
+      EXPECT_NE(sync->evidence.find("cudaDeviceSynchronize"), std::string::npos) << sync->evidence;
+      const analyze::Finding* copy = finding(a, "pageable_copy");
+      ASSERT_NE(copy, nullptr);
+      EXPECT_NE(copy->evidence.find("16 host-to-device copy(ies) from pageable memory"), std::string::npos)
+          << copy->evidence;
+    }
+    if (std::string(rel) == "param/dlrm_kineto.tar.gz") {
+      EXPECT_EQ(a.ranks.size(), 8u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace reprise

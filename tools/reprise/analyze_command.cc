@@ -1,0 +1,94 @@
+// reprise analyze: performance anti-patterns in Kineto traces, as a table, JSON, HTML and a Perfetto overlay.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "cli.h"
+#include "commands.h"
+#include "progress.h"
+#include "reprise/analyze/analyze.h"
+#include "reprise/common/error.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/write.h"
+
+namespace po = boost::program_options;
+
+namespace reprise::cli {
+namespace {
+
+struct Phase {  // what ProgressLine shows
+  std::string phase, unit;
+  int64_t done = 0, total = 0;
+  double expected_seconds = 0;
+  bool finished = false;
+  std::string note;
+};
+
+}  // namespace
+
+int cmd_analyze(int argc, char** argv) {
+  po::options_description opts(
+      "usage: reprise analyze TRACE... [options]\n\n"
+      "Finds performance anti-patterns in Kineto traces (one per rank; with their ETs for shapes and dtypes):\n"
+      "each rank's steps are cut into windows with features (GPU idle and its cause, launches, syncs, copies,\n"
+      "conversions, GEMM precision and shapes, communication overlap, skew across ranks) and one rule per\n"
+      "anti-pattern reports findings: the window, the evidence, the fix and an estimated saving. --list prints\n"
+      "the detectors; docs/analyze.md their thresholds and how each saving is estimated.\n\noptions");
+  std::vector<std::string> inputs, only;
+  std::string json_out, html_out, perfetto_out;
+  size_t top = 20;
+  analyze::Options o;
+  opts.add_options()("help,h", "show this help")("list", "list the detectors and exit")(
+      "only", po::value(&only)->multitoken()->composing(), "run only these detectors (ids from --list)")(
+      "window", po::value(&o.sliding_us),
+      "sliding feature window, microseconds (default: an eighth of the median step, at least 1 ms)")(
+      "top", po::value(&top)->default_value(20), "findings in the table")(
+      "json", po::value(&json_out), "write findings, windows and features as JSON (reprise-analysis/1)")(
+      "html", po::value(&html_out), "write a self-contained HTML report, worst windows first")(
+      "perfetto", po::value(&perfetto_out), "write the timeline with the findings as a track (Perfetto, Chrome)")(
+      "quiet,q", "no table, warnings or progress")("inputs", po::value(&inputs)->multitoken(), "traces");
+  po::positional_options_description pos;
+  pos.add("inputs", -1);
+  auto vm = parse(argc, argv, opts, pos);
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  if (vm.count("list")) {
+    analyze::print_detectors(stdout);
+    return 0;
+  }
+  if (inputs.empty()) throw UserError("analyze: no trace given (see reprise analyze --help)");
+  o.only = only;
+  for (const std::string* path : {&json_out, &html_out, &perfetto_out})
+    if (!path->empty()) check_output_path(*path);
+  const bool quiet = vm.count("quiet") > 0;
+  ProgressLine line;
+  auto phase = [&](const std::string& name, bool finished, const std::string& note) {
+    if (quiet) return;
+    Phase p;
+    p.phase = name;
+    p.finished = finished;
+    p.note = note;
+    line.update(p);
+  };
+  ReadOptions ro;
+  if (!quiet) ro.warn = [&line](const std::string& w) { line.message("warning: " + w); };
+  phase("read", false, "");
+  const TraceSet set = load_traces(inputs, ro);
+  phase("read", true, std::to_string(set.ranks.size()) + " rank(s)");
+  phase("analyze", false, "");
+  const analyze::Analysis a = analyze::analyze(set, o);
+  phase("analyze", true,
+        std::to_string(a.windows.size()) + " windows, " + std::to_string(a.findings.size()) + " findings");
+  if (!json_out.empty()) write_text_file(json_out, analyze::analysis_json(a));
+  if (!html_out.empty()) write_text_file(html_out, analyze::analysis_html(a, set));
+  if (!perfetto_out.empty()) write_text_file(perfetto_out, analyze::overlay_trace(a, set));
+  if (quiet) return 0;
+  analyze::print_analysis(stdout, a, top);
+  if (!json_out.empty()) std::printf("json: %s\n", json_out.c_str());
+  if (!html_out.empty()) std::printf("report: %s\n", html_out.c_str());
+  if (!perfetto_out.empty()) std::printf("timeline: %s (open in https://ui.perfetto.dev)\n", perfetto_out.c_str());
+  return 0;
+}
+
+}  // namespace reprise::cli
