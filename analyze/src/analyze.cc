@@ -68,6 +68,8 @@ std::vector<double> features_of(const WindowStats& s) {
           s.skew};
 }
 
+constexpr double kSegmentGapUs = 100e3;
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
@@ -86,8 +88,8 @@ const char* window_kind_name(WindowKind k) {
       return "scope";
     case WindowKind::Sliding:
       return "sliding";
-    case WindowKind::Whole:
-      return "whole";
+    case WindowKind::Segment:
+      return "segment";
   }
   return "?";
 }
@@ -158,7 +160,7 @@ Analysis analyze(const TraceSet& set, const Options& o) {
     a.ranks.push_back(info);
   }
 
-  // The windows detectors judge: each step, or the whole trace when it has none.
+  // The windows detectors judge: each step, or each segment of device activity when the trace has no steps.
   struct Judged {
     size_t tl;
     std::string name;
@@ -167,15 +169,28 @@ Analysis analyze(const TraceSet& set, const Options& o) {
   };
   std::vector<Judged> judged;
   for (size_t r = 0; r < tls.size(); ++r) {
-    // Without steps, the stretch the device worked in (a trace's start-up and tail are not the program's).
+    // Without steps: the device's stretches of activity, cut where it idles 100 ms or more (a harness's pauses
+    // between phases, not a step's gaps).
     if (tls[r].steps.empty()) {
       const Timeline& tl = tls[r];
-      double b = tl.begin, e = tl.end;
-      if (!tl.busy.empty()) {
-        b = tl.busy.front().begin;
-        e = tl.busy.back().end;
+      if (tl.busy.empty()) {
+        judged.push_back({r, "segment 0", WindowKind::Segment, tl.begin, tl.end + 1});
+        continue;
       }
-      judged.push_back({r, "whole trace", WindowKind::Whole, b, e + 1});
+      double b = tl.busy.front().begin, e = tl.busy.front().end;
+      auto close = [&] {
+        judged.push_back({r, "segment " + std::to_string(judged.size()), WindowKind::Segment, b, e + 1});
+      };
+      const size_t first = judged.size();
+      for (const Range& x : tl.busy) {
+        if (x.begin - e >= kSegmentGapUs) {
+          close();
+          b = x.begin;
+        }
+        e = std::max(e, x.end);
+      }
+      close();
+      for (size_t k = first; k < judged.size(); ++k) judged[k].name = "segment " + std::to_string(k - first);
     }
     for (const Scope& s : tls[r].steps) judged.push_back({r, s.name, WindowKind::Step, s.begin, s.end});
   }

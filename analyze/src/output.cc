@@ -88,7 +88,7 @@ std::vector<WindowGroup> worst_windows(const Analysis& a) {
   }
   for (const Window& w : a.windows) {
     auto it = by.find({w.rank, w.name});
-    if (it != by.end() && (w.kind == WindowKind::Step || w.kind == WindowKind::Whole)) {
+    if (it != by.end() && (w.kind == WindowKind::Step || w.kind == WindowKind::Segment)) {
       it->second.begin = w.begin_us;
       it->second.end = w.end_us;
     }

@@ -210,7 +210,10 @@ Timeline build_timeline(const Trace& t, int rank) {
     }
     const bool sync_call = (e.cat == KinetoCat::Runtime || e.cat == KinetoCat::Driver) &&
                            (contains(name, "Synchronize") || name == "cudaMemcpy" || name == "hipMemcpy");
-    if (sync_call || (e.cat == KinetoCat::Sync && e.launcher < 0)) tl.syncs.push_back(i);
+    // cuda_sync events stand for the host's wait unless a runtime call already does, or they are a stream's wait
+    // on an event (device-side, cudaStreamWaitEvent).
+    const bool sync_event = e.cat == KinetoCat::Sync && e.launcher < 0 && !contains(name, "Wait Event");
+    if (sync_call || sync_event) tl.syncs.push_back(i);
   }
   if (!std::isfinite(tl.begin)) throw UserError(t.source + ": its Kineto timeline has no timed events");
   if (!tl.gpu) {
@@ -460,14 +463,20 @@ WindowStats window_stats(const Timeline& tl, double begin, double end) {
       if (h.length() < kMinGapUs) continue;
       Gap g;
       g.range = h;
+      g.cause = GapCause::Host;
       const size_t next = work_at(h.end);
       g.next = next < tl.work.size() ? static_cast<int32_t>(next) : -1;
-      auto it = std::lower_bound(syncs_by_end.begin(), syncs_by_end.end(), h.begin - 2,
-                                 [&](int32_t e, double v) { return ev[e].ts + ev[e].dur < v; });
-      if (it != syncs_by_end.end() && ev[*it].ts + ev[*it].dur <= h.end) {
-        g.cause = GapCause::Sync;
-        g.sync = *it;
-      } else {
+      // A sync drained the GPU when the host was already waiting in it as the GPU ran dry, and it returned
+      // during the gap; a sync that starts on an idle GPU returns at once and causes nothing.
+      for (auto it = std::lower_bound(syncs_by_end.begin(), syncs_by_end.end(), h.begin - 2,
+                                      [&](int32_t e, double v) { return ev[e].ts + ev[e].dur < v; });
+           it != syncs_by_end.end() && ev[*it].ts + ev[*it].dur <= h.end; ++it)
+        if (ev[*it].ts <= h.begin + 1) {
+          g.cause = GapCause::Sync;
+          g.sync = *it;
+          break;
+        }
+      if (g.cause != GapCause::Sync) {
         if (covered(tl.data, h.begin, h.end) >= 0.5 * h.length())
           g.cause = GapCause::Data;
         else if (g.next >= 0 && tl.work[next].launch_ts >= 0 && tl.work[next].launch_ts < h.begin - 1)

@@ -23,7 +23,7 @@ struct DetectorInfo {
 };
 const std::vector<DetectorInfo>& detectors();
 
-enum class WindowKind { Step, Scope, Sliding, Whole };
+enum class WindowKind { Step, Scope, Sliding, Segment };
 const char* window_kind_name(WindowKind k);
 
 // Every feature of a window, by name (feature_names() in the order of Window::features).
@@ -32,7 +32,7 @@ const std::vector<std::string>& feature_names();
 struct Window {
   int rank = 0;
   WindowKind kind = WindowKind::Step;
-  std::string name;  // "ProfilerStep#6", "## forward ##", "sliding 12"
+  std::string name;  // "ProfilerStep#6", "## forward ##", "sliding 12", "segment 0" (a trace without steps)
   double begin_us = 0, end_us = 0;
   std::vector<double> features;  // parallel to feature_names()
 };
