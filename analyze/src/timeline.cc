@@ -557,6 +557,9 @@ WindowStats window_stats(const Timeline& tl, double begin, double end) {
     const Scope& sc = *sit;
     const bool opt = is_optimizer_name(sc.name), zero = is_zero_grad_name(sc.name), data = is_data_name(sc.name);
     if (!opt && !zero && !data) continue;
+    // A call inside one of its own kind ("Optimizer.step#..." under "## optimizer ##") is counted with it.
+    std::vector<ScopeUse>& kind = opt ? s.optimizer : zero ? s.zero_grad : s.data;
+    if (!kind.empty() && sc.begin >= kind.back().scope->begin && sc.end <= kind.back().scope->end) continue;
     ScopeUse u;
     u.scope = &sc;
     std::map<std::string_view, size_t> names;
@@ -593,7 +596,7 @@ WindowStats window_stats(const Timeline& tl, double begin, double end) {
     std::sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) { return a.first > b.first; });
     for (size_t i = 0; i < ranked.size() && i < 3; ++i)
       u.top.push_back(std::string(ranked[i].second) + " x" + std::to_string(ranked[i].first));
-    (opt ? s.optimizer : zero ? s.zero_grad : s.data).push_back(std::move(u));
+    kind.push_back(std::move(u));
   }
   return s;
 }

@@ -282,6 +282,7 @@ TEST(Analyze, SingleTensorOptimizerAndItsForeachTwin) {
   auto trace = [](bool foreach) {
     Kineto k;
     k.op("ProfilerStep#1", 0, 3000);
+    k.annotation("## optimizer ##", 490, 2020);  // the same step, counted once
     k.op("Optimizer.step#SGD.step", 500, 2000);
     if (foreach) k.op("aten::_foreach_add_", 510, 10);
     for (int i = 0; i < 40; ++i) {
@@ -295,6 +296,7 @@ TEST(Analyze, SingleTensorOptimizerAndItsForeachTwin) {
   ASSERT_NE(f, nullptr);
   EXPECT_NEAR(f->saving_us, 0.9 * (2000 - 40 * 5), 1e-6);
   EXPECT_EQ(f->ops.front(), "aten::add_ x40");
+  EXPECT_NE(f->evidence.find("1 optimizer step(s) with 40 kernels"), std::string::npos) << f->evidence;
   EXPECT_EQ(finding(run(trace(true), {"single_tensor_optimizer"}), "single_tensor_optimizer"), nullptr);
 }
 

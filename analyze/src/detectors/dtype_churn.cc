@@ -14,24 +14,28 @@ bool floating(const std::string& d) {
 
 bool find(const WindowStats& s, Finding& f) {
   if (s.conversions.size() < 4) return false;
-  std::set<std::string> from;
+  // With dtypes recorded, the conversions from floating dtypes (casting indices or masks is not churn), and churn
+  // when they go both ways (two source dtypes); with none recorded, many conversions are.
   bool known = false;
+  for (const Conversion& c : s.conversions) known = known || !c.from.empty();
+  std::set<std::string> from;
   double us = 0;
+  size_t n = 0;
   std::vector<Instance> all;
   for (const Conversion& c : s.conversions) {
-    if (!c.from.empty()) known = true;
-    if (floating(c.from)) from.insert(c.from);
+    if (known && !floating(c.from)) continue;
+    if (known) from.insert(c.from);
+    ++n;
     us += c.device_us;
     all.push_back({c.begin, c.end, "from " + (c.from.empty() ? std::string("?") : c.from)});
   }
-  // Both ways (two source dtypes) is churn; with no dtypes recorded, many conversions are.
-  if (known ? from.size() < 2 : s.conversions.size() < 8) return false;
+  if (n < 4 || (known ? from.size() < 2 : n < 8)) return false;
   if (us < 20) return false;
   std::string list;
   for (const std::string& d : from) list += (list.empty() ? "" : ", ") + d;
   f.saving_us = us;
-  f.score = double(s.conversions.size()) / 4;
-  f.evidence = std::to_string(s.conversions.size()) + " dtype conversions (aten::_to_copy" +
+  f.score = double(n) / 4;
+  f.evidence = std::to_string(n) + " dtype conversions (aten::_to_copy" +
                (list.empty() ? std::string("") : ", from " + list) + ") costing " + time_text(us) +
                (s.tl->gpu ? " of GPU time" : "");
   f.ops = {"aten::_to_copy"};
@@ -42,7 +46,7 @@ bool find(const WindowStats& s, Finding& f) {
 }  // namespace
 
 const Detector kDtypeChurn{{"dtype_churn", "dtype churn",
-                            "4 or more aten::_to_copy conversions in the window from two or more floating dtypes",
+                            "4 or more aten::_to_copy conversions of floating tensors in the window, from two or more dtypes",
                             "keep one dtype through the region (autocast, parameters and inputs in the compute "
                             "dtype), convert once at its boundary",
                             "the conversions dropped: the tensor keeps its dtype"},
