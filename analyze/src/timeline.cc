@@ -448,6 +448,7 @@ WindowStats window_stats(const Timeline& tl, double begin, double end) {
       ++run.kernels;
       run.end = std::max(run.end, x.end);
       run.kernel_us += dur;
+      run.launch_us += x.launch_us;
     } else {
       close_run();
     }

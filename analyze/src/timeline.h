@@ -91,7 +91,7 @@ struct Chain {                  // consecutive elementwise work on one stream
 };
 
 struct Stretch {  // consecutive kernels each shorter than its launch
-  double begin = 0, end = 0, kernel_us = 0;
+  double begin = 0, end = 0, kernel_us = 0, launch_us = 0;
   size_t kernels = 0;
   double saving_us() const { return (end - begin) - kernel_us; }
 };

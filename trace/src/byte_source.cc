@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cerrno>
 #include <cstring>
 
@@ -19,6 +20,11 @@ class GzFileSource : public ByteSource {
     gzbuffer(file_, 1 << 20);
   }
   ~GzFileSource() override { gzclose(file_); }
+  uint64_t size_hint() const override {
+    std::error_code ec;
+    const uint64_t bytes = std::filesystem::file_size(name_, ec);
+    return ec ? 0 : bytes;  // a gzip file holds more: the read grows from there
+  }
   size_t read(char* dst, size_t n) override {
     size_t total = 0;
     while (total < n) {
@@ -107,6 +113,26 @@ std::string read_all(ByteSource& src) {
   }
   out.resize(used);
   return out;
+}
+
+PaddedBuffer read_all_padded(ByteSource& src, size_t padding) {
+  PaddedBuffer b;
+  b.capacity = std::max<size_t>(src.size_hint() + padding + 1, size_t(1) << 20);
+  b.data.reset(new char[b.capacity]);
+  for (;;) {
+    if (b.capacity - b.size <= padding) {
+      const size_t grown = b.capacity * 2;
+      std::unique_ptr<char[]> bigger(new char[grown]);
+      std::memcpy(bigger.get(), b.data.get(), b.size);
+      b.data = std::move(bigger);
+      b.capacity = grown;
+    }
+    const size_t got = src.read(b.data.get() + b.size, b.capacity - b.size - padding);
+    if (got == 0) break;
+    b.size += got;
+  }
+  std::memset(b.data.get() + b.size, 0, padding);
+  return b;
 }
 
 class TarReader::Member : public ByteSource {

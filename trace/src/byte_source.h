@@ -16,6 +16,8 @@ class ByteSource {
   virtual size_t read(char* dst, size_t n) = 0;
   // Name used in error messages ("trace.json.gz", "archive.tgz:rank-1.json").
   virtual const std::string& name() const = 0;
+  // Bytes the source probably holds (a file's size on disk), 0 when unknown: where a whole-source read starts.
+  virtual uint64_t size_hint() const { return 0; }
 };
 
 // Reads a file, decompressing it when it is gzip (zlib detects the magic bytes).
@@ -39,6 +41,7 @@ class PrefixedSource : public ByteSource {
   PrefixedSource(std::string prefix, ByteSource& inner) : prefix_(std::move(prefix)), inner_(inner) {}
   size_t read(char* dst, size_t n) override;
   const std::string& name() const override { return inner_.name(); }
+  uint64_t size_hint() const override { return inner_.size_hint(); }
 
  private:
   std::string prefix_;
@@ -50,6 +53,15 @@ class PrefixedSource : public ByteSource {
 size_t read_full(ByteSource& src, char* dst, size_t n);
 // Reads the whole remaining source.
 std::string read_all(ByteSource& src);
+
+// The whole remaining source in one uninitialized buffer with at least `padding` spare bytes after the data (simdjson
+// reads up to its padding past the end): no zero-fill, and one copy only when the size hint was short.
+struct PaddedBuffer {
+  std::unique_ptr<char[]> data;
+  size_t size = 0, capacity = 0;
+  std::string_view view() const { return {data.get(), size}; }
+};
+PaddedBuffer read_all_padded(ByteSource& src, size_t padding);
 
 // A member of a tar archive, readable once, in archive order.
 struct TarMember {

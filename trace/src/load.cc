@@ -47,7 +47,7 @@ void load_stream(detail::ByteSource& src, const std::string& name, Loaded& out, 
   } else if (f == TraceFormat::Kineto) {
     Trace t;
     t.source = name;
-    std::string text = detail::read_all(all);
+    const detail::PaddedBuffer text = detail::read_all_padded(all, detail::kineto_padding());
     detail::read_kineto_events(text, name, t);  // nodes are built only if no ET claims it
     t.rank = t.kineto->dist_rank >= 0 ? t.kineto->dist_rank : rank_from_name(name);
     out.kinetos.push_back(std::move(t));

@@ -16,6 +16,10 @@ void finalize_trace(Trace& t, const ReadOptions& options);
 
 // Reads a Kineto trace's events into trace.kineto and nests its CPU events; builds no nodes and links nothing.
 void read_kineto_events(std::string_view text, const std::string& name, Trace& trace);
+// The same, parsing the buffer in place (its padding is simdjson's).
+void read_kineto_events(const PaddedBuffer& text, const std::string& name, Trace& trace);
+// The padding read_kineto_events needs after a PaddedBuffer's data.
+size_t kineto_padding();
 // Makes trace nodes of the Kineto CPU events (a trace with no ET) and attributes the GPU work to them.
 void build_nodes_from_kineto(Trace& trace);
 

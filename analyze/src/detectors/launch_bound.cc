@@ -7,12 +7,14 @@ namespace {
 
 bool find(const WindowStats& s, Finding& f) {
   if (!s.tl->gpu || s.stretches.empty()) return false;
-  double saving = 0;
+  double saving = 0, kernel_us = 0, launch_us = 0;
   size_t kernels = 0;
   std::vector<Instance> all;
   for (const Stretch& r : s.stretches) {
     saving += r.saving_us();
     kernels += r.kernels;
+    kernel_us += r.kernel_us;
+    launch_us += r.launch_us;
     all.push_back({r.begin, r.end, std::to_string(r.kernels) + " kernels, " + time_text(r.kernel_us) + " busy"});
   }
   const double at = threshold(s, 100, 0.05);
@@ -20,12 +22,11 @@ bool find(const WindowStats& s, Finding& f) {
   std::vector<size_t> work;
   for (const Stretch& r : s.stretches)
     for (size_t w : work_in(*s.tl, r.begin, r.end)) work.push_back(w);
-  const double mean_kernel = s.kernels ? s.kernel_us / double(s.kernels) : 0;
-  const double mean_launch = s.kernels ? s.launch_us / double(s.kernels) : 0;
+  const double mean_kernel = kernel_us / double(kernels), mean_launch = launch_us / double(kernels);
   f.saving_us = saving;
   f.score = saving / at;
   f.evidence = std::to_string(s.stretches.size()) + " stretch(es) of " + std::to_string(kernels) +
-               " kernels each shorter than its launch (window means: kernel " + time_text(mean_kernel) + ", launch " +
+               " kernels each shorter than its launch (means: kernel " + time_text(mean_kernel) + ", launch " +
                time_text(mean_launch) + "); " + time_text(saving) + " of them is launch overhead";
   f.ops = top_ops(*s.tl, work, 3);
   f.kernels = top_kernels(*s.tl, work, 3);

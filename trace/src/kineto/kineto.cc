@@ -33,7 +33,7 @@ class KinetoReader {
  public:
   KinetoReader(const std::string& name, Trace& t) : name_(name), t_(t) {}
 
-  void run(const simdjson::padded_string& text) {
+  void run(simdjson::padded_string_view text) {
     KinetoInfo k;
     k.source = name_;
     od::parser parser;
@@ -380,16 +380,23 @@ void build_nodes_from_kineto(Trace& t) {
   attach_gpu_work(t);
 }
 
+void read_kineto_events(const PaddedBuffer& text, const std::string& name, Trace& trace) {
+  KinetoReader(name, trace).run(simdjson::padded_string_view(text.data.get(), text.size, text.capacity));
+  nest_cpu_events(*trace.kineto);
+}
+
 void read_kineto_events(std::string_view text, const std::string& name, Trace& trace) {
   simdjson::padded_string padded(text);
   KinetoReader(name, trace).run(padded);
   nest_cpu_events(*trace.kineto);
 }
 
+size_t kineto_padding() { return simdjson::SIMDJSON_PADDING; }
+
 }  // namespace detail
 
-void read_kineto_text(std::string_view text, const std::string& name, Trace& trace, const ReadOptions& options) {
-  detail::read_kineto_events(text, name, trace);
+namespace {
+void finish_kineto(const std::string& name, Trace& trace, const ReadOptions& options) {
   if (trace.nodes.empty()) {
     if (trace.source.empty()) trace.source = name;
     detail::build_nodes_from_kineto(trace);
@@ -398,10 +405,19 @@ void read_kineto_text(std::string_view text, const std::string& name, Trace& tra
   }
 }
 
+}  // namespace
+
+void read_kineto_text(std::string_view text, const std::string& name, Trace& trace, const ReadOptions& options) {
+  detail::read_kineto_events(text, name, trace);
+  finish_kineto(name, trace, options);
+}
+
 void read_kineto(const std::string& path, Trace& trace, const ReadOptions& options) {
+  // Read straight into a buffer simdjson can parse in place: one copy of the text, not three.
   auto src = detail::open_file(path);
-  std::string text = detail::read_all(*src);
-  read_kineto_text(text, path, trace, options);
+  const detail::PaddedBuffer text = detail::read_all_padded(*src, detail::kineto_padding());
+  detail::read_kineto_events(text, path, trace);
+  finish_kineto(path, trace, options);
 }
 
 namespace {
