@@ -36,7 +36,7 @@ Result run(const std::string& args) {
 
 TEST(Cli, HelpForEveryCommand) {
   EXPECT_EQ(run("--help").status, 0);
-  std::vector<std::string> commands = {"inspect", "convert", "synth", "predict", "validate"};
+  std::vector<std::string> commands = {"inspect", "convert", "synth", "predict", "validate", "analyze"};
 #ifdef REPRISE_HAVE_REPLAY
   commands.push_back("calibrate");
   commands.push_back("replay");
@@ -56,9 +56,57 @@ TEST(Cli, HelpForEveryCommand) {
   EXPECT_EQ(run("inspect --no-such-flag x").status, 2);
 }
 
+// reprise analyze end to end on a Kineto file: the table, every output file, and bad input as one line.
+TEST(Cli, AnalyzeWritesItsReportsAndRefusesBadInputInOneLine) {
+  const std::string dir = reprise::test::temp_dir();
+  std::string events =
+      R"({"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 5000})";
+  // A sync drains the GPU at 2000; the next kernel is launched 800 us later.
+  events +=
+      R"(, {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5, "args": {"correlation": 1}})";
+  events +=
+      R"(, {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 20, "dur": 1980, "args": {"correlation": 1, "stream": 7}})";
+  events +=
+      R"(, {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1, "ts": 100, "dur": 1900, "args": {"correlation": 2}})";
+  events +=
+      R"(, {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 2790, "dur": 5, "args": {"correlation": 3}})";
+  events +=
+      R"(, {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 2800, "dur": 2100, "args": {"correlation": 3, "stream": 7}})";
+  const std::string trace = reprise::test::write_file(dir + "/k.json", "{\"traceEvents\": [" + events + "]}");
+  Result r =
+      run("analyze " + trace + " --json " + dir + "/a.json --html " + dir + "/a.html --perfetto " + dir + "/p.json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("host_sync"), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(std::ifstream(dir + "/a.json"));
+  EXPECT_EQ(j["format"], "reprise-analysis/1");
+  ASSERT_FALSE(j["findings"].empty());
+  EXPECT_EQ(j["findings"][0]["detector"], "host_sync");
+  EXPECT_NEAR(j["findings"][0]["saving_us"].get<double>(), 800, 1e-6);
+  EXPECT_NO_THROW(nlohmann::json::parse(std::ifstream(dir + "/p.json")));
+  EXPECT_TRUE(std::filesystem::file_size(dir + "/a.html") > 1000);
+  Result list = run("analyze --list");
+  EXPECT_EQ(list.status, 0);
+  EXPECT_NE(list.out.find("single_tensor_optimizer"), std::string::npos);
+
+  auto one_line = [](const Result& bad, const std::string& says) {
+    EXPECT_EQ(bad.status, 2) << bad.out;
+    EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1) << bad.out;
+    EXPECT_NE(bad.out.find(says), std::string::npos) << bad.out;
+  };
+  one_line(run("analyze " + dir + "/missing.json -q"), "missing.json");
+  one_line(run("analyze -q"), "no trace given");
+  one_line(run("analyze " + trace + " --only nope -q"), "unknown detector 'nope'");
+  one_line(run("analyze " + trace + " --window -5 -q"), "sliding window");
+  one_line(run("analyze " + trace + " --json /no/such/dir/a.json -q"), "/no/such/dir");
+  const std::string et = reprise::test::write_file(dir + "/et.json", R"({"schema": "1.0.1", "nodes": []})");
+  one_line(run("analyze " + et + " -q"), "no Kineto timeline");
+  const std::string cut = reprise::test::write_file(dir + "/cut.json", "{\"traceEvents\": [" + events.substr(0, 90));
+  one_line(run("analyze " + cut + " -q"), "cut.json");
+}
+
 // Every command's -x means the same long option wherever it exists (-o is --out, never --redop).
 TEST(Cli, OneLetterMeansOneOptionAcrossCommands) {
-  std::vector<std::string> commands = {"inspect", "convert", "synth", "predict", "validate"};
+  std::vector<std::string> commands = {"inspect", "convert", "synth", "predict", "validate", "analyze"};
 #ifdef REPRISE_HAVE_REPLAY
   for (const char* c : {"calibrate", "replay", "capture", "generate", "verify"}) commands.push_back(c);
 #endif

@@ -3,9 +3,9 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "reprise/trace/trace.h"
 

@@ -45,11 +45,12 @@ bool find(const WindowStats& s, Finding& f) {
 
 }  // namespace
 
-const Detector kDtypeChurn{{"dtype_churn", "dtype churn",
-                            "4 or more aten::_to_copy conversions of floating tensors in the window, from two or more dtypes",
-                            "keep one dtype through the region (autocast, parameters and inputs in the compute "
-                            "dtype), convert once at its boundary",
-                            "the conversions dropped: the tensor keeps its dtype"},
-                           find};
+const Detector kDtypeChurn{
+    {"dtype_churn", "dtype churn",
+     "4 or more aten::_to_copy conversions of floating tensors in the window, from two or more dtypes",
+     "keep one dtype through the region (autocast, parameters and inputs in the compute "
+     "dtype), convert once at its boundary",
+     "the conversions dropped: the tensor keeps its dtype"},
+    find};
 
 }  // namespace reprise::analyze::detail
