@@ -215,9 +215,18 @@ Analysis analyze(const TraceSet& set, const Options& o) {
       }
     }
     a.windows.push_back({tl.rank, j.kind, j.name, j.begin, j.end, features_of(s)});
-    for (const Detector* d : run) {
+    WindowVerdict verdict;
+    if (o.verdicts) verdict = {tl.rank, j.name, {}, {}, a.windows.back().features};
+    for (const Detector* d : detector_table()) {
+      const bool wanted = std::find(run.begin(), run.end(), d) != run.end();
+      if (!wanted && !o.verdicts) continue;
       Finding f;
-      if (!d->find(s, f)) continue;
+      const bool fired = d->find(s, f);
+      if (o.verdicts) {
+        verdict.fired.push_back(wanted && fired);
+        verdict.score.push_back(f.score);
+      }
+      if (!wanted || !fired) continue;
       f.detector = d->info.id;
       f.ranks = {tl.rank};
       f.window = j.name;
@@ -228,6 +237,7 @@ Analysis analyze(const TraceSet& set, const Options& o) {
       }
       a.findings.push_back(std::move(f));
     }
+    if (o.verdicts) a.verdicts.push_back(std::move(verdict));
   }
 
   // Feature windows: annotated scopes and a sliding window over each rank's timeline.
@@ -237,6 +247,7 @@ Analysis analyze(const TraceSet& set, const Options& o) {
         if (s.end > s.begin)
           a.windows.push_back(
               {tl.rank, WindowKind::Scope, s.name, s.begin, s.end, features_of(window_stats(tl, s.begin, s.end))});
+    if (!o.sliding) continue;
     double width = o.sliding_us;
     if (width <= 0) {
       std::vector<double> steps;

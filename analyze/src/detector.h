@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "inject.h"
 #include "reprise/analyze/analyze.h"
 #include "timeline.h"
 
@@ -14,9 +15,13 @@ namespace reprise::analyze::detail {
 
 struct Detector {
   DetectorInfo info;
-  // True when the window shows the pattern; then fills the finding's evidence, saving, score, instances, ops and
-  // kernels (the caller fills its detector, ranks and window).
+  // Always sets f.score, the rule's statistic over its threshold (0 when the window has nothing of the kind): what
+  // evaluation ranks windows by. True when the window shows the pattern; then also fills the finding's evidence,
+  // saving, instances, ops and kernels (the caller fills its detector, ranks and window).
   bool (*find)(const WindowStats& s, Finding& f);
+  // Puts the pattern into a clean timeline inside the window, at about three times the rule's threshold (the labeled
+  // corpus); false when the window has no place for it. nullptr: not injected at the timeline level.
+  bool (*inject)(Editor& e, const InjectSite& site) = nullptr;
 };
 
 extern const Detector kGpuIdle, kHostSync, kLaunchBound, kPageableCopy, kUnfusedElementwise, kDtypeChurn, kFp32Gemm,

@@ -260,6 +260,10 @@ Timeline build_timeline(const Trace& t, int rank) {
   for (const Scope& sc : tl.scopes)
     if (is_data_name(sc.name)) data.push_back({sc.begin, sc.end});
   tl.data = merge(std::move(data));
+  std::vector<Range> optimizer;
+  for (const Scope& sc : tl.scopes)
+    if (is_optimizer_name(sc.name)) optimizer.push_back({sc.begin, sc.end});
+  tl.optimizer = merge(std::move(optimizer));
   // Steps: one per name (Kineto may repeat the marker), each to the next one's start; the last to the end of the
   // work it launched.
   std::sort(tl.steps.begin(), tl.steps.end(), scope_order);
@@ -538,7 +542,12 @@ WindowStats window_stats(const Timeline& tl, double begin, double end) {
   for (size_t w = first; w < last; ++w) {
     const Work& x = tl.work[w];
     Chain& c = open[x.stream];
-    if (x.cls != WorkClass::Elementwise) {
+    // A copy (a conversion's kernel) is not arithmetic to fuse, and an optimizer step's kernels are the optimizer's
+    // (single_tensor_optimizer): both end a chain.
+    const std::string_view op = x.cpu_op >= 0 ? tl.name(x.cpu_op) : std::string_view();
+    const double launched = x.launch_ts >= 0 ? x.launch_ts : x.begin;
+    if (x.cls != WorkClass::Elementwise || op == "aten::copy_" || op == "aten::_to_copy" ||
+        covered(tl.optimizer, launched, launched + 1e-3) > 0) {
       close_chain(c);
       continue;
     }

@@ -56,6 +56,7 @@ struct Timeline {
   std::vector<Range> compute;    // union of work that is not communication or a copy
   std::vector<Range> comm;       // union of communication work
   std::vector<Range> data;       // union of the data loader calls (host time)
+  std::vector<Range> optimizer;  // union of the optimizer steps (host time)
   std::vector<int32_t> syncs;    // host-device syncs (runtime calls, or cuda_sync events without one), by begin
   std::vector<int32_t> cpu_ops;  // CPU ops, by begin
   std::vector<Scope> steps;      // ProfilerSteps: from their host begin to the next one's (the last: to its work's end)

@@ -5,11 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 
+#include "../../analyze/src/detector.h"
+#include "reprise/analyze/evaluate.h"
 #include "reprise/common/error.h"
 #include "reprise/trace/read.h"
 #include "test_util.h"
@@ -494,6 +498,163 @@ TEST(AnalyzeShared, HtaAndParamKinetoTraces) {
       EXPECT_EQ(a.ranks.size(), 8u);
     }
   }
+}
+
+}  // namespace
+}  // namespace reprise
+
+namespace reprise {
+namespace {
+
+// precision, recall and F1 from a confusion matrix counted by hand, AUC from the pairs counted by hand.
+TEST(AnalyzeMetrics, HandCheckedConfusionMatrixAndAuc) {
+  const std::vector<bool> truth{true, true, true, false, false, false, false, false};
+  const std::vector<bool> predicted{true, true, false, true, false, false, false, false};
+  const std::vector<double> score{0.9, 0.8, 0.3, 0.7, 0.1, 0.2, 0.3, 0.05};
+  const analyze::BinaryMetrics m = analyze::binary_metrics(truth, predicted, score);
+  EXPECT_EQ(m.tp, 2u);
+  EXPECT_EQ(m.fn, 1u);
+  EXPECT_EQ(m.fp, 1u);
+  EXPECT_EQ(m.tn, 4u);
+  EXPECT_DOUBLE_EQ(m.precision, 2.0 / 3);
+  EXPECT_DOUBLE_EQ(m.recall, 2.0 / 3);
+  EXPECT_DOUBLE_EQ(m.f1, 2.0 / 3);
+  // Of the 15 (positive, negative) pairs the positive scores higher in 13, and ties once (0.3, 0.3): 13.5 / 15.
+  EXPECT_DOUBLE_EQ(m.auc, 0.9);
+}
+
+TEST(AnalyzeMetrics, UndefinedRatiosAreNaNNotZero) {
+  const analyze::BinaryMetrics none = analyze::binary_metrics({false, false}, {false, false}, {0.1, 0.2});
+  EXPECT_TRUE(std::isnan(none.precision));
+  EXPECT_TRUE(std::isnan(none.recall));
+  EXPECT_TRUE(std::isnan(none.auc));  // no positive window
+  const analyze::BinaryMetrics missed = analyze::binary_metrics({true, false}, {false, false}, {0.1, 0.2});
+  EXPECT_EQ(missed.recall, 0);
+  EXPECT_EQ(missed.f1, 0);
+  EXPECT_DOUBLE_EQ(analyze::auc_roc({true, false}, {0.1, 0.2}), 0);
+  EXPECT_DOUBLE_EQ(analyze::auc_roc({true, false}, {0.2, 0.2}), 0.5);
+}
+
+TEST(AnalyzeMetrics, BestThresholdSitsBetweenTheClasses) {
+  EXPECT_DOUBLE_EQ(analyze::best_threshold({false, false, true, true}, {1, 2, 3, 4}), 2.5);
+  // Overlapping classes: the threshold with the best F1 (3 of 3 positives, 1 false positive: F1 6/7).
+  EXPECT_DOUBLE_EQ(analyze::best_threshold({false, true, false, true, true}, {1, 2, 3, 4, 5}), 1.5);
+}
+
+// Clean 10 ms steps: a GEMM launched every 100 us, each waiting 150 us in the GPU's queue: the GPU is busy from
+// 150 us on, with no gap.
+Kineto clean_steps(int steps) {
+  Kineto k;
+  for (int s = 0; s < steps; ++s) {
+    const double at = 10000.0 * s;
+    k.op("ProfilerStep#" + std::to_string(s + 1), at, 9900);
+    for (int i = 0; i < 100; ++i) k.gpu("cutlass_80_tensorop_gemm", at + 100 * i, 5, at + 150 + 100 * i, 100);
+  }
+  return k;
+}
+
+Trace read_back(const std::string& text, const std::string& name) {
+  Trace t;
+  read_kineto_text(text, name, t);
+  t.rank = 0;
+  return t;
+}
+
+TEST(AnalyzeInject, EachInjectedPatternIsFoundInItsStepAndNowhereElse) {
+  const Trace clean = read_back(clean_steps(3).text(), "clean.json");
+  {
+    TraceSet set;
+    set.ranks.push_back(clone(clean));
+    EXPECT_TRUE(analyze::analyze(set, {}).findings.empty()) << analyze::analysis_json(analyze::analyze(set, {}), false);
+  }
+  for (const analyze::detail::Detector* d : analyze::detail::detector_table()) {
+    if (!d->inject) continue;
+    SCOPED_TRACE(d->info.id);
+    std::mt19937_64 rng(7);
+    analyze::detail::Editor editor(clean);
+    ASSERT_TRUE(d->inject(editor, {10000, 20000, &rng}));  // ProfilerStep#2
+    TraceSet set;
+    set.ranks.push_back(read_back(analyze::detail::kineto_json(editor), "injected.json"));
+    const analyze::Analysis a = analyze::analyze(set, {});
+    ASSERT_EQ(a.findings.size(), 1u) << analyze::analysis_json(a, false);
+    EXPECT_EQ(a.findings[0].detector, d->info.id);
+    EXPECT_EQ(a.findings[0].window, "ProfilerStep#2");
+  }
+}
+
+TEST(AnalyzeInject, KinetoJsonReadsBackAsWritten) {
+  Kineto k = clean_steps(1);
+  k.op("aten::mm", 50, 20, R"({"Input Dims": [[63, 64], [64, 8]], "Input type": ["float", "c10::BFloat16"]})");
+  k.gpu("Memcpy HtoD (Pageable -> Device)", 60, 5, 10200, 20, 3, "gpu_memcpy", 4096);
+  const Trace t = read_back(k.text(), "k.json");
+  analyze::detail::Editor editor(t);
+  const Trace back = read_back(analyze::detail::kineto_json(editor), "back.json");
+  const KinetoInfo &a = *t.kineto, &b = *back.kineto;
+  ASSERT_EQ(a.events.size(), b.events.size());
+  for (size_t i = 0; i < a.events.size(); ++i) {
+    EXPECT_EQ(t.str(a.events[i].name), back.str(b.events[i].name)) << i;
+    EXPECT_EQ(a.events[i].cat, b.events[i].cat) << i;
+    EXPECT_EQ(a.events[i].ts, b.events[i].ts) << i;
+    EXPECT_EQ(a.events[i].dur, b.events[i].dur) << i;
+    EXPECT_EQ(a.events[i].correlation, b.events[i].correlation) << i;
+    EXPECT_EQ(a.events[i].stream, b.events[i].stream) << i;
+    EXPECT_EQ(a.events[i].bytes, b.events[i].bytes) << i;
+    EXPECT_EQ(a.events[i].launcher, b.events[i].launcher) << i;
+    ASSERT_EQ(a.events[i].num_inputs, b.events[i].num_inputs) << i;
+    for (uint32_t n = 0; n < a.events[i].num_inputs; ++n)
+      EXPECT_EQ(t.str(a.inputs[a.events[i].inputs + n].type), back.str(b.inputs[b.events[i].inputs + n].type));
+  }
+}
+
+TEST(AnalyzeCorpus, MadeThenEvaluatedWithEveryInjectionFound) {
+  TraceSet clean;
+  clean.ranks.push_back(read_back(clean_steps(8).text(), "clean8.json"));
+  const std::string dir = test::temp_dir() + "/corpus";
+  analyze::CorpusOptions o;
+  o.copies = 6;
+  const analyze::CorpusSummary c = analyze::make_corpus(clean, dir, o);
+  EXPECT_EQ(c.bases, 1u);
+  EXPECT_EQ(c.traces, 6u);
+  EXPECT_EQ(c.windows, 48u);
+  EXPECT_EQ(c.test_windows, 12u);  // steps 4 and 8 of each copy
+  const analyze::Evaluation e = analyze::evaluate_corpus(dir);
+  EXPECT_EQ(e.windows, 48u);
+  EXPECT_EQ(e.test, 12u);
+  size_t injected_positives = 0;
+  for (const analyze::ClassEvaluation& ce : e.classes) {
+    injected_positives += ce.test_positive;
+    EXPECT_EQ(ce.rules.fn, 0u) << ce.detector;  // every held-out injection found
+    EXPECT_EQ(ce.rules.fp, 0u) << ce.detector;  // and nothing else
+  }
+  EXPECT_GT(injected_positives, 0u);
+  EXPECT_NO_THROW(nlohmann::json::parse(analyze::evaluation_json(e)));
+  // The same seed makes the same corpus.
+  const std::string again = test::temp_dir() + "/corpus2";
+  analyze::make_corpus(clean, again, o);
+  std::ifstream x(dir + "/corpus.json"), y(again + "/corpus.json");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(x), {}), std::string(std::istreambuf_iterator<char>(y), {}));
+}
+
+TEST(AnalyzeCorpus, BadCorpusIsOneLineNamingTheFile) {
+  const std::string dir = test::temp_dir();
+  try {
+    analyze::evaluate_corpus(dir + "/none");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("none/corpus.json: cannot open"), std::string::npos) << e.what();
+  }
+  test::write_file(dir + "/corpus.json", R"({"format": "reprise-corpus/1", "traces": [{"file": 3}]})");
+  try {
+    analyze::evaluate_corpus(dir);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("corpus.json: trace 0"), std::string::npos) << e.what();
+  }
+  TraceSet steps_less;
+  Kineto k;
+  k.gpu("gemm", 0, 5, 10, 100);
+  steps_less.ranks.push_back(read_back(k.text(), "nosteps.json"));
+  EXPECT_THROW(analyze::make_corpus(steps_less, dir + "/c", {}), UserError);
 }
 
 }  // namespace

@@ -13,9 +13,9 @@ bool find(const WindowStats& s, Finding& f) {
     all.push_back({u.scope->begin, u.scope->end, u.scope->name + ": " + time_text(u.idle_us) + " idle"});
   }
   const double at = threshold(s, 100, 0.05);
+  f.score = idle / at;
   if (idle < at) return false;
   f.saving_us = idle;
-  f.score = idle / at;
   f.evidence = std::to_string(all.size()) + " data loader call(s) with the " +
                (s.tl->gpu ? std::string("GPU") : std::string("step")) + " idle " + time_text(idle) + " (" +
                std::to_string(int(100 * idle / s.duration())) + "% of the window)";
@@ -23,6 +23,14 @@ bool find(const WindowStats& s, Finding& f) {
   return true;
 }
 
+// The step starts by waiting for its batch: a data loader call as long as 15% of the window once the GPU is idle.
+bool inject(Editor& e, const InjectSite& s) {
+  const double t = s.begin + 1;
+  const double d = std::min(50e3, std::max(400.0, 0.15 * s.length())) + (e.drain(t) - t);
+  e.shift(t, d, d);
+  e.op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t, d - 2);
+  return true;
+}
 }  // namespace
 
 const Detector kDataLoader{{"data_loader", "data loader stalls the step",
@@ -30,6 +38,7 @@ const Detector kDataLoader{{"data_loader", "data loader stalls the step",
                             "more loader workers (num_workers), pin_memory, prefetch_factor, or move preprocessing "
                             "to the GPU",
                             "the loader call's idle time removed"},
-                           find};
+                           find,
+                           inject};
 
 }  // namespace reprise::analyze::detail

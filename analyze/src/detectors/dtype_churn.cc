@@ -29,12 +29,12 @@ bool find(const WindowStats& s, Finding& f) {
     us += c.device_us;
     all.push_back({c.begin, c.end, "from " + (c.from.empty() ? std::string("?") : c.from)});
   }
+  f.score = known ? (from.size() >= 2 ? double(n) / 4 : 0) : double(n) / 8;
   if (n < 4 || (known ? from.size() < 2 : n < 8)) return false;
   if (us < 20) return false;
   std::string list;
   for (const std::string& d : from) list += (list.empty() ? "" : ", ") + d;
   f.saving_us = us;
-  f.score = double(n) / 4;
   f.evidence = std::to_string(n) + " dtype conversions (aten::_to_copy" +
                (list.empty() ? std::string("") : ", from " + list) + ") costing " + time_text(us) +
                (s.tl->gpu ? " of GPU time" : "");
@@ -43,6 +43,27 @@ bool find(const WindowStats& s, Finding& f) {
   return true;
 }
 
+// Eight conversions of a 1024x1024 tensor, float to bf16 and back.
+bool inject(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, false);
+  if (t < 0) return false;
+  const double k = std::max(8.0, 0.004 * s.length());
+  double end = e.drain(t);
+  const double delay = (end - t) + 8 * 12 + 8 * k;  // the host as long as the conversions: the queue stays as it was
+  e.shift(t, delay, delay);
+  for (int i = 0; i < 8; ++i) {
+    const double h = t + 12 * i;
+    const int32_t op = e.op("aten::_to_copy", h, 11);
+    e.inputs(op, {{1024, 1024}}, {i % 2 ? "c10::BFloat16" : "float"});
+    e.op("aten::copy_", h + 1, 9);
+    const int64_t corr = e.runtime("cudaLaunchKernel", h + 2, 5);
+    const double start = std::max(h + 8, end);
+    e.gpu(KinetoCat::Kernel, "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>", corr,
+          start, k);
+    end = start + k;
+  }
+  return true;
+}
 }  // namespace
 
 const Detector kDtypeChurn{
@@ -51,6 +72,7 @@ const Detector kDtypeChurn{
      "keep one dtype through the region (autocast, parameters and inputs in the compute "
      "dtype), convert once at its boundary",
      "the conversions dropped: the tensor keeps its dtype"},
-    find};
+    find,
+    inject};
 
 }  // namespace reprise::analyze::detail

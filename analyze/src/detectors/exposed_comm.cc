@@ -7,6 +7,7 @@ namespace {
 bool find(const WindowStats& s, Finding& f) {
   if (s.comm_us <= 0) return false;
   const double at = threshold(s, 100, 0.05);
+  f.score = s.comm_exposed_us / at;
   if (s.comm_exposed_us < at || s.comm_exposed_us < 0.3 * s.comm_us) return false;
   // Overlap can hide the exposed time at most behind the computation not already overlapping communication.
   const double free_compute = std::max(0.0, s.compute_us - (s.comm_us - s.comm_exposed_us));
@@ -26,7 +27,6 @@ bool find(const WindowStats& s, Finding& f) {
   char share[32];
   std::snprintf(share, sizeof share, "%.0f%%", 100 * (1 - s.comm_exposed_us / s.comm_us));
   f.saving_us = saving;
-  f.score = s.comm_exposed_us / at;
   f.evidence = "communication " + time_text(s.comm_us) + ", of which " + time_text(s.comm_exposed_us) +
                " overlaps no computation (" + share + " overlapped); " + time_text(free_compute) +
                " of computation could hide it";
@@ -36,6 +36,19 @@ bool find(const WindowStats& s, Finding& f) {
   return true;
 }
 
+// An all_reduce the computation after it waits for, with nothing running beside it: 8% of the window.
+bool inject(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, false);
+  if (t < 0) return false;
+  const double c = std::max(300.0, 0.08 * s.length()), start = std::max(e.drain(t), t + 8);
+  const double delay = (start - t) + c + 10;  // the host waits too (it uses the result), so the queue stays as it was
+  e.shift(t, delay, delay);
+  e.op("nccl:all_reduce", t, 9);
+  const int64_t corr = e.runtime("cudaLaunchKernel", t + 1, 6);
+  e.gpu(KinetoCat::Kernel, "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", corr,
+        start, c, e.comm_stream());
+  return true;
+}
 }  // namespace
 
 const Detector kExposedComm{{"exposed_comm", "exposed communication",
@@ -44,6 +57,7 @@ const Detector kExposedComm{{"exposed_comm", "exposed communication",
                              "overlap the collectives with computation (DDP bucketing, FSDP prefetch, async ops "
                              "waited later, a separate stream)",
                              "the collectives moved to overlap the computation before them"},
-                            find};
+                            find,
+                            inject};
 
 }  // namespace reprise::analyze::detail

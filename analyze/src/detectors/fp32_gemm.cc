@@ -7,11 +7,11 @@ namespace {
 bool find(const WindowStats& s, Finding& f) {
   if (!s.tl->gpu || s.gemm_fp32_us <= 0) return false;
   const double at = std::max(100.0, 0.10 * s.gemm_us);
+  f.score = s.gemm_fp32_us / at;
   if (s.gemm_fp32_us < at) return false;
   std::vector<Instance> all;
   for (size_t w : s.fp32_gemms) all.push_back({s.tl->work[w].begin, s.tl->work[w].end, "fp32 GEMM"});
   f.saving_us = 0.5 * s.gemm_fp32_us;
-  f.score = s.gemm_fp32_us / at;
   char share[32];
   std::snprintf(share, sizeof share, "%.0f%%", s.gemm_us > 0 ? 100 * s.gemm_fp32_us / s.gemm_us : 0);
   f.evidence = std::to_string(s.fp32_gemms.size()) + " fp32 SIMT GEMM kernel(s), " + time_text(s.gemm_fp32_us) + " (" +
@@ -22,12 +22,29 @@ bool find(const WindowStats& s, Finding& f) {
   return true;
 }
 
+// The window's GEMMs as SIMT fp32 kernels (TF32 and bf16 off); needs 100 us of GEMMs.
+bool inject(Editor& e, const InjectSite& s) {
+  const auto& ev = e.kineto().events;
+  std::vector<int32_t> gemms;
+  double us = 0;
+  for (int32_t i = 0; i < static_cast<int32_t>(ev.size()); ++i) {
+    const KinetoEvent& k = ev[i];
+    if (k.cat != KinetoCat::Kernel || k.ts < s.begin || k.ts >= s.end) continue;
+    if (classify_kernel(e.trace().str(k.name)) != WorkClass::Gemm) continue;
+    gemms.push_back(i);
+    us += k.dur;
+  }
+  if (us < 300) return false;
+  for (int32_t i : gemms) e.rename(i, "ampere_sgemm_128x64_nn");
+  return true;
+}
 }  // namespace
 
 const Detector kFp32Gemm{{"fp32_gemm", "fp32 GEMMs on CUDA cores",
                           "GEMM kernels named sgemm without tensor-op, 1688, tf32 or xmma in the name",
                           "allow TF32 (torch.backends.cuda.matmul.allow_tf32 = True) or train in bf16 (autocast)",
                           "the GEMMs cast to bf16: half their time"},
-                         find};
+                         find,
+                         inject};
 
 }  // namespace reprise::analyze::detail

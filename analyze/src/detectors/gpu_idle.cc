@@ -9,6 +9,7 @@ bool find(const WindowStats& s, Finding& f) {
   if (!s.tl->gpu) return false;
   const double host = s.idle_us(GapCause::Host), dep = s.idle_us(GapCause::Dependency), idle = host + dep;
   const double at = threshold(s, 100, 0.10);
+  f.score = idle / at;
   if (idle < at) return false;
   std::vector<Instance> gaps;
   std::vector<size_t> next;
@@ -18,7 +19,6 @@ bool find(const WindowStats& s, Finding& f) {
     if (g.next >= 0) next.push_back(static_cast<size_t>(g.next));
   }
   f.saving_us = idle;
-  f.score = idle / at;
   f.evidence = "GPU idle " + time_text(idle) + " of " + time_text(s.duration()) + " (" + std::to_string(gaps.size()) +
                " gaps): " + time_text(host) + " waiting for the host to launch, " + time_text(dep) +
                " on other streams or events";
@@ -28,12 +28,21 @@ bool find(const WindowStats& s, Finding& f) {
   return true;
 }
 
+// Host work the GPU waits for: the host is busy elsewhere (Python, say) for 15% of the window.
+bool inject(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, false);
+  if (t < 0) return false;
+  const double d = std::min(50e3, std::max(300.0, 0.15 * s.length()));
+  e.shift(t, d, d);
+  return true;
+}
 }  // namespace
 
 const Detector kGpuIdle{{"gpu_idle", "GPU idle, waiting for the host",
                          "GPU idle gaps of 10 us or more whose next kernel was launched after the GPU ran dry",
                          "move host work off the step (precompute, fewer small ops, CUDA graphs, torch.compile)",
                          "the gaps removed: each kernel after a gap starts when the previous work ends"},
-                        find};
+                        find,
+                        inject};
 
 }  // namespace reprise::analyze::detail

@@ -11,6 +11,7 @@ bool find(const WindowStats& s, Finding& f) {
   if (!s.tl->gpu || s.syncs.empty()) return false;
   const double idle = s.idle_us(GapCause::Sync);
   const double at = threshold(s, 50, 0.02);
+  f.score = idle / at;
   if (idle < at) return false;
   const auto& ev = s.tl->kineto->events;
   std::vector<Instance> gaps;
@@ -26,7 +27,6 @@ bool find(const WindowStats& s, Finding& f) {
   std::string from;
   for (auto& [who, n] : callers) from += (from.empty() ? "" : ", ") + who + " x" + std::to_string(n);
   f.saving_us = idle;
-  f.score = idle / at;
   f.evidence = std::to_string(s.syncs.size()) + " host-device sync(s) in the window, " + std::to_string(gaps.size()) +
                " draining the GPU (" + from + "): GPU idle " + time_text(idle) + " after them";
   for (auto& [who, n] : callers) f.ops.push_back(who);
@@ -34,6 +34,22 @@ bool find(const WindowStats& s, Finding& f) {
   return true;
 }
 
+// `.item()` where the GPU is busy: a device-to-host copy and a synchronize that waits for the queue to drain, then
+// host work that no longer overlaps the GPU's.
+bool inject(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, true);
+  if (t < 0) return false;
+  const double drained = e.drain(t);
+  const double after = std::max(100.0, 0.05 * s.length());
+  const double host = (drained + 12 - t) + after;
+  e.shift(t, host, host);
+  e.op("aten::item", t, drained + 10 - t);
+  e.op("aten::_local_scalar_dense", t + 1, drained + 8 - t);
+  const int64_t copy = e.runtime("cudaMemcpyAsync", t + 2, 3);
+  e.gpu(KinetoCat::Memcpy, "Memcpy DtoH (Device -> Pageable)", copy, drained, 1, -1, 4);
+  e.runtime("cudaStreamSynchronize", t + 6, drained + 3 - (t + 6));
+  return true;
+}
 }  // namespace
 
 const Detector kHostSync{
@@ -41,6 +57,7 @@ const Detector kHostSync{
      "synchronize calls, cuda_sync events and blocking cudaMemcpy followed by a GPU idle gap",
      "keep values on the device (no .item()/.cpu()/print in the step), use non_blocking copies, log every N steps",
      "the syncs dropped: the host no longer waits, so the work after them is queued behind the work before"},
-    find};
+    find,
+    inject};
 
 }  // namespace reprise::analyze::detail

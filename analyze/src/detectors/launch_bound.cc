@@ -1,5 +1,7 @@
 // Kernels shorter than their own launches, many in a row: the GPU finishes each before the host has launched the
 // next, so the stretch runs at the host's launch rate.
+#include <cmath>
+
 #include "../detector.h"
 
 namespace reprise::analyze::detail {
@@ -18,13 +20,13 @@ bool find(const WindowStats& s, Finding& f) {
     all.push_back({r.begin, r.end, std::to_string(r.kernels) + " kernels, " + time_text(r.kernel_us) + " busy"});
   }
   const double at = threshold(s, 100, 0.05);
+  f.score = saving / at;
   if (saving < at) return false;
   std::vector<size_t> work;
   for (const Stretch& r : s.stretches)
     for (size_t w : work_in(*s.tl, r.begin, r.end)) work.push_back(w);
   const double mean_kernel = kernel_us / double(kernels), mean_launch = launch_us / double(kernels);
   f.saving_us = saving;
-  f.score = saving / at;
   f.evidence = std::to_string(s.stretches.size()) + " stretch(es) of " + std::to_string(kernels) +
                " kernels each shorter than its launch (means: kernel " + time_text(mean_kernel) + ", launch " +
                time_text(mean_launch) + "); " + time_text(saving) + " of them is launch overhead";
@@ -34,12 +36,33 @@ bool find(const WindowStats& s, Finding& f) {
   return true;
 }
 
+// A run of 3 us kernels each launched by a 10 us call, long enough for twice the rule's threshold of overhead.
+bool inject(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, false);
+  if (t < 0) return false;
+  const size_t n = std::min<size_t>(5000, static_cast<size_t>(std::ceil(2 * std::max(100.0, 0.05 * s.length()) / 9)));
+  const double host = 12.0 * double(n);
+  double end = e.drain(t);
+  e.shift(t, host, host);
+  for (size_t i = 0; i < n; ++i) {
+    const double h = t + 12.0 * double(i);
+    e.op("aten::sum", h, 11.5);
+    const int64_t corr = e.runtime("cudaLaunchKernel", h + 1, 10);
+    const double start = std::max(h + 11.5, end);
+    e.gpu(KinetoCat::Kernel,
+          i % 2 ? "void at::native::reduce_kernel<512, 1>" : "void at::native::index_select_small_index_kernel", corr,
+          start, 3);
+    end = start + 3;
+  }
+  return true;
+}
 }  // namespace
 
 const Detector kLaunchBound{{"launch_bound", "launch-bound stretch",
                              "16 or more kernels in a row, each shorter than the runtime call that launched it",
                              "capture the stretch in a CUDA graph, fuse its ops (torch.compile), or batch the work",
                              "the stretch as one graph launch: its kernels back to back"},
-                            find};
+                            find,
+                            inject};
 
 }  // namespace reprise::analyze::detail

@@ -7,6 +7,7 @@ namespace reprise::analyze::detail {
 namespace {
 
 bool find(const WindowStats& s, Finding& f) {
+  f.score = s.h2d_pageable_us / 20;
   if (!s.tl->gpu || s.h2d_pageable == 0 || s.h2d_pageable_us < 20) return false;
   std::vector<Instance> all;
   double bytes = 0;
@@ -17,7 +18,6 @@ bool find(const WindowStats& s, Finding& f) {
     all.push_back({x.begin, x.end, std::to_string(int64_t(b)) + " bytes"});
   }
   f.saving_us = 0.5 * s.h2d_pageable_us;
-  f.score = s.h2d_pageable_us / 20;
   char mb[32];
   std::snprintf(mb, sizeof mb, "%.2f MB", bytes / 1e6);
   f.evidence = std::to_string(s.h2d_pageable) + " host-to-device copy(ies) from pageable memory, " + mb + " in " +
@@ -27,6 +27,18 @@ bool find(const WindowStats& s, Finding& f) {
   return true;
 }
 
+// A host-to-device copy from pageable memory in the middle of the step; the host waits for it.
+bool inject(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, false);
+  if (t < 0) return false;
+  const double c = std::max(100.0, 0.03 * s.length()), start = std::max(t + 6, e.drain(t));
+  const double host = start + c + 8 - t;
+  e.shift(t, host, host);
+  e.op("aten::copy_", t, host - 2);
+  const int64_t corr = e.runtime("cudaMemcpyAsync", t + 3, start + c + 4 - (t + 3));
+  e.gpu(KinetoCat::Memcpy, "Memcpy HtoD (Pageable -> Device)", corr, start, c, -1, static_cast<int64_t>(c * 6000));
+  return true;
+}
 }  // namespace
 
 const Detector kPageableCopy{
@@ -34,6 +46,7 @@ const Detector kPageableCopy{
      "pin the source (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with "
      "non_blocking=True, ahead of its use",
      "the copies from pinned memory: half their time, off the host's critical path"},
-    find};
+    find,
+    inject};
 
 }  // namespace reprise::analyze::detail

@@ -21,15 +21,34 @@ bool find(const WindowStats& s, Finding& f) {
     for (const std::string& t : u.top)
       if (f.ops.size() < 4) f.ops.push_back(t);
   }
+  f.score = double(ops) / kMinOps;
   if (all.empty() || saving < 20) return false;
   f.saving_us = saving;
-  f.score = double(ops) / kMinOps;
   f.evidence = std::to_string(all.size()) + " optimizer step(s) with " + std::to_string(ops) + " " +
                (s.tl->gpu ? "kernels" : "ops") + " and no _foreach_, fused or multi_tensor_apply op or kernel";
   keep_instances(f, std::move(all));
   return true;
 }
 
+// SGD over 48 parameters one tensor at a time: an add_ per parameter, each its own launch.
+bool inject(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, false);
+  if (t < 0) return false;
+  const double host = 48 * 10 + 4;
+  double end = e.drain(t);
+  e.shift(t, host, host);
+  e.op("Optimizer.step#SGD.step", t, host - 2);
+  for (int i = 0; i < 48; ++i) {
+    const double h = t + 1 + 10 * i;
+    e.op("aten::add_", h, 9);
+    const int64_t corr = e.runtime("cudaLaunchKernel", h + 1, 4);
+    const double start = std::max(h + 6, end);
+    e.gpu(KinetoCat::Kernel, "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>", corr,
+          start, 6);
+    end = start + 6;
+  }
+  return true;
+}
 }  // namespace
 
 const Detector kSingleTensorOptimizer{
@@ -37,6 +56,7 @@ const Detector kSingleTensorOptimizer{
      "an optimizer step of 32 or more launches without any _foreach_, fused or multi_tensor_apply op or kernel",
      "use the foreach or fused implementation (torch.optim.AdamW(..., foreach=True) or fused=True)",
      "the step's kernels as a few multi-tensor launches: its device time without the launch gaps"},
-    find};
+    find,
+    inject};
 
 }  // namespace reprise::analyze::detail

@@ -7,11 +7,11 @@ namespace reprise::analyze::detail {
 namespace {
 
 bool find(const WindowStats& s, Finding& f) {
+  f.score = std::max(0.0, (s.skew - 1) / 0.05);
   if (s.skew < 1.05 || s.skew_over_us < 100) return false;
   char ratio[32];
   std::snprintf(ratio, sizeof ratio, "%.2fx", s.skew);
   f.saving_us = s.skew_over_us;
-  f.score = (s.skew - 1) / 0.05;
   f.evidence = "rank " + std::to_string(s.tl->rank) + " computes " + time_text(s.compute_us) + " in this step, " +
                ratio + " the median rank (" + time_text(s.compute_us - s.skew_over_us) +
                "): the others wait that long at its next collective";

@@ -24,9 +24,9 @@ bool find(const WindowStats& s, Finding& f) {
                        std::to_string(g.n)});
   }
   const double at = std::max(50.0, 0.05 * gemm_us);
+  f.score = unaligned_us / at;
   if (n == 0 || unaligned_us < at || saving < 10) return false;
   f.saving_us = saving;
-  f.score = unaligned_us / at;
   f.evidence = std::to_string(n) + " GEMM(s) with M, N or K not a multiple of 8, " + time_text(unaligned_us) +
                "; at the rate of this trace's aligned GEMMs they would take " + time_text(unaligned_us - saving);
   for (const Instance& i : all)

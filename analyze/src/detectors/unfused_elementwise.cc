@@ -17,9 +17,9 @@ bool find(const WindowStats& s, Finding& f) {
     work.insert(work.end(), c.members.begin(), c.members.end());
   }
   const double at = threshold(s, 50, 0.02);
+  f.score = saving / at;
   if (s.chains.empty() || saving < at) return false;
   f.saving_us = saving;
-  f.score = saving / at;
   f.evidence = std::to_string(s.chains.size()) + " chain(s) of " + std::to_string(kMinChain) + " or more elementwise " +
                (s.tl->gpu ? "kernels" : "ops") + " (" + std::to_string(kernels) +
                " in all); fused, each would cost about its longest member: " + time_text(saving) + " less";
@@ -29,6 +29,22 @@ bool find(const WindowStats& s, Finding& f) {
   return true;
 }
 
+// Six elementwise kernels back to back (mul, add, tanh, mul, add, sigmoid), each 1.2% of the window.
+bool inject(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, false);
+  if (t < 0) return false;
+  const double d = std::max(20.0, 0.012 * s.length()), start = std::max(e.drain(t), t + 7);
+  const double delay = (start - t) + 6 * d + 60;  // the host as long as the chain: the queue stays as it was
+  e.shift(t, delay, delay);
+  const char* ops[] = {"mul", "add", "tanh", "mul", "add", "sigmoid"};
+  for (int i = 0; i < 6; ++i) {
+    e.op(std::string("aten::") + ops[i], t + 10 * i, 9);
+    const int64_t corr = e.runtime("cudaLaunchKernel", t + 10 * i + 2, 5);
+    e.gpu(KinetoCat::Kernel, std::string("void at::native::vectorized_elementwise_kernel<4, ") + ops[i] + "_functor>",
+          corr, start + d * i, d);
+  }
+  return true;
+}
 }  // namespace
 
 const Detector kUnfusedElementwise{
@@ -36,6 +52,7 @@ const Detector kUnfusedElementwise{
      "3 or more elementwise kernels in a row on one stream, between GEMMs, reductions or copies",
      "fuse the chain (torch.compile, a fused op such as F.gelu/addcmul/a fused optimizer, a custom kernel)",
      "each chain as one op costing its longest member"},
-    find};
+    find,
+    inject};
 
 }  // namespace reprise::analyze::detail

@@ -19,11 +19,11 @@ bool find(const WindowStats& s, Finding& f) {
     bytes += u.zero_bytes;
     all.push_back({u.scope->begin, u.scope->end, u.scope->name + ": " + std::to_string(n) + " zeroings"});
   }
+  f.score = double(zeros);
   if (all.empty() || saving < 10) return false;
   char mb[32];
   std::snprintf(mb, sizeof mb, "%.2f MB", bytes / 1e6);
   f.saving_us = saving;
-  f.score = double(zeros);
   f.evidence = std::to_string(zeros) + " zero_/fill_ op(s) or memset(s) in zero_grad" +
                (bytes > 0 ? std::string(", ") + mb + " written" : std::string("")) + ", " + time_text(saving);
   f.ops = {"aten::zero_"};
@@ -31,12 +31,32 @@ bool find(const WindowStats& s, Finding& f) {
   return true;
 }
 
+// optimizer.zero_grad(set_to_none=False): eight gradients zeroed by memsets.
+bool inject(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, false);
+  if (t < 0) return false;
+  const double host = 8 * 14 + 4;
+  double end = e.drain(t);
+  e.shift(t, host, host);
+  e.op("Optimizer.zero_grad#SGD.zero_grad", t, host - 2);
+  for (int i = 0; i < 8; ++i) {
+    const double h = t + 1 + 14 * i;
+    e.op("aten::zero_", h, 12);
+    e.op("aten::fill_", h + 1, 10);
+    const int64_t corr = e.runtime("cudaMemsetAsync", h + 2, 6);
+    const double start = std::max(h + 8, end);
+    e.gpu(KinetoCat::Memset, "Memset (Device)", corr, start, 4, -1, 1 << 20);
+    end = start + 4;
+  }
+  return true;
+}
 }  // namespace
 
 const Detector kZeroGrad{
     {"zero_grad", "gradients zeroed rather than set to None", "zero_ / fill_ ops or memsets under a zero_grad call",
      "optimizer.zero_grad(set_to_none=True) (the default since PyTorch 2.0)",
      "the zero_grad call without its zeroing ops"},
-    find};
+    find,
+    inject};
 
 }  // namespace reprise::analyze::detail

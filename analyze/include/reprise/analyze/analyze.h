@@ -55,10 +55,22 @@ struct Finding {
   std::vector<Instance> instances;        // the worst few, by time
 };
 
+// Every detector's verdict on one judged window (a step or segment), parallel to detectors(): whether it fired and
+// its score (the rule's statistic over its threshold), fired or not. Kept when Options::verdicts is set.
+struct WindowVerdict {
+  int rank = 0;
+  std::string window;
+  std::vector<uint8_t> fired;
+  std::vector<double> score;
+  std::vector<double> features;
+};
+
 struct Options {
   double sliding_us = 0;          // sliding window width; 0: an eighth of the median step (at least 1 ms)
   std::vector<std::string> only;  // detector ids to run; empty: all
   bool scopes = true;             // annotated scopes as windows too (features only)
+  bool sliding = true;            // sliding windows too (features only)
+  bool verdicts = false;          // keep every detector's verdict on every judged window
 };
 
 struct RankInfo {
@@ -72,7 +84,8 @@ struct RankInfo {
 struct Analysis {
   std::vector<RankInfo> ranks;
   std::vector<Window> windows;
-  std::vector<Finding> findings;  // worst (largest saving) first
+  std::vector<Finding> findings;        // worst (largest saving) first
+  std::vector<WindowVerdict> verdicts;  // with Options::verdicts, in judged-window order
 };
 
 // Analyzes each rank's Kineto timeline (a trace without one is refused with a one-line UserError naming it).

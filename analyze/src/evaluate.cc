@@ -1,0 +1,349 @@
+// The labeled corpus (clean traces with anti-patterns injected at known steps) and the evaluation of the rules and
+// a plain-threshold baseline on its held-out split.
+#include "reprise/analyze/evaluate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "detector.h"
+#include "inject.h"
+#include "reprise/analyze/analyze.h"
+#include "reprise/common/error.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/write.h"
+
+namespace reprise::analyze {
+namespace {
+
+using namespace detail;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// The plain-threshold baseline: one feature per class that does not know the cause, thresholded.
+const std::map<std::string, std::string>& baseline_features() {
+  static const std::map<std::string, std::string> m{{"gpu_idle", "gpu_busy_frac"},
+                                                    {"host_sync", "syncs"},
+                                                    {"launch_bound", "short_kernel_frac"},
+                                                    {"pageable_copy", "h2d_copies"},
+                                                    {"unfused_elementwise", "elementwise_chains"},
+                                                    {"dtype_churn", "conversions"},
+                                                    {"fp32_gemm", "gemm_fp32_us"},
+                                                    {"unaligned_gemm", "gemm_us"},
+                                                    {"exposed_comm", "comm_us"},
+                                                    {"straggler", "rank_skew"},
+                                                    {"single_tensor_optimizer", "optimizer_launches"},
+                                                    {"zero_grad", "memsets"},
+                                                    {"data_loader", "gpu_busy_frac"}};
+  return m;
+}
+
+// gpu_busy_frac is thresholded from below: the baseline scores its complement, the idle fraction.
+double baseline_value(const std::string& feature, double v) { return feature == "gpu_busy_frac" ? 1 - v : v; }
+
+size_t feature_index(const std::string& name) {
+  const auto& names = feature_names();
+  return static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+}
+
+Options judge_only() {
+  Options o;
+  o.verdicts = true;
+  o.scopes = false;
+  o.sliding = false;
+  return o;
+}
+
+}  // namespace
+
+CorpusSummary make_corpus(const TraceSet& clean, const std::string& dir, const CorpusOptions& options) {
+  if (options.copies < 1) throw UserError("analyze: --copies must be at least 1");
+  if (options.test_every < 2) throw UserError("analyze: every test_every-th window is held out: at least 2");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw UserError(dir + ": cannot create the corpus folder: " + ec.message());
+  std::vector<const Detector*> injectable;
+  for (const Detector* d : detector_table())
+    if (d->inject) injectable.push_back(d);
+  CorpusSummary summary;
+  nlohmann::json corpus{{"format", "reprise-corpus/1"},
+                        {"seed", options.seed},
+                        {"copies", options.copies},
+                        {"classes", nlohmann::json::array()},
+                        {"traces", nlohmann::json::array()}};
+  for (const Detector* d : injectable) corpus["classes"].push_back(d->info.id);
+  size_t window_counter = 0;
+  for (size_t b = 0; b < clean.ranks.size(); ++b) {
+    const Trace& base = clean.ranks[b];
+    if (!base.kineto || base.kineto->events.empty()) {
+      summary.skipped.push_back(base.source + ": no Kineto timeline");
+      continue;
+    }
+    const Timeline tl = build_timeline(base, static_cast<int>(b));
+    if (tl.steps.empty() || !tl.gpu) {
+      summary.skipped.push_back(base.source + (tl.gpu ? ": no ProfilerSteps to label" : ": no GPU work"));
+      continue;
+    }
+    ++summary.bases;
+    // What the clean steps already show: left out of those classes' scores.
+    TraceSet one;
+    one.ranks.push_back(clone(base));
+    const Analysis clean_analysis = analyze(one, judge_only());
+    std::map<std::string, std::vector<std::string>> present;
+    std::map<std::string, bool> test;
+    for (const WindowVerdict& v : clean_analysis.verdicts) {
+      for (size_t k = 0; k < v.fired.size(); ++k)
+        if (v.fired[k]) present[v.window].push_back(detector_table()[k]->info.id);
+      test[v.window] = window_counter++ % size_t(options.test_every) == size_t(options.test_every) - 1;
+    }
+    for (int copy = 0; copy < options.copies; ++copy) {
+      std::mt19937_64 rng(options.seed * 1000003 + b * 7919 + static_cast<uint64_t>(copy));
+      Editor editor(base);
+      nlohmann::json windows = nlohmann::json::array();
+      for (size_t s = tl.steps.size(); s-- > 0;) {
+        const Scope& step = tl.steps[s];
+        InjectSite site{step.begin, step.end, &rng};
+        std::string injected;
+        if (std::uniform_real_distribution<double>(0, 1)(rng) >= options.clean_share) {
+          std::vector<const Detector*> order = injectable;
+          std::shuffle(order.begin(), order.end(), rng);
+          for (const Detector* d : order) {
+            const auto& here = present[step.name];
+            if (std::find(here.begin(), here.end(), d->info.id) != here.end()) continue;
+            if (d->inject(editor, site)) {
+              injected = d->info.id;
+              break;
+            }
+          }
+        }
+        ++summary.injected[injected];
+        ++summary.windows;
+        summary.test_windows += test[step.name];
+        windows.push_back({{"name", step.name},
+                           {"injected", injected},
+                           {"split", test[step.name] ? "test" : "train"},
+                           {"present", present[step.name]}});
+      }
+      const std::string file = "b" + std::to_string(b) + "-c" + std::to_string(copy) + ".json.gz";
+      write_text_file(dir + "/" + file, kineto_json(editor));
+      ++summary.traces;
+      corpus["traces"].push_back({{"file", file},
+                                  {"base", base.kineto->source.empty() ? base.source : base.kineto->source},
+                                  {"rank", base.rank},
+                                  {"copy", copy},
+                                  {"windows", windows}});
+      if (options.progress) options.progress("corpus: " + file + " (" + std::to_string(summary.traces) + " traces)");
+    }
+  }
+  if (summary.bases == 0)
+    throw UserError("analyze: no clean trace with ProfilerSteps and GPU work to inject into" +
+                    (summary.skipped.empty() ? std::string("") : " (" + summary.skipped.front() + ")"));
+  write_text_file(dir + "/corpus.json", corpus.dump(1) + "\n");
+  return summary;
+}
+
+double auc_roc(const std::vector<bool>& truth, const std::vector<double>& score) {
+  std::vector<size_t> order(score.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] < score[b]; });
+  double positive_rank_sum = 0;
+  size_t positives = 0;
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j < order.size() && score[order[j]] == score[order[i]]) ++j;
+    const double rank = (double(i) + double(j) + 1) / 2;  // ranks i+1 .. j share their mean
+    for (size_t k = i; k < j; ++k)
+      if (truth[order[k]]) {
+        positive_rank_sum += rank;
+        ++positives;
+      }
+    i = j;
+  }
+  const size_t negatives = score.size() - positives;
+  if (positives == 0 || negatives == 0) return kNaN;
+  return (positive_rank_sum - double(positives) * double(positives + 1) / 2) / (double(positives) * double(negatives));
+}
+
+BinaryMetrics binary_metrics(const std::vector<bool>& truth, const std::vector<bool>& predicted,
+                             const std::vector<double>& score) {
+  BinaryMetrics m;
+  for (size_t i = 0; i < truth.size(); ++i) {
+    if (truth[i] && predicted[i]) ++m.tp;
+    if (!truth[i] && predicted[i]) ++m.fp;
+    if (!truth[i] && !predicted[i]) ++m.tn;
+    if (truth[i] && !predicted[i]) ++m.fn;
+  }
+  m.precision = m.tp + m.fp ? double(m.tp) / double(m.tp + m.fp) : kNaN;
+  m.recall = m.tp + m.fn ? double(m.tp) / double(m.tp + m.fn) : kNaN;
+  m.f1 = m.precision + m.recall > 0 ? 2 * m.precision * m.recall / (m.precision + m.recall) : kNaN;
+  if (m.tp == 0 && (m.fp + m.fn) > 0) m.f1 = 0;
+  m.auc = auc_roc(truth, score);
+  return m;
+}
+
+double best_threshold(const std::vector<bool>& truth, const std::vector<double>& score) {
+  std::vector<double> values = score;
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  if (values.empty()) return 0;
+  double best = values.back(), best_f1 = -1;
+  size_t best_at = values.size() - 1;
+  for (size_t v = values.size(); v-- > 0;) {  // from the highest threshold down: ties keep the higher one
+    size_t tp = 0, fp = 0, fn = 0;
+    for (size_t i = 0; i < score.size(); ++i) {
+      const bool p = score[i] >= values[v];
+      tp += p && truth[i];
+      fp += p && !truth[i];
+      fn += !p && truth[i];
+    }
+    const double f1 = tp ? 2.0 * double(tp) / double(2 * tp + fp + fn) : 0;
+    if (f1 > best_f1) {
+      best_f1 = f1;
+      best_at = v;
+    }
+  }
+  best = best_at > 0 ? (values[best_at] + values[best_at - 1]) / 2 : values[best_at];
+  return best;
+}
+
+Evaluation evaluate_corpus(const std::string& dir, const std::function<void(const std::string&)>& progress) {
+  const std::string path = dir + "/corpus.json";
+  std::ifstream in(path);
+  if (!in) throw UserError(path + ": cannot open (make one with reprise analyze --make-corpus)");
+  nlohmann::json corpus;
+  try {
+    corpus = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(path + ": " + e.what());
+  }
+  if (!corpus.is_object() || corpus.value("format", "") != "reprise-corpus/1" || !corpus["traces"].is_array())
+    throw UserError(path + ": not a reprise-corpus/1 file");
+  Evaluation ev;
+  ev.corpus = dir;
+  struct Sample {
+    bool test;
+    std::string injected;
+    std::set<std::string> present;
+    WindowVerdict verdict;
+  };
+  std::vector<Sample> samples;
+  for (const auto& entry : corpus["traces"]) {
+    try {
+      const std::string file = dir + "/" + entry.at("file").get<std::string>();
+      const Analysis a = analyze(load_traces({file}), judge_only());
+      ++ev.traces;
+      std::map<std::string, const WindowVerdict*> by_name;
+      for (const WindowVerdict& v : a.verdicts) by_name[v.window] = &v;
+      for (const auto& w : entry.at("windows")) {
+        const std::string name = w.at("name").get<std::string>();
+        auto it = by_name.find(name);
+        if (it == by_name.end()) throw UserError(file + ": has no window " + name + " (the corpus is not its own)");
+        Sample s{w.at("split").get<std::string>() == "test", w.at("injected").get<std::string>(), {}, *it->second};
+        for (const auto& p : w.at("present")) s.present.insert(p.get<std::string>());
+        samples.push_back(std::move(s));
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw UserError(path + ": trace " + std::to_string(ev.traces) + ": " + e.what());
+    }
+    if (progress) progress("evaluate: " + std::to_string(ev.traces) + " of " + std::to_string(corpus["traces"].size()));
+  }
+  ev.windows = samples.size();
+  for (const Sample& s : samples) (s.test ? ev.test : ev.train)++;
+  const auto& table = detector_table();
+  for (const auto& c : corpus.value("classes", nlohmann::json::array())) {
+    const std::string id = c.get<std::string>();
+    const size_t k = static_cast<size_t>(
+        std::find_if(table.begin(), table.end(), [&](const Detector* d) { return d->info.id == id; }) - table.begin());
+    if (k == table.size()) throw UserError(path + ": unknown class '" + id + "'");
+    ClassEvaluation ce;
+    ce.detector = id;
+    ce.baseline_feature = baseline_features().at(id);
+    const size_t f = feature_index(ce.baseline_feature);
+    std::vector<bool> train_truth, test_truth, test_fired;
+    std::vector<double> train_value, test_value, test_score;
+    for (const Sample& s : samples) {
+      if (s.present.count(id)) continue;  // the clean step already shows it: neither positive nor negative
+      const bool positive = s.injected == id;
+      const double value = baseline_value(ce.baseline_feature, s.verdict.features[f]);
+      if (!s.test) {
+        train_truth.push_back(positive);
+        train_value.push_back(value);
+        (positive ? ce.train_positive : ce.train_negative)++;
+        continue;
+      }
+      test_truth.push_back(positive);
+      test_fired.push_back(s.verdict.fired[k] != 0);
+      test_score.push_back(s.verdict.score[k]);
+      test_value.push_back(value);
+      (positive ? ce.test_positive : ce.test_negative)++;
+    }
+    ce.baseline_threshold = best_threshold(train_truth, train_value);
+    std::vector<bool> baseline_pred;
+    for (double v : test_value) baseline_pred.push_back(v >= ce.baseline_threshold);
+    ce.rules = binary_metrics(test_truth, test_fired, test_score);
+    ce.baseline = binary_metrics(test_truth, baseline_pred, test_value);
+    ev.classes.push_back(ce);
+  }
+  return ev;
+}
+
+namespace {
+nlohmann::json number(double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); }
+nlohmann::json metrics_json(const BinaryMetrics& m) {
+  return {{"tp", m.tp},
+          {"fp", m.fp},
+          {"tn", m.tn},
+          {"fn", m.fn},
+          {"precision", number(m.precision)},
+          {"recall", number(m.recall)},
+          {"f1", number(m.f1)},
+          {"auc", number(m.auc)}};
+}
+std::string cell(double v) {
+  if (std::isnan(v)) return "-";
+  char b[16];
+  std::snprintf(b, sizeof b, "%.2f", v);
+  return b;
+}
+}  // namespace
+
+std::string evaluation_json(const Evaluation& e) {
+  nlohmann::json j{{"format", "reprise-evaluation/1"},
+                   {"corpus", e.corpus},
+                   {"traces", e.traces},
+                   {"windows", e.windows},
+                   {"train", e.train},
+                   {"test", e.test},
+                   {"classes", nlohmann::json::array()}};
+  for (const ClassEvaluation& c : e.classes)
+    j["classes"].push_back({{"detector", c.detector},
+                            {"baseline_feature", c.baseline_feature},
+                            {"baseline_threshold", c.baseline_threshold},
+                            {"train_positive", c.train_positive},
+                            {"train_negative", c.train_negative},
+                            {"test_positive", c.test_positive},
+                            {"test_negative", c.test_negative},
+                            {"rules", metrics_json(c.rules)},
+                            {"baseline", metrics_json(c.baseline)}});
+  return j.dump(1) + "\n";
+}
+
+void print_evaluation(std::FILE* out, const Evaluation& e) {
+  std::fprintf(out, "%zu traces, %zu windows (%zu train, %zu held out)\n\n", e.traces, e.windows, e.train, e.test);
+  std::fprintf(out, "%-24s %9s  %-27s  %-27s\n", "", "held out", "rules", "threshold baseline");
+  std::fprintf(out, "%-24s %4s %4s  %6s %6s %6s %6s  %6s %6s %6s %6s  %s\n", "class", "pos", "neg", "prec", "recall",
+               "f1", "auc", "prec", "recall", "f1", "auc", "baseline feature >= threshold");
+  for (const ClassEvaluation& c : e.classes)
+    std::fprintf(out, "%-24s %4zu %4zu  %6s %6s %6s %6s  %6s %6s %6s %6s  %s >= %.4g\n", c.detector.c_str(),
+                 c.test_positive, c.test_negative, cell(c.rules.precision).c_str(), cell(c.rules.recall).c_str(),
+                 cell(c.rules.f1).c_str(), cell(c.rules.auc).c_str(), cell(c.baseline.precision).c_str(),
+                 cell(c.baseline.recall).c_str(), cell(c.baseline.f1).c_str(), cell(c.baseline.auc).c_str(),
+                 c.baseline_feature == "gpu_busy_frac" ? "idle fraction" : c.baseline_feature.c_str(),
+                 c.baseline_threshold);
+}
+
+}  // namespace reprise::analyze

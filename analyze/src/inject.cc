@@ -1,0 +1,261 @@
+#include "inject.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "reprise/trace/write.h"
+
+namespace reprise::analyze::detail {
+namespace {
+
+bool host_side(KinetoCat c) {
+  return c == KinetoCat::CpuOp || c == KinetoCat::UserAnnotation || c == KinetoCat::Runtime || c == KinetoCat::Driver;
+}
+
+void append_id(std::string& out, const Trace& t, int64_t id) {
+  if (id <= kNamedId)
+    append_json_string(out, t.str(static_cast<StrId>(kNamedId - id)));
+  else
+    append_json_int(out, id);
+}
+
+}  // namespace
+
+Editor::Editor(const Trace& t) : t_(clone(t)) {
+  if (!t_.kineto) t_.kineto = KinetoInfo{};
+  const auto& ev = t_.kineto->events;
+  std::map<int64_t, size_t> streams, comm_streams;
+  std::map<std::pair<int64_t, int64_t>, size_t> hosts;
+  bool gpu_seen = false;
+  for (const KinetoEvent& e : ev) {
+    next_corr_ = std::max(next_corr_, e.correlation + 1);
+    if (e.cat == KinetoCat::CpuOp) ++hosts[{e.pid, e.tid}];
+    if (e.cat == KinetoCat::Kernel) {
+      (classify_kernel(t_.str(e.name)) == WorkClass::Comm ? comm_streams : streams)[e.stream]++;
+      if (!gpu_seen) gpu_pid_ = e.pid;
+      gpu_seen = true;
+    }
+  }
+  auto most = [](const auto& counts, auto fallback) {
+    auto best = fallback;
+    size_t n = 0;
+    for (const auto& [key, c] : counts)
+      if (c > n) {
+        n = c;
+        best = key;
+      }
+    return best;
+  };
+  main_stream_ = most(streams, int64_t{7});
+  comm_stream_ = most(comm_streams, main_stream_ + 1);
+  if (comm_stream_ == main_stream_) comm_stream_ = main_stream_ + 1;
+  const auto host = most(hosts, std::pair<int64_t, int64_t>{1, 1});
+  host_pid_ = host.first;
+  host_tid_ = host.second;
+}
+
+void Editor::shift(double t, double host_us, double gpu_us) {
+  auto& ev = t_.kineto->events;
+  std::vector<uint8_t> after(ev.size(), 0);
+  for (size_t i = 0; i < ev.size(); ++i)
+    if (!host_side(ev[i].cat) && ev[i].launcher >= 0) after[i] = ev[ev[i].launcher].ts >= t;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    KinetoEvent& e = ev[i];
+    if (host_side(e.cat)) {
+      if (e.ts >= t)
+        e.ts += host_us;
+      else if (e.ts + e.dur > t)
+        e.dur += host_us;
+    } else if (after[i]) {
+      e.ts += gpu_us;
+    }
+  }
+}
+
+double Editor::drain(double t) const {
+  const auto& ev = t_.kineto->events;
+  double end = t;
+  for (const KinetoEvent& e : ev)
+    if (is_gpu_work(e.cat) && e.launcher >= 0 && ev[e.launcher].ts < t) end = std::max(end, e.ts + e.dur);
+  return end;
+}
+
+int32_t Editor::op(const std::string& name, double ts, double dur, KinetoCat cat) {
+  KinetoEvent e;
+  e.cat = cat;
+  e.name = t_.strings.intern(name);
+  e.pid = host_pid_;
+  e.tid = host_tid_;
+  e.ts = ts;
+  e.dur = dur;
+  t_.kineto->events.push_back(e);
+  return static_cast<int32_t>(t_.kineto->events.size() - 1);
+}
+
+int64_t Editor::runtime(const std::string& name, double ts, double dur) {
+  const int32_t i = op(name, ts, dur, KinetoCat::Runtime);
+  t_.kineto->events[i].correlation = next_corr_;
+  return next_corr_++;
+}
+
+int32_t Editor::gpu(KinetoCat cat, const std::string& name, int64_t corr, double ts, double dur, int64_t stream,
+                    int64_t bytes) {
+  auto& ev = t_.kineto->events;
+  KinetoEvent e;
+  e.cat = cat;
+  e.name = t_.strings.intern(name);
+  e.pid = gpu_pid_;
+  e.stream = stream >= 0 ? stream : main_stream_;
+  e.tid = e.stream;
+  e.ts = ts;
+  e.dur = dur;
+  e.correlation = corr;
+  e.device = 0;
+  e.bytes = bytes;
+  for (int32_t i = static_cast<int32_t>(ev.size()) - 1; i >= 0; --i)
+    if (ev[i].correlation == corr && host_side(ev[i].cat)) {
+      e.launcher = i;
+      break;
+    }
+  ev.push_back(e);
+  return static_cast<int32_t>(ev.size() - 1);
+}
+
+void Editor::inputs(int32_t event, const std::vector<std::vector<int64_t>>& dims,
+                    const std::vector<std::string>& types) {
+  KinetoInfo& k = *t_.kineto;
+  KinetoEvent& e = k.events[event];
+  const size_t n = std::max(dims.size(), types.size());
+  e.inputs = static_cast<uint32_t>(k.inputs.size());
+  e.num_inputs = static_cast<uint32_t>(n);
+  for (size_t i = 0; i < n; ++i) {
+    KinetoInput in;
+    if (i < types.size()) in.type = t_.strings.intern(types[i]);
+    if (i < dims.size()) {
+      in.has_dims = true;
+      in.dims = static_cast<uint32_t>(k.input_dims.size());
+      in.rank = static_cast<uint16_t>(dims[i].size());
+      k.input_dims.insert(k.input_dims.end(), dims[i].begin(), dims[i].end());
+    }
+    k.inputs.push_back(in);
+  }
+}
+
+void Editor::rename(int32_t event, const std::string& name) { t_.kineto->events[event].name = t_.strings.intern(name); }
+
+std::string kineto_json(const Editor& ed) {
+  const Trace& t = ed.trace();
+  const KinetoInfo& k = ed.kineto();
+  std::string out = "{\"schemaVersion\": 1";
+  if (!k.devices.empty()) {
+    out += ", \"deviceProperties\": [";
+    for (size_t i = 0; i < k.devices.size(); ++i) {
+      const GpuDevice& d = k.devices[i];
+      out += i ? ", " : "";
+      out += "{\"id\": ";
+      append_json_int(out, d.id);
+      out += ", \"name\": ";
+      append_json_string(out, d.name);
+      out += ", \"totalGlobalMem\": ";
+      append_json_int(out, d.total_memory);
+      out += ", \"numSms\": ";
+      append_json_int(out, d.num_sms);
+      out += ", \"computeMajor\": ";
+      append_json_int(out, d.compute_major);
+      out += ", \"computeMinor\": ";
+      append_json_int(out, d.compute_minor);
+      out += "}";
+    }
+    out += "]";
+  }
+  if (k.dist_rank >= 0) {
+    out += ", \"distributedInfo\": {\"backend\": ";
+    append_json_string(out, k.dist_backend);
+    out += ", \"rank\": ";
+    append_json_int(out, k.dist_rank);
+    out += ", \"world_size\": ";
+    append_json_int(out, k.dist_world_size);
+    out += "}";
+  }
+  out += ", \"traceEvents\": [";
+  for (size_t i = 0; i < k.events.size(); ++i) {
+    const KinetoEvent& e = k.events[i];
+    out += i ? ",\n" : "\n";
+    out += "{\"ph\": \"X\", \"cat\": ";
+    append_json_string(out, kineto_cat_name(e.cat));
+    out += ", \"name\": ";
+    append_json_string(out, t.str(e.name));
+    out += ", \"pid\": ";
+    append_id(out, t, e.pid);
+    out += ", \"tid\": ";
+    append_id(out, t, e.tid);
+    out += ", \"ts\": ";
+    append_json_double(out, e.ts);
+    out += ", \"dur\": ";
+    append_json_double(out, e.dur);
+    out += ", \"args\": {";
+    bool first = true;
+    auto key = [&](const char* name) {
+      out += first ? "\"" : ", \"";
+      out += name;
+      out += "\": ";
+      first = false;
+    };
+    const std::pair<const char*, int64_t> ints[] = {{"External id", e.external_id},
+                                                    {"correlation", e.correlation},
+                                                    {"Record function id", e.rf_id},
+                                                    {"Sequence number", e.seq},
+                                                    {"stream", e.stream},
+                                                    {"device", e.device},
+                                                    {"bytes", e.bytes}};
+    for (const auto& [name, v] : ints)
+      if (v >= 0) {
+        key(name);
+        append_json_int(out, v);
+      }
+    if (e.num_inputs) {
+      key("Input Dims");
+      out += "[";
+      for (uint32_t a = 0; a < e.num_inputs; ++a) {
+        const KinetoInput& in = k.inputs[e.inputs + a];
+        out += a ? ", [" : "[";
+        if (in.has_dims)
+          for (uint16_t d = 0; d < in.rank; ++d) {
+            out += d ? ", " : "";
+            append_json_int(out, k.input_dims[in.dims + d]);
+          }
+        out += "]";
+      }
+      out += "]";
+      key("Input type");
+      out += "[";
+      for (uint32_t a = 0; a < e.num_inputs; ++a) {
+        out += a ? ", " : "";
+        append_json_string(out, t.str(k.inputs[e.inputs + a].type));
+      }
+      out += "]";
+    }
+    out += "}}";
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+double InjectSite::launch_point(const Editor& e, bool queued) const {
+  const auto& ev = e.kineto().events;
+  const double from = begin + 0.3 * length(), to = begin + 0.7 * length();
+  std::vector<double> points;
+  for (const KinetoEvent& g : ev) {
+    if (g.cat != KinetoCat::Kernel || g.launcher < 0) continue;
+    const KinetoEvent& l = ev[g.launcher];
+    if (l.ts < from || l.ts >= to) continue;
+    if (queued && g.ts <= l.ts + l.dur + 5) continue;
+    points.push_back(l.ts);
+  }
+  if (points.empty()) return -1;
+  std::sort(points.begin(), points.end());
+  return points[std::uniform_int_distribution<size_t>(0, points.size() - 1)(*rng)];
+}
+
+}  // namespace reprise::analyze::detail
