@@ -22,6 +22,9 @@ struct Detector {
   // Puts the pattern into a clean timeline inside the window, at about three times the rule's threshold (the labeled
   // corpus); false when the window has no place for it. nullptr: not injected at the timeline level.
   bool (*inject)(Editor& e, const InjectSite& site) = nullptr;
+  // Puts in something that looks like the pattern to a cause-blind measure but is not it (a hard negative: syncs
+  // that wait for nothing, overlapped communication, pinned copies); nullptr: none.
+  bool (*decoy)(Editor& e, const InjectSite& site) = nullptr;
 };
 
 extern const Detector kGpuIdle, kHostSync, kLaunchBound, kPageableCopy, kUnfusedElementwise, kDtypeChurn, kFp32Gemm,

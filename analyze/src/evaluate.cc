@@ -32,7 +32,7 @@ const std::map<std::string, std::string>& baseline_features() {
                                                     {"pageable_copy", "h2d_copies"},
                                                     {"unfused_elementwise", "elementwise_chains"},
                                                     {"dtype_churn", "conversions"},
-                                                    {"fp32_gemm", "gemm_fp32_us"},
+                                                    {"fp32_gemm", "gemm_us"},
                                                     {"unaligned_gemm", "gemm_us"},
                                                     {"exposed_comm", "comm_us"},
                                                     {"straggler", "rank_skew"},
@@ -107,24 +107,28 @@ CorpusSummary make_corpus(const TraceSet& clean, const std::string& dir, const C
       for (size_t s = tl.steps.size(); s-- > 0;) {
         const Scope& step = tl.steps[s];
         InjectSite site{step.begin, step.end, &rng};
-        std::string injected;
-        if (std::uniform_real_distribution<double>(0, 1)(rng) >= options.clean_share) {
+        std::string injected, decoy;
+        const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+        if (u >= options.clean_share) {
+          const bool look_alike = u < options.clean_share + options.decoy_share;
           std::vector<const Detector*> order = injectable;
           std::shuffle(order.begin(), order.end(), rng);
           for (const Detector* d : order) {
             const auto& here = present[step.name];
             if (std::find(here.begin(), here.end(), d->info.id) != here.end()) continue;
-            if (d->inject(editor, site)) {
-              injected = d->info.id;
+            if (look_alike ? d->decoy && d->decoy(editor, site) : d->inject(editor, site)) {
+              (look_alike ? decoy : injected) = d->info.id;
               break;
             }
           }
         }
         ++summary.injected[injected];
+        if (!decoy.empty()) ++summary.decoys[decoy];
         ++summary.windows;
         summary.test_windows += test[step.name];
         windows.push_back({{"name", step.name},
                            {"injected", injected},
+                           {"decoy", decoy},
                            {"split", test[step.name] ? "test" : "train"},
                            {"present", present[step.name]}});
       }
@@ -210,7 +214,11 @@ double best_threshold(const std::vector<bool>& truth, const std::vector<double>&
   return best;
 }
 
-Evaluation evaluate_corpus(const std::string& dir, const std::function<void(const std::string&)>& progress) {
+bool CorpusWindow::has(const std::string& c) const {
+  return std::find(present.begin(), present.end(), c) != present.end();
+}
+
+CorpusData read_corpus(const std::string& dir, const std::function<void(const std::string&)>& progress) {
   const std::string path = dir + "/corpus.json";
   std::ifstream in(path);
   if (!in) throw UserError(path + ": cannot open (make one with reprise analyze --make-corpus)");
@@ -222,63 +230,93 @@ Evaluation evaluate_corpus(const std::string& dir, const std::function<void(cons
   }
   if (!corpus.is_object() || corpus.value("format", "") != "reprise-corpus/1" || !corpus["traces"].is_array())
     throw UserError(path + ": not a reprise-corpus/1 file");
-  Evaluation ev;
-  ev.corpus = dir;
-  struct Sample {
-    bool test;
-    std::string injected;
-    std::set<std::string> present;
-    WindowVerdict verdict;
-  };
-  std::vector<Sample> samples;
+  CorpusData data;
+  data.dir = dir;
+  const auto& table = detector_table();
+  try {
+    for (const auto& c : corpus.at("classes")) {
+      const std::string id = c.get<std::string>();
+      if (std::none_of(table.begin(), table.end(), [&](const Detector* d) { return d->info.id == id; }))
+        throw UserError(path + ": unknown class '" + id + "'");
+      data.classes.push_back(id);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(path + ": classes: " + e.what());
+  }
   for (const auto& entry : corpus["traces"]) {
     try {
       const std::string file = dir + "/" + entry.at("file").get<std::string>();
       const Analysis a = analyze(load_traces({file}), judge_only());
-      ++ev.traces;
       std::map<std::string, const WindowVerdict*> by_name;
       for (const WindowVerdict& v : a.verdicts) by_name[v.window] = &v;
       for (const auto& w : entry.at("windows")) {
         const std::string name = w.at("name").get<std::string>();
         auto it = by_name.find(name);
         if (it == by_name.end()) throw UserError(file + ": has no window " + name + " (the corpus is not its own)");
-        Sample s{w.at("split").get<std::string>() == "test", w.at("injected").get<std::string>(), {}, *it->second};
-        for (const auto& p : w.at("present")) s.present.insert(p.get<std::string>());
-        samples.push_back(std::move(s));
+        CorpusWindow cw;
+        cw.test = w.at("split").get<std::string>() == "test";
+        cw.injected = w.at("injected").get<std::string>();
+        cw.decoy = w.value("decoy", "");
+        for (const auto& p : w.at("present")) cw.present.push_back(p.get<std::string>());
+        cw.features = it->second->features;
+        cw.fired = it->second->fired;
+        cw.score = it->second->score;
+        data.windows.push_back(std::move(cw));
       }
     } catch (const nlohmann::json::exception& e) {
-      throw UserError(path + ": trace " + std::to_string(ev.traces) + ": " + e.what());
+      throw UserError(path + ": trace " + std::to_string(data.traces) + ": " + e.what());
     }
-    if (progress) progress("evaluate: " + std::to_string(ev.traces) + " of " + std::to_string(corpus["traces"].size()));
+    ++data.traces;
+    if (progress) progress("read " + std::to_string(data.traces) + " of " + std::to_string(corpus["traces"].size()));
   }
-  ev.windows = samples.size();
-  for (const Sample& s : samples) (s.test ? ev.test : ev.train)++;
+  return data;
+}
+
+Evaluation evaluate_corpus(const std::string& dir, const WindowModel* model,
+                           const std::function<void(const std::string&)>& progress) {
+  const CorpusData data = read_corpus(dir, progress);
+  Evaluation ev;
+  ev.corpus = dir;
+  ev.traces = data.traces;
+  ev.windows = data.windows.size();
+  for (const CorpusWindow& w : data.windows) (w.test ? ev.test : ev.train)++;
+  std::vector<std::vector<double>> probabilities;
+  if (model)
+    for (const CorpusWindow& w : data.windows) probabilities.push_back(model->predict(w.features));
   const auto& table = detector_table();
-  for (const auto& c : corpus.value("classes", nlohmann::json::array())) {
-    const std::string id = c.get<std::string>();
+  for (const std::string& id : data.classes) {
     const size_t k = static_cast<size_t>(
         std::find_if(table.begin(), table.end(), [&](const Detector* d) { return d->info.id == id; }) - table.begin());
-    if (k == table.size()) throw UserError(path + ": unknown class '" + id + "'");
     ClassEvaluation ce;
     ce.detector = id;
     ce.baseline_feature = baseline_features().at(id);
     const size_t f = feature_index(ce.baseline_feature);
-    std::vector<bool> train_truth, test_truth, test_fired;
-    std::vector<double> train_value, test_value, test_score;
-    for (const Sample& s : samples) {
-      if (s.present.count(id)) continue;  // the clean step already shows it: neither positive nor negative
-      const bool positive = s.injected == id;
-      const double value = baseline_value(ce.baseline_feature, s.verdict.features[f]);
-      if (!s.test) {
+    size_t m =
+        model
+            ? static_cast<size_t>(std::find(model->classes.begin(), model->classes.end(), id) - model->classes.begin())
+            : 0;
+    ce.has_classifier = model && m < model->classes.size();
+    std::vector<bool> train_truth, test_truth, test_fired, test_learned;
+    std::vector<double> train_value, test_value, test_score, test_probability;
+    for (size_t i = 0; i < data.windows.size(); ++i) {
+      const CorpusWindow& w = data.windows[i];
+      if (w.has(id)) continue;  // the clean step already shows it: neither positive nor negative
+      const bool positive = w.injected == id;
+      const double value = baseline_value(ce.baseline_feature, w.features[f]);
+      if (!w.test) {
         train_truth.push_back(positive);
         train_value.push_back(value);
         (positive ? ce.train_positive : ce.train_negative)++;
         continue;
       }
       test_truth.push_back(positive);
-      test_fired.push_back(s.verdict.fired[k] != 0);
-      test_score.push_back(s.verdict.score[k]);
+      test_fired.push_back(w.fired[k] != 0);
+      test_score.push_back(w.score[k]);
       test_value.push_back(value);
+      if (ce.has_classifier) {
+        test_probability.push_back(probabilities[i][m]);
+        test_learned.push_back(probabilities[i][m] >= 0.5);
+      }
       (positive ? ce.test_positive : ce.test_negative)++;
     }
     ce.baseline_threshold = best_threshold(train_truth, train_value);
@@ -286,6 +324,7 @@ Evaluation evaluate_corpus(const std::string& dir, const std::function<void(cons
     for (double v : test_value) baseline_pred.push_back(v >= ce.baseline_threshold);
     ce.rules = binary_metrics(test_truth, test_fired, test_score);
     ce.baseline = binary_metrics(test_truth, baseline_pred, test_value);
+    if (ce.has_classifier) ce.classifier = binary_metrics(test_truth, test_learned, test_probability);
     ev.classes.push_back(ce);
   }
   return ev;
@@ -303,6 +342,7 @@ nlohmann::json metrics_json(const BinaryMetrics& m) {
           {"f1", number(m.f1)},
           {"auc", number(m.auc)}};
 }
+std::string pad(const std::string& s) { return std::string(6 - std::min<size_t>(6, s.size()), ' ') + s; }
 std::string cell(double v) {
   if (std::isnan(v)) return "-";
   char b[16];
@@ -328,22 +368,34 @@ std::string evaluation_json(const Evaluation& e) {
                             {"test_positive", c.test_positive},
                             {"test_negative", c.test_negative},
                             {"rules", metrics_json(c.rules)},
-                            {"baseline", metrics_json(c.baseline)}});
+                            {"baseline", metrics_json(c.baseline)},
+                            {"classifier", c.has_classifier ? metrics_json(c.classifier) : nlohmann::json()}});
   return j.dump(1) + "\n";
 }
 
 void print_evaluation(std::FILE* out, const Evaluation& e) {
+  const bool learned =
+      std::any_of(e.classes.begin(), e.classes.end(), [](const ClassEvaluation& c) { return c.has_classifier; });
   std::fprintf(out, "%zu traces, %zu windows (%zu train, %zu held out)\n\n", e.traces, e.windows, e.train, e.test);
-  std::fprintf(out, "%-24s %9s  %-27s  %-27s\n", "", "held out", "rules", "threshold baseline");
-  std::fprintf(out, "%-24s %4s %4s  %6s %6s %6s %6s  %6s %6s %6s %6s  %s\n", "class", "pos", "neg", "prec", "recall",
-               "f1", "auc", "prec", "recall", "f1", "auc", "baseline feature >= threshold");
-  for (const ClassEvaluation& c : e.classes)
-    std::fprintf(out, "%-24s %4zu %4zu  %6s %6s %6s %6s  %6s %6s %6s %6s  %s >= %.4g\n", c.detector.c_str(),
-                 c.test_positive, c.test_negative, cell(c.rules.precision).c_str(), cell(c.rules.recall).c_str(),
-                 cell(c.rules.f1).c_str(), cell(c.rules.auc).c_str(), cell(c.baseline.precision).c_str(),
-                 cell(c.baseline.recall).c_str(), cell(c.baseline.f1).c_str(), cell(c.baseline.auc).c_str(),
-                 c.baseline_feature == "gpu_busy_frac" ? "idle fraction" : c.baseline_feature.c_str(),
-                 c.baseline_threshold);
+  std::fprintf(out, "%-24s %9s  %-27s  %-27s%s\n", "", "held out", "rules", "threshold baseline",
+               learned ? "  classifier" : "");
+  std::fprintf(out, "%-24s %4s %4s  %6s %6s %6s %6s  %6s %6s %6s %6s%s  %s\n", "class", "pos", "neg", "prec", "recall",
+               "f1", "auc", "prec", "recall", "f1", "auc", learned ? "    prec recall     f1    auc" : "",
+               "baseline feature >= threshold");
+  for (const ClassEvaluation& c : e.classes) {
+    std::string learned_cells;
+    if (learned)
+      learned_cells = c.has_classifier
+                          ? "  " + pad(cell(c.classifier.precision)) + " " + pad(cell(c.classifier.recall)) + " " +
+                                pad(cell(c.classifier.f1)) + " " + pad(cell(c.classifier.auc))
+                          : "       -      -      -      -";
+    std::fprintf(
+        out, "%-24s %4zu %4zu  %6s %6s %6s %6s  %6s %6s %6s %6s%s  %s >= %.4g\n", c.detector.c_str(), c.test_positive,
+        c.test_negative, cell(c.rules.precision).c_str(), cell(c.rules.recall).c_str(), cell(c.rules.f1).c_str(),
+        cell(c.rules.auc).c_str(), cell(c.baseline.precision).c_str(), cell(c.baseline.recall).c_str(),
+        cell(c.baseline.f1).c_str(), cell(c.baseline.auc).c_str(), learned_cells.c_str(),
+        c.baseline_feature == "gpu_busy_frac" ? "idle fraction" : c.baseline_feature.c_str(), c.baseline_threshold);
+  }
 }
 
 }  // namespace reprise::analyze

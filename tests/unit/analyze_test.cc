@@ -13,52 +13,20 @@
 #include <string>
 
 #include "../../analyze/src/detector.h"
+#include "kineto_builder.h"
 #include "reprise/analyze/evaluate.h"
 #include "reprise/common/error.h"
 #include "reprise/trace/read.h"
 #include "test_util.h"
 
 namespace reprise {
+using test::clean_steps;
+using test::Kineto;
+using test::read_back;
+}  // namespace reprise
+
+namespace reprise {
 namespace {
-
-// A Kineto trace written event by event: host ops and annotations on pid 100, GPU work on device 0's streams, each
-// kernel launched by its own cudaLaunchKernel (linked by correlation).
-struct Kineto {
-  std::string events;
-  int corr = 1;
-
-  void add(const std::string& e) { events += (events.empty() ? "" : ",\n") + e; }
-  static std::string num(double v) {
-    std::string s = std::to_string(v);
-    return s;
-  }
-  void op(const std::string& name, double ts, double dur, const std::string& args = "{}", int tid = 1) {
-    add(R"({"ph": "X", "cat": "cpu_op", "name": ")" + name + R"(", "pid": 100, "tid": )" + std::to_string(tid) +
-        R"(, "ts": )" + num(ts) + R"(, "dur": )" + num(dur) + R"(, "args": )" + args + "}");
-  }
-  void annotation(const std::string& name, double ts, double dur) {
-    add(R"({"ph": "X", "cat": "user_annotation", "name": ")" + name + R"(", "pid": 100, "tid": 1, "ts": )" + num(ts) +
-        R"(, "dur": )" + num(dur) + "}");
-  }
-  void runtime(const std::string& name, double ts, double dur, int c = -1) {
-    add(R"({"ph": "X", "cat": "cuda_runtime", "name": ")" + name + R"(", "pid": 100, "tid": 1, "ts": )" + num(ts) +
-        R"(, "dur": )" + num(dur) + R"(, "args": {"correlation": )" + std::to_string(c) + "}}");
-  }
-  // A kernel (or memcpy/memset with `cat`) launched at host time `at` by a call of `launch` microseconds.
-  void gpu(const std::string& name, double at, double launch, double ts, double dur, int stream = 7,
-           const std::string& cat = "kernel", int64_t bytes = -1) {
-    const int c = corr++;
-    runtime(cat == "kernel"       ? "cudaLaunchKernel"
-            : cat == "gpu_memcpy" ? "cudaMemcpyAsync"
-                                  : "cudaMemsetAsync",
-            at, launch, c);
-    add(R"({"ph": "X", "cat": ")" + cat + R"(", "name": ")" + name + R"(", "pid": 0, "tid": )" +
-        std::to_string(stream) + R"(, "ts": )" + num(ts) + R"(, "dur": )" + num(dur) + R"(, "args": {"correlation": )" +
-        std::to_string(c) + R"(, "stream": )" + std::to_string(stream) + R"(, "device": 0)" +
-        (bytes >= 0 ? R"(, "bytes": )" + std::to_string(bytes) : std::string("")) + "}}");
-  }
-  std::string text() const { return "{\"traceEvents\": [\n" + events + "\n]}"; }
-};
 
 TraceSet set_of(const std::vector<Kineto>& ranks) {
   TraceSet set;
@@ -541,25 +509,6 @@ TEST(AnalyzeMetrics, BestThresholdSitsBetweenTheClasses) {
   EXPECT_DOUBLE_EQ(analyze::best_threshold({false, true, false, true, true}, {1, 2, 3, 4, 5}), 1.5);
 }
 
-// Clean 10 ms steps: a GEMM launched every 100 us, each waiting 150 us in the GPU's queue: the GPU is busy from
-// 150 us on, with no gap.
-Kineto clean_steps(int steps) {
-  Kineto k;
-  for (int s = 0; s < steps; ++s) {
-    const double at = 10000.0 * s;
-    k.op("ProfilerStep#" + std::to_string(s + 1), at, 9900);
-    for (int i = 0; i < 100; ++i) k.gpu("cutlass_80_tensorop_gemm", at + 100 * i, 5, at + 150 + 100 * i, 100);
-  }
-  return k;
-}
-
-Trace read_back(const std::string& text, const std::string& name) {
-  Trace t;
-  read_kineto_text(text, name, t);
-  t.rank = 0;
-  return t;
-}
-
 TEST(AnalyzeInject, EachInjectedPatternIsFoundInItsStepAndNowhereElse) {
   const Trace clean = read_back(clean_steps(3).text(), "clean.json");
   {
@@ -643,7 +592,7 @@ TEST(AnalyzeCorpus, BadCorpusIsOneLineNamingTheFile) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("none/corpus.json: cannot open"), std::string::npos) << e.what();
   }
-  test::write_file(dir + "/corpus.json", R"({"format": "reprise-corpus/1", "traces": [{"file": 3}]})");
+  test::write_file(dir + "/corpus.json", R"({"format": "reprise-corpus/1", "classes": [], "traces": [{"file": 3}]})");
   try {
     analyze::evaluate_corpus(dir);
     FAIL();
@@ -655,6 +604,66 @@ TEST(AnalyzeCorpus, BadCorpusIsOneLineNamingTheFile) {
   k.gpu("gemm", 0, 5, 10, 100);
   steps_less.ranks.push_back(read_back(k.text(), "nosteps.json"));
   EXPECT_THROW(analyze::make_corpus(steps_less, dir + "/c", {}), UserError);
+}
+
+}  // namespace
+}  // namespace reprise
+
+namespace reprise {
+namespace {
+
+TEST(AnalyzeInject, DecoysLookAlikeButAreNotThePattern) {
+  const Trace clean = read_back(clean_steps(3).text(), "clean.json");
+  size_t decoys = 0;
+  for (const analyze::detail::Detector* d : analyze::detail::detector_table()) {
+    if (!d->decoy) continue;
+    SCOPED_TRACE(d->info.id);
+    std::mt19937_64 rng(7);
+    analyze::detail::Editor editor(clean);
+    ASSERT_TRUE(d->decoy(editor, {10000, 20000, &rng}));
+    ++decoys;
+    TraceSet set;
+    set.ranks.push_back(read_back(analyze::detail::kineto_json(editor), "decoy.json"));
+    const analyze::Analysis a = analyze::analyze(set, {});
+    EXPECT_TRUE(a.findings.empty()) << analyze::analysis_json(a, false);
+  }
+  EXPECT_GE(decoys, 8u);
+}
+
+TEST(AnalyzeModel, TheShippedClassifierReadsAndScoresEveryInjectedClass) {
+  const analyze::WindowModel& m = analyze::default_window_model();
+  EXPECT_EQ(m.features, analyze::feature_names());
+  for (const analyze::detail::Detector* d : analyze::detail::detector_table()) {
+    if (d->inject) {
+      EXPECT_NE(std::find(m.classes.begin(), m.classes.end(), d->info.id), m.classes.end()) << d->info.id;
+    }
+  }
+  const std::vector<double> p = m.predict(std::vector<double>(analyze::feature_names().size(), 0.0));
+  ASSERT_EQ(p.size(), m.classes.size());
+  for (double x : p) EXPECT_TRUE(x >= 0 && x <= 1);
+  // Written and read back, it predicts the same.
+  const analyze::WindowModel back = analyze::parse_window_model(analyze::window_model_json(m), "back.json");
+  EXPECT_EQ(back.predict(std::vector<double>(analyze::feature_names().size(), 1.0)),
+            m.predict(std::vector<double>(analyze::feature_names().size(), 1.0)));
+}
+
+TEST(AnalyzeModel, AMalformedModelIsOneLineNamingIt) {
+  auto refused = [](const std::string& text, const std::string& says) {
+    try {
+      analyze::parse_window_model(text, "m.json");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("m.json: " + says), std::string::npos) << e.what();
+    }
+  };
+  refused("{", "[json.exception");
+  refused(R"({"format": "other"})", "not a reprise-window-model/1 file");
+  const std::string head = R"({"format": "reprise-window-model/1", "features": ["a", "b"], "classes": ["c"], )";
+  refused(head + R"("mean": [0], "scale": [1, 1], "layers": []})", "the feature statistics and layers");
+  refused(head + R"("mean": [0, 0], "scale": [1, 1], "layers": [{"weight": [[1]], "bias": [0]}]})",
+          "layer 0: a row of the wrong width");
+  refused(head + R"("mean": [0, 0], "scale": [1, 1], "layers": [{"weight": [[1, 1], [1, 1]], "bias": [0, 0]}]})",
+          "the last layer does not give one output per class");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@ namespace reprise::cli {
 
 int cmd_generate(int argc, char** argv);
 int cmd_verify(int argc, char** argv);
-int cmd_calibrate(int argc, char** argv);  // calibrate_command.cc
+int cmd_calibrate(int argc, char** argv);      // calibrate_command.cc
+int cmd_analyze_train(int argc, char** argv);  // analyze_train_command.cc: reprise analyze --train
 
 }  // namespace reprise::cli

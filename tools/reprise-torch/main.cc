@@ -410,6 +410,7 @@ int main(int argc, char** argv) {
       if (cmd == "generate") return reprise::cli::cmd_generate(argc - 1, argv + 1);
       if (cmd == "verify") return reprise::cli::cmd_verify(argc - 1, argv + 1);
       if (cmd == "calibrate") return reprise::cli::cmd_calibrate(argc - 1, argv + 1);
+      if (cmd == "analyze") return reprise::cli::cmd_analyze_train(argc - 1, argv + 1);
     } catch (const c10::Error& e) {
       // LibTorch's allocation failures are c10::Errors, not std::bad_alloc: the same exit status 3.
       if (!reprise::replay::out_of_memory(e)) throw;

@@ -30,16 +30,18 @@ int cmd_analyze(int argc, char** argv) {
   po::options_description opts(
       "usage: reprise analyze TRACE... [options]\n"
       "       reprise analyze --make-corpus DIR CLEAN_TRACE... [--copies K] [--seed S]\n"
-      "       reprise analyze --evaluate DIR [--json FILE]\n\n"
+      "       reprise analyze --evaluate DIR [--model MODEL] [--json FILE]\n"
+      "       reprise analyze --train DIR --out MODEL\n\n"
       "Finds performance anti-patterns in Kineto traces (one per rank; with their ETs for shapes and dtypes):\n"
       "each rank's steps are cut into windows with features (GPU idle and its cause, launches, syncs, copies,\n"
       "conversions, GEMM precision and shapes, communication overlap, skew across ranks) and one rule per\n"
       "anti-pattern reports findings: the window, the evidence, the fix and an estimated saving. --list prints\n"
       "the detectors; docs/analyze.md their thresholds and how each saving is estimated.\n"
       "--make-corpus injects anti-patterns into clean traces at known steps; --evaluate scores the detectors and\n"
-      "a plain-threshold baseline on the corpus's held-out steps (precision, recall, AUCROC per class).\n\noptions");
+      "a plain-threshold baseline and the learned window classifier on the corpus's held-out steps (precision,\n"
+      "recall, AUCROC per class); --train fits the classifier on the corpus's training steps (LibTorch).\n\noptions");
   std::vector<std::string> inputs, only;
-  std::string json_out, html_out, perfetto_out, corpus_out, evaluate_dir;
+  std::string json_out, html_out, perfetto_out, corpus_out, evaluate_dir, model_path;
   size_t top = 20;
   analyze::Options o;
   analyze::CorpusOptions co;
@@ -56,8 +58,11 @@ int cmd_analyze(int argc, char** argv) {
       "copies", po::value(&co.copies)->default_value(24), "injected copies of each clean trace (--make-corpus)")(
       "seed", po::value(&co.seed)->default_value(1), "the corpus's random seed (--make-corpus)")(
       "evaluate", po::value(&evaluate_dir),
-      "score the detectors and a threshold baseline on a corpus's held-out split (--json: the scores)")(
-      "quiet,q", "no table, warnings or progress")("inputs", po::value(&inputs)->multitoken(), "traces");
+      "score the detectors, a threshold baseline and the window classifier on a corpus's held-out split")(
+      "model", po::value(&model_path), "the window classifier for --evaluate (default: the one Reprise ships)")(
+      "train", po::value<std::string>(), "train the window classifier on a corpus (with --out; runs in reprise-torch)")(
+      "out,o", po::value<std::string>(), "the model --train writes")("quiet,q", "no table, warnings or progress")(
+      "inputs", po::value(&inputs)->multitoken(), "traces");
   po::positional_options_description pos;
   pos.add("inputs", -1);
   auto vm = parse(argc, argv, opts, pos);
@@ -79,7 +84,9 @@ int cmd_analyze(int argc, char** argv) {
   };
   if (!evaluate_dir.empty()) {
     if (!json_out.empty()) check_output_path(json_out);
-    const analyze::Evaluation e = analyze::evaluate_corpus(evaluate_dir, report);
+    const analyze::WindowModel model =
+        model_path.empty() ? analyze::default_window_model() : analyze::read_window_model(model_path);
+    const analyze::Evaluation e = analyze::evaluate_corpus(evaluate_dir, &model, report);
     if (!json_out.empty()) write_text_file(json_out, analyze::evaluation_json(e));
     if (!quiet) analyze::print_evaluation(stdout, e);
     return 0;
@@ -93,7 +100,16 @@ int cmd_analyze(int argc, char** argv) {
     for (const std::string& why : c.skipped) std::printf("skipped %s\n", why.c_str());
     std::printf("%zu clean trace(s), %zu injected trace(s), %zu steps (%zu held out):\n", c.bases, c.traces, c.windows,
                 c.test_windows);
-    for (const auto& [cls, n] : c.injected) std::printf("  %-24s %zu\n", cls.empty() ? "(clean)" : cls.c_str(), n);
+    std::printf("  %-24s %8s %8s\n", "class", "injected", "decoys");
+    for (const auto& [cls, n] : c.injected) {
+      if (cls.empty()) continue;
+      auto d = c.decoys.find(cls);
+      std::printf("  %-24s %8zu %8zu\n", cls.c_str(), n, d == c.decoys.end() ? size_t(0) : d->second);
+    }
+    auto clean = c.injected.find("");
+    size_t decoys = 0;
+    for (const auto& [cls, n] : c.decoys) decoys += n;
+    std::printf("  %-24s %8zu\n", "(clean)", (clean == c.injected.end() ? 0 : clean->second) - decoys);
     std::printf("corpus: %s/corpus.json\n", corpus_out.c_str());
     return 0;
   }

@@ -271,7 +271,13 @@ int main(int argc, char** argv) {
     if (cmd == "synth") return cmd_synth(argc - 1, argv + 1);
     if (cmd == "predict") return reprise::cli::cmd_predict(argc - 1, argv + 1);
     if (cmd == "validate") return reprise::cli::cmd_validate(argc - 1, argv + 1);
-    if (cmd == "analyze") return reprise::cli::cmd_analyze(argc - 1, argv + 1);
+    if (cmd == "analyze") {
+      // Training the classifier needs LibTorch: reprise-torch does it.
+      for (int i = 2; i < argc; ++i)
+        if (std::strcmp(argv[i], "--train") == 0 || std::strncmp(argv[i], "--train=", 8) == 0)
+          return exec_tool("reprise-torch", "LibTorch", argc, argv);
+      return reprise::cli::cmd_analyze(argc - 1, argv + 1);
+    }
     if (cmd == "replay" || cmd == "capture" || cmd == "generate" || cmd == "verify" || cmd == "calibrate")
       return exec_tool("reprise-torch", "LibTorch", argc, argv);
     if (cmd == "comms") return exec_tool("reprise-comms", "MPI", argc, argv);

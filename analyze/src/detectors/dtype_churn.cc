@@ -64,6 +64,28 @@ bool inject(Editor& e, const InjectSite& s) {
   }
   return true;
 }
+
+// Conversions one way only: inputs cast once to bf16, nothing converted back.
+bool decoy(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, false);
+  if (t < 0) return false;
+  const double k = std::max(8.0, 0.004 * s.length());
+  double end = e.drain(t);
+  const double delay = (end - t) + 8 * 12 + 8 * k;
+  e.shift(t, delay, delay);
+  for (int i = 0; i < 8; ++i) {
+    const double h = t + 12 * i;
+    const int32_t op = e.op("aten::_to_copy", h, 11);
+    e.inputs(op, {{1024, 1024}}, {"float"});
+    e.op("aten::copy_", h + 1, 9);
+    const int64_t corr = e.runtime("cudaLaunchKernel", h + 2, 5);
+    const double start = std::max(h + 8, end);
+    e.gpu(KinetoCat::Kernel, "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>", corr,
+          start, k);
+    end = start + k;
+  }
+  return true;
+}
 }  // namespace
 
 const Detector kDtypeChurn{
@@ -73,6 +95,7 @@ const Detector kDtypeChurn{
      "dtype), convert once at its boundary",
      "the conversions dropped: the tensor keeps its dtype"},
     find,
-    inject};
+    inject,
+    decoy};
 
 }  // namespace reprise::analyze::detail

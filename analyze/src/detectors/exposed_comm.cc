@@ -49,6 +49,20 @@ bool inject(Editor& e, const InjectSite& s) {
         start, c, e.comm_stream());
   return true;
 }
+
+// Communication hidden behind computation: an all_reduce on its own stream while the queued work runs.
+bool decoy(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, true);
+  if (t < 0) return false;
+  const double c = std::min(std::max(300.0, 0.08 * s.length()), 0.9 * (e.drain(t) - t));
+  if (c < 100) return false;
+  e.shift(t, 10, 10);
+  e.op("nccl:all_reduce", t, 9);
+  const int64_t corr = e.runtime("cudaLaunchKernel", t + 1, 6);
+  e.gpu(KinetoCat::Kernel, "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", corr,
+        t + 8, c, e.comm_stream());
+  return true;
+}
 }  // namespace
 
 const Detector kExposedComm{{"exposed_comm", "exposed communication",
@@ -58,6 +72,7 @@ const Detector kExposedComm{{"exposed_comm", "exposed communication",
                              "waited later, a separate stream)",
                              "the collectives moved to overlap the computation before them"},
                             find,
-                            inject};
+                            inject,
+                            decoy};
 
 }  // namespace reprise::analyze::detail

@@ -38,6 +38,21 @@ bool inject(Editor& e, const InjectSite& s) {
   for (int32_t i : gemms) e.rename(i, "ampere_sgemm_128x64_nn");
   return true;
 }
+
+// More GEMM time, all of it on tensor cores: long bf16 GEMMs queued behind the work.
+bool decoy(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, false);
+  if (t < 0) return false;
+  const double g = std::max(300.0, 0.1 * s.length()) / 4, start = std::max(e.drain(t), t + 8);
+  const double delay = (start - t) + 4 * g + 40;
+  e.shift(t, delay, delay);
+  for (int i = 0; i < 4; ++i) {
+    e.op("aten::mm", t + 10 * i, 9);
+    const int64_t corr = e.runtime("cudaLaunchKernel", t + 10 * i + 1, 6);
+    e.gpu(KinetoCat::Kernel, "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32", corr, start + g * i, g);
+  }
+  return true;
+}
 }  // namespace
 
 const Detector kFp32Gemm{{"fp32_gemm", "fp32 GEMMs on CUDA cores",
@@ -45,6 +60,7 @@ const Detector kFp32Gemm{{"fp32_gemm", "fp32 GEMMs on CUDA cores",
                           "allow TF32 (torch.backends.cuda.matmul.allow_tf32 = True) or train in bf16 (autocast)",
                           "the GEMMs cast to bf16: half their time"},
                          find,
-                         inject};
+                         inject,
+                         decoy};
 
 }  // namespace reprise::analyze::detail

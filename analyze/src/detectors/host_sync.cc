@@ -37,7 +37,12 @@ bool find(const WindowStats& s, Finding& f) {
 // `.item()` where the GPU is busy: a device-to-host copy and a synchronize that waits for the queue to drain, then
 // host work that no longer overlaps the GPU's.
 bool inject(Editor& e, const InjectSite& s) {
-  const double t = s.launch_point(e, true);
+  // Where the GPU's queue holds work: a sync there waits for it (at most 8 tries at random launch points).
+  double t = -1;
+  for (int tries = 0; tries < 8 && t < 0; ++tries) {
+    t = s.launch_point(e, true);
+    if (t >= 0 && e.drain(t) < t + 20) t = -1;
+  }
   if (t < 0) return false;
   const double drained = e.drain(t);
   const double after = std::max(100.0, 0.05 * s.length());
@@ -50,6 +55,15 @@ bool inject(Editor& e, const InjectSite& s) {
   e.runtime("cudaStreamSynchronize", t + 6, drained + 3 - (t + 6));
   return true;
 }
+
+// Syncs that wait for nothing: cudaEventSynchronize on events already complete, the GPU's queue left as it was.
+bool decoy(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, true);
+  if (t < 0) return false;
+  e.shift(t, 8 * 6, 8 * 6);
+  for (int i = 0; i < 8; ++i) e.runtime("cudaEventSynchronize", t + 6 * i, 2);
+  return true;
+}
 }  // namespace
 
 const Detector kHostSync{
@@ -58,6 +72,7 @@ const Detector kHostSync{
      "keep values on the device (no .item()/.cpu()/print in the step), use non_blocking copies, log every N steps",
      "the syncs dropped: the host no longer waits, so the work after them is queued behind the work before"},
     find,
-    inject};
+    inject,
+    decoy};
 
 }  // namespace reprise::analyze::detail

@@ -56,6 +56,28 @@ bool inject(Editor& e, const InjectSite& s) {
   }
   return true;
 }
+
+// Short kernels that wait in the queue behind the GPU's work: each shorter than its launch, but all launched while
+// the GPU is still busy with what came before, so it never waits for them.
+bool decoy(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, true);
+  if (t < 0) return false;
+  const double queued = e.drain(t) - t;
+  const size_t n = std::min<size_t>(5000, static_cast<size_t>(queued / 12));
+  if (n < kMinStretch + 4) return false;
+  double end = e.drain(t);
+  e.shift(t, 12.0 * double(n), 3.0 * double(n));  // the queue absorbs the launches; the GPU runs the kernels
+  for (size_t i = 0; i < n; ++i) {
+    const double h = t + 12.0 * double(i);
+    e.op("aten::sum", h, 11.5);
+    const int64_t corr = e.runtime("cudaLaunchKernel", h + 1, 10);
+    const double start = std::max(end, h + 11.5);
+    e.gpu(KinetoCat::Kernel, "void at::native::reduce_kernel<512, 1>", corr, start, 3);
+    end = start + 3;
+  }
+  return true;
+}
+
 }  // namespace
 
 const Detector kLaunchBound{{"launch_bound", "launch-bound stretch",
@@ -63,6 +85,7 @@ const Detector kLaunchBound{{"launch_bound", "launch-bound stretch",
                              "capture the stretch in a CUDA graph, fuse its ops (torch.compile), or batch the work",
                              "the stretch as one graph launch: its kernels back to back"},
                             find,
-                            inject};
+                            inject,
+                            decoy};
 
 }  // namespace reprise::analyze::detail

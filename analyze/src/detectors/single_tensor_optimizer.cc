@@ -49,6 +49,25 @@ bool inject(Editor& e, const InjectSite& s) {
   }
   return true;
 }
+
+// A foreach optimizer over many parameter groups: as many launches, each a multi-tensor kernel.
+bool decoy(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, false);
+  if (t < 0) return false;
+  const double host = 48 * 10 + 4;
+  double end = e.drain(t);
+  e.shift(t, host, host);
+  e.op("Optimizer.step#AdamW.step", t, host - 2);
+  for (int i = 0; i < 48; ++i) {
+    const double h = t + 1 + 10 * i;
+    e.op("aten::_foreach_add_", h, 9);
+    const int64_t corr = e.runtime("cudaLaunchKernel", h + 1, 4);
+    const double start = std::max(h + 6, end);
+    e.gpu(KinetoCat::Kernel, "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<add>", corr, start, 6);
+    end = start + 6;
+  }
+  return true;
+}
 }  // namespace
 
 const Detector kSingleTensorOptimizer{
@@ -57,6 +76,7 @@ const Detector kSingleTensorOptimizer{
      "use the foreach or fused implementation (torch.optim.AdamW(..., foreach=True) or fused=True)",
      "the step's kernels as a few multi-tensor launches: its device time without the launch gaps"},
     find,
-    inject};
+    inject,
+    decoy};
 
 }  // namespace reprise::analyze::detail

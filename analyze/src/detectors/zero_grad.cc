@@ -50,6 +50,24 @@ bool inject(Editor& e, const InjectSite& s) {
   }
   return true;
 }
+
+// Memsets outside zero_grad: new zero-filled buffers (aten::zeros) in the forward.
+bool decoy(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, false);
+  if (t < 0) return false;
+  const double host = 8 * 14;
+  double end = e.drain(t);
+  e.shift(t, host, host);
+  for (int i = 0; i < 8; ++i) {
+    const double h = t + 14 * i;
+    e.op("aten::zeros", h, 12);
+    const int64_t corr = e.runtime("cudaMemsetAsync", h + 2, 6);
+    const double start = std::max(h + 8, end);
+    e.gpu(KinetoCat::Memset, "Memset (Device)", corr, start, 4, -1, 1 << 20);
+    end = start + 4;
+  }
+  return true;
+}
 }  // namespace
 
 const Detector kZeroGrad{
@@ -57,6 +75,7 @@ const Detector kZeroGrad{
      "optimizer.zero_grad(set_to_none=True) (the default since PyTorch 2.0)",
      "the zero_grad call without its zeroing ops"},
     find,
-    inject};
+    inject,
+    decoy};
 
 }  // namespace reprise::analyze::detail

@@ -18,13 +18,15 @@ struct CorpusOptions {
   int copies = 24;           // injected copies of each clean trace
   uint64_t seed = 1;         // the same seed and inputs give the same corpus
   double clean_share = 0.3;  // steps left as they were
+  double decoy_share = 0.2;  // steps given a look-alike that is not the pattern (a hard negative)
   int test_every = 4;        // every 4th clean step (across all inputs) is held out, in every copy
   std::function<void(const std::string&)> progress;
 };
 
 struct CorpusSummary {
   size_t bases = 0, traces = 0, windows = 0, test_windows = 0;
-  std::map<std::string, size_t> injected;  // windows per class ("" = left clean)
+  std::map<std::string, size_t> injected;  // windows per class ("" = left clean or given a decoy)
+  std::map<std::string, size_t> decoys;    // windows given each class's look-alike
   std::vector<std::string> skipped;        // inputs that could not serve, with the reason
 };
 
@@ -46,12 +48,55 @@ double auc_roc(const std::vector<bool>& truth, const std::vector<double>& score)
 // chosen score and the next lower one.
 double best_threshold(const std::vector<bool>& truth, const std::vector<double>& score);
 
+// A corpus read and judged: each labeled window with its features and the rules' verdicts.
+struct CorpusWindow {
+  bool test = false;
+  std::string injected;              // the class injected, "" when left clean or given a decoy
+  std::string decoy;                 // the class whose look-alike it was given
+  std::vector<std::string> present;  // classes the clean window already showed
+  std::vector<double> features;      // parallel to feature_names()
+  std::vector<uint8_t> fired;        // parallel to detectors()
+  std::vector<double> score;
+  bool has(const std::string& c) const;  // in `present`
+};
+struct CorpusData {
+  std::string dir;
+  std::vector<std::string> classes;  // the injected classes, as the corpus lists them
+  size_t traces = 0;
+  std::vector<CorpusWindow> windows;
+};
+CorpusData read_corpus(const std::string& dir, const std::function<void(const std::string&)>& progress = {});
+
+// The learned window classifier: features (signed log, standardized) through a small MLP to one probability per
+// class. Trained by `reprise analyze --train` (LibTorch, reprise/analyze/train.h); used here without LibTorch.
+struct WindowModel {
+  std::vector<std::string> features, classes;
+  std::vector<double> mean, scale;  // of the transformed features
+  struct Layer {
+    std::vector<std::vector<double>> weight;  // out x in
+    std::vector<double> bias;
+  };
+  std::vector<Layer> layers;  // ReLU between them, sigmoid after the last
+  std::string trained_on;
+  // One probability per class for a window's features (parallel to feature_names()).
+  std::vector<double> predict(const std::vector<double>& window_features) const;
+};
+// The signed log the model reads features through: sign(x) log(1 + |x|).
+double model_transform(double x);
+WindowModel read_window_model(const std::string& path);
+WindowModel parse_window_model(const std::string& text, const std::string& name);
+std::string window_model_json(const WindowModel& m);
+// The model shipped with Reprise (analyze/models/window_model.json; bench/analyze_eval.sh --train rebuilds it).
+const WindowModel& default_window_model();
+
 struct ClassEvaluation {
   std::string detector;
   std::string baseline_feature;   // the one cause-agnostic window feature the baseline thresholds
   double baseline_threshold = 0;  // fitted on the training split
   size_t train_positive = 0, train_negative = 0, test_positive = 0, test_negative = 0;
   BinaryMetrics rules, baseline;  // on the held-out split
+  bool has_classifier = false;
+  BinaryMetrics classifier;  // probability >= 0.5; AUC over the probability
 };
 
 struct Evaluation {
@@ -60,7 +105,9 @@ struct Evaluation {
   std::vector<ClassEvaluation> classes;
 };
 
-Evaluation evaluate_corpus(const std::string& dir, const std::function<void(const std::string&)>& progress = {});
+// With a model, its classes are scored too.
+Evaluation evaluate_corpus(const std::string& dir, const WindowModel* model = nullptr,
+                           const std::function<void(const std::string&)>& progress = {});
 std::string evaluation_json(const Evaluation& e);
 void print_evaluation(std::FILE* out, const Evaluation& e);
 
