@@ -6,6 +6,7 @@
 #include <map>
 
 #include "detector.h"
+#include "reprise/analyze/evaluate.h"
 #include "reprise/common/error.h"
 #include "timeline.h"
 
@@ -143,6 +144,7 @@ Analysis analyze(const TraceSet& set, const Options& o) {
   if (o.sliding_us < 0 || !std::isfinite(o.sliding_us))
     throw UserError("analyze: the sliding window must be a positive number of microseconds");
   Analysis a;
+  if (o.classifier) a.learned_classes = o.classifier->classes;
   std::vector<Timeline> tls;
   tls.reserve(set.ranks.size());
   for (size_t r = 0; r < set.ranks.size(); ++r) {
@@ -214,7 +216,10 @@ Analysis analyze(const TraceSet& set, const Options& o) {
         s.skew_over_us = s.compute_us - mid;
       }
     }
-    a.windows.push_back({tl.rank, j.kind, j.name, j.begin, j.end, features_of(s)});
+    a.windows.push_back({tl.rank, j.kind, j.name, j.begin, j.end, features_of(s), {}});
+    // The classifier learned from steps (the corpus labels steps): segments of a step-less trace are not its domain.
+    if (o.classifier && j.kind == WindowKind::Step)
+      a.windows.back().learned = o.classifier->predict(a.windows.back().features);
     WindowVerdict verdict;
     if (o.verdicts) verdict = {tl.rank, j.name, {}, {}, a.windows.back().features};
     for (const Detector* d : detector_table()) {
@@ -246,7 +251,7 @@ Analysis analyze(const TraceSet& set, const Options& o) {
       for (const Scope& s : tl.scopes)
         if (s.end > s.begin)
           a.windows.push_back(
-              {tl.rank, WindowKind::Scope, s.name, s.begin, s.end, features_of(window_stats(tl, s.begin, s.end))});
+              {tl.rank, WindowKind::Scope, s.name, s.begin, s.end, features_of(window_stats(tl, s.begin, s.end)), {}});
     if (!o.sliding) continue;
     double width = o.sliding_us;
     if (width <= 0) {
@@ -260,8 +265,13 @@ Analysis analyze(const TraceSet& set, const Options& o) {
                       " into over a million windows; give a wider --window");
     size_t k = 0;
     for (double b = tl.begin; b < tl.end; b += stride, ++k)
-      a.windows.push_back({tl.rank, WindowKind::Sliding, "sliding " + std::to_string(k), b, b + width,
-                           features_of(window_stats(tl, b, b + width))});
+      a.windows.push_back({tl.rank,
+                           WindowKind::Sliding,
+                           "sliding " + std::to_string(k),
+                           b,
+                           b + width,
+                           features_of(window_stats(tl, b, b + width)),
+                           {}});
   }
   std::stable_sort(a.findings.begin(), a.findings.end(),
                    [](const Finding& x, const Finding& y) { return x.saving_us > y.saving_us; });

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
 
 #include "detector.h"
 #include "reprise/analyze/analyze.h"
@@ -100,6 +102,38 @@ std::vector<WindowGroup> worst_windows(const Analysis& a) {
   return out;
 }
 
+// Where the window classifier and the rules agree, and the windows it flags that no rule reported.
+void print_classifier(std::FILE* out, const Analysis& a) {
+  if (a.learned_classes.empty()) return;
+  std::set<std::tuple<int, std::string, std::string>> found;
+  for (const Finding& f : a.findings) found.insert({f.ranks.empty() ? 0 : f.ranks.front(), f.window, f.detector});
+  size_t agree = 0, of = 0;
+  std::vector<std::string> only;
+  for (const Window& w : a.windows)
+    for (size_t c = 0; c < w.learned.size() && c < a.learned_classes.size(); ++c) {
+      const bool rule = found.count({w.rank, w.name, a.learned_classes[c]}) > 0, learned = w.learned[c] >= 0.5;
+      of += rule;
+      agree += rule && learned;
+      if (learned && !rule) {
+        char p[16];
+        std::snprintf(p, sizeof p, "%.2f", w.learned[c]);
+        only.push_back(a.learned_classes[c] + " (rank " + std::to_string(w.rank) + ", " + w.name + ", p " + p + ")");
+      }
+    }
+  if (std::none_of(a.windows.begin(), a.windows.end(), [](const Window& w) { return !w.learned.empty(); })) {
+    std::fprintf(out, "\nwindow classifier: no ProfilerStep to judge (it learned from steps)\n");
+    return;
+  }
+  std::fprintf(out, "\nwindow classifier: agrees with %zu of the %zu findings of its classes", agree, of);
+  if (only.empty()) {
+    std::fprintf(out, "; flags nothing the rules did not\n");
+    return;
+  }
+  std::fprintf(out, "; also flags %zu window(s) no rule reported:\n", only.size());
+  for (size_t i = 0; i < only.size() && i < 10; ++i) std::fprintf(out, "  %s\n", only[i].c_str());
+  if (only.size() > 10) std::fprintf(out, "  ... %zu more in the JSON (windows' \"learned\")\n", only.size() - 10);
+}
+
 }  // namespace
 
 std::string analysis_json(const Analysis& a, bool with_windows) {
@@ -125,13 +159,14 @@ std::string analysis_json(const Analysis& a, bool with_windows) {
   if (with_windows) {
     j["feature_names"] = feature_names();
     j["windows"] = nlohmann::json::array();
-    for (const Window& w : a.windows)
-      j["windows"].push_back({{"rank", w.rank},
-                              {"kind", window_kind_name(w.kind)},
-                              {"name", w.name},
-                              {"begin_us", w.begin_us},
-                              {"end_us", w.end_us},
-                              {"features", w.features}});
+    for (const Window& w : a.windows) {
+      nlohmann::json x{{"rank", w.rank},     {"kind", window_kind_name(w.kind)},
+                       {"name", w.name},     {"begin_us", w.begin_us},
+                       {"end_us", w.end_us}, {"features", w.features}};
+      for (size_t c = 0; c < w.learned.size() && c < a.learned_classes.size(); ++c)
+        x["learned"][a.learned_classes[c]] = w.learned[c];
+      j["windows"].push_back(std::move(x));
+    }
   }
   return j.dump(1) + "\n";
 }
@@ -161,6 +196,7 @@ void print_analysis(std::FILE* out, const Analysis& a, size_t top) {
                  f.window.c_str(), f.evidence.c_str());
   }
   if (a.findings.size() > top) std::fprintf(out, "... %zu more (--top, or --json for all)\n", a.findings.size() - top);
+  print_classifier(out, a);
 }
 
 void print_detectors(std::FILE* out) {

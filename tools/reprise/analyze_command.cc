@@ -59,7 +59,8 @@ int cmd_analyze(int argc, char** argv) {
       "seed", po::value(&co.seed)->default_value(1), "the corpus's random seed (--make-corpus)")(
       "evaluate", po::value(&evaluate_dir),
       "score the detectors, a threshold baseline and the window classifier on a corpus's held-out split")(
-      "model", po::value(&model_path), "the window classifier for --evaluate (default: the one Reprise ships)")(
+      "model", po::value(&model_path), "the window classifier (default: the one Reprise ships)")("no-classifier",
+                                                                                                 "run the rules only")(
       "train", po::value<std::string>(), "train the window classifier on a corpus (with --out; runs in reprise-torch)")(
       "out,o", po::value<std::string>(), "the model --train writes")("quiet,q", "no table, warnings or progress")(
       "inputs", po::value(&inputs)->multitoken(), "traces");
@@ -86,7 +87,8 @@ int cmd_analyze(int argc, char** argv) {
     if (!json_out.empty()) check_output_path(json_out);
     const analyze::WindowModel model =
         model_path.empty() ? analyze::default_window_model() : analyze::read_window_model(model_path);
-    const analyze::Evaluation e = analyze::evaluate_corpus(evaluate_dir, &model, report);
+    const analyze::Evaluation e =
+        analyze::evaluate_corpus(evaluate_dir, vm.count("no-classifier") ? nullptr : &model, report);
     if (!json_out.empty()) write_text_file(json_out, analyze::evaluation_json(e));
     if (!quiet) analyze::print_evaluation(stdout, e);
     return 0;
@@ -114,6 +116,9 @@ int cmd_analyze(int argc, char** argv) {
     return 0;
   }
   o.only = only;
+  const analyze::WindowModel classifier =
+      model_path.empty() ? analyze::default_window_model() : analyze::read_window_model(model_path);
+  if (!vm.count("no-classifier")) o.classifier = &classifier;
   for (const std::string* path : {&json_out, &html_out, &perfetto_out})
     if (!path->empty()) check_output_path(*path);
   auto phase = [&](const std::string& name, bool finished, const std::string& note) {

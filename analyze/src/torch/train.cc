@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "reprise/analyze/analyze.h"
@@ -15,27 +16,33 @@ WindowModel train_window_model(const CorpusData& data, const TrainOptions& o) {
   if (o.epochs < 1 || o.hidden < 1 || !(o.learning_rate > 0))
     throw UserError("analyze: --train needs positive epochs, width and learning rate");
   const auto& names = feature_names();
-  const int64_t F = static_cast<int64_t>(names.size()), C = static_cast<int64_t>(data.classes.size());
+  const int64_t F = static_cast<int64_t>(names.size());
   std::vector<const CorpusWindow*> train;
   for (const CorpusWindow& w : data.windows)
     if (!w.test) train.push_back(&w);
-  if (train.empty() || C == 0) throw UserError(data.dir + ": the corpus has no training window to learn from");
+  if (train.empty()) throw UserError(data.dir + ": the corpus has no training window to learn from");
   const int64_t N = static_cast<int64_t>(train.size());
+  // A window is a positive of a class when the class was injected into it, or its clean step already showed it (by
+  // the class's rule): the classifier learns the patterns as traces have them, not only as injected. Classes with
+  // no positive window are left out (nothing to learn them from).
+  std::vector<std::string> classes;
+  for (const std::string& c : data.classes)
+    if (std::any_of(train.begin(), train.end(), [&](const CorpusWindow* w) { return w->injected == c || w->has(c); }))
+      classes.push_back(c);
+  const int64_t C = static_cast<int64_t>(classes.size());
+  if (C == 0) throw UserError(data.dir + ": no class has a positive training window");
   at::manual_seed(o.seed);
   auto opts = at::TensorOptions().dtype(at::kDouble);
-  at::Tensor X = at::zeros({N, F}, opts), Y = at::zeros({N, C}, opts), M = at::ones({N, C}, opts);
-  auto x = X.accessor<double, 2>(), y = Y.accessor<double, 2>(), m = M.accessor<double, 2>();
+  at::Tensor X = at::zeros({N, F}, opts), Y = at::zeros({N, C}, opts);
+  auto x = X.accessor<double, 2>(), y = Y.accessor<double, 2>();
   for (int64_t i = 0; i < N; ++i) {
     for (int64_t f = 0; f < F; ++f) x[i][f] = model_transform(train[i]->features[f]);
-    for (int64_t c = 0; c < C; ++c) {
-      y[i][c] = train[i]->injected == data.classes[c];
-      if (train[i]->has(data.classes[c])) m[i][c] = 0;
-    }
+    for (int64_t c = 0; c < C; ++c) y[i][c] = train[i]->injected == classes[c] || train[i]->has(classes[c]);
   }
   const at::Tensor mean = X.mean(0), scale = X.std(0, /*unbiased=*/false).clamp_min(1e-9);
   const at::Tensor Z = (X - mean) / scale;
   // Each class's positives weigh as much as its negatives.
-  const at::Tensor positives = (Y * M).sum(0), negatives = ((1 - Y) * M).sum(0);
+  const at::Tensor positives = Y.sum(0), negatives = (1 - Y).sum(0);
   const at::Tensor pos_weight = (negatives / positives.clamp_min(1)).clamp(1, 1000);
 
   auto layer = [&](int64_t out, int64_t in) {
@@ -60,7 +67,7 @@ WindowModel train_window_model(const CorpusData& data, const TrainOptions& o) {
       if (l + 1 < layers.size()) h = at::relu(h);
     }
     const at::Tensor per = at::binary_cross_entropy_with_logits(h, Y, {}, pos_weight, at::Reduction::None);
-    at::Tensor loss = (per * M).sum() / M.sum().clamp_min(1);
+    at::Tensor loss = per.mean();
     for (at::Tensor& p : params)
       if (p.grad().defined()) p.mutable_grad().zero_();
     loss.backward();
@@ -79,7 +86,7 @@ WindowModel train_window_model(const CorpusData& data, const TrainOptions& o) {
 
   WindowModel model;
   model.features = names;
-  model.classes = data.classes;
+  model.classes = classes;
   model.trained_on = data.dir;
   auto vec = [](const at::Tensor& t) {
     at::Tensor c = t.detach().contiguous();

@@ -13,6 +13,8 @@
 
 namespace reprise::analyze {
 
+struct WindowModel;  // the learned window classifier (reprise/analyze/evaluate.h)
+
 // What one detector looks for, and what it suggests (the table docs/analyze.md and `--list` print).
 struct DetectorInfo {
   std::string id;             // "host_sync"
@@ -35,6 +37,7 @@ struct Window {
   std::string name;  // "ProfilerStep#6", "## forward ##", "sliding 12", "segment 0" (a trace without steps)
   double begin_us = 0, end_us = 0;
   std::vector<double> features;  // parallel to feature_names()
+  std::vector<double> learned;   // steps and segments: the window classifier's probability per class, if one ran
 };
 
 struct Instance {  // one occurrence inside a finding: a gap, a sync, a chain
@@ -71,6 +74,8 @@ struct Options {
   bool scopes = true;             // annotated scopes as windows too (features only)
   bool sliding = true;            // sliding windows too (features only)
   bool verdicts = false;          // keep every detector's verdict on every judged window
+  // The window classifier run beside the rules on each step or segment (reprise/analyze/evaluate.h); nullptr: none.
+  const WindowModel* classifier = nullptr;
 };
 
 struct RankInfo {
@@ -83,6 +88,7 @@ struct RankInfo {
 
 struct Analysis {
   std::vector<RankInfo> ranks;
+  std::vector<std::string> learned_classes;  // what Window::learned holds, when a classifier ran
   std::vector<Window> windows;
   std::vector<Finding> findings;        // worst (largest saving) first
   std::vector<WindowVerdict> verdicts;  // with Options::verdicts, in judged-window order

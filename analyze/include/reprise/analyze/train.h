@@ -18,7 +18,8 @@ struct TrainOptions {
   std::function<void(int epoch, double loss)> progress;  // every 100 epochs
 };
 
-// Windows of the training split; a class the clean window already showed is masked out of that class's loss.
+// Windows of the training split; a window is a positive of the class injected into it and of the classes its clean
+// step already showed. Classes without a positive window are left out of the model.
 WindowModel train_window_model(const CorpusData& data, const TrainOptions& options = {});
 
 }  // namespace reprise::analyze
