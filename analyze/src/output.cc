@@ -77,6 +77,7 @@ struct WindowGroup {
   std::string window;
   double begin = 0, end = 0, saving = 0;
   std::vector<const Finding*> findings;
+  const Window* window_of = nullptr;  // its step or segment, with the classifier's view when one ran
 };
 
 std::vector<WindowGroup> worst_windows(const Analysis& a) {
@@ -93,6 +94,7 @@ std::vector<WindowGroup> worst_windows(const Analysis& a) {
     if (it != by.end() && (w.kind == WindowKind::Step || w.kind == WindowKind::Segment)) {
       it->second.begin = w.begin_us;
       it->second.end = w.end_us;
+      it->second.window_of = &w;
     }
   }
   std::vector<WindowGroup> out;
@@ -377,7 +379,17 @@ std::string analysis_html(const Analysis& a, const TraceSet& set) {
            "</span></td><td>" + html_escape(f->detector) + "</td><td>" + html_escape(f->evidence) + "</td><td>" +
            names + "</td><td class=fix>" + html_escape(info_of(f->detector).fix) + "</td></tr>\n";
     }
-    h += "</table></div>\n";
+    h += "</table>";
+    if (g.window_of && !g.window_of->learned.empty()) {
+      std::string learned;
+      for (size_t c = 0; c < g.window_of->learned.size() && c < a.learned_classes.size(); ++c)
+        if (g.window_of->learned[c] >= 0.5)
+          learned +=
+              (learned.empty() ? "" : ", ") + a.learned_classes[c] + " " + num(100 * g.window_of->learned[c]) + "%";
+      h += "<p class=small>window classifier: " + (learned.empty() ? std::string("no class at 50% or more") : learned) +
+           "</p>";
+    }
+    h += "</div>\n";
   }
   if (groups.size() > 30) h += "<p>" + std::to_string(groups.size() - 30) + " more windows in the JSON.</p>\n";
   h += "</body></html>\n";
