@@ -258,13 +258,16 @@ Analysis analyze(const TraceSet& set, const Options& o) {
       std::vector<double> steps;
       for (const Scope& s : tl.steps) steps.push_back(s.end - s.begin);
       width = std::max(1000.0, (steps.empty() ? tl.end - tl.begin : median(steps)) / 8);
+      // The default stays under 100,000 windows however long the timeline (a stray early timestamp included).
+      width = std::max(width, 2 * (tl.end - tl.begin) / 1e5);
     }
     const double stride = width / 2, span = tl.end - tl.begin;
-    if (span / stride > 1e6)
+    if (span / stride > 1e6 || tl.begin + stride == tl.begin)
       throw UserError(tl.trace->source + ": a sliding window of " + time_text(width) + " cuts its " + time_text(span) +
-                      " into over a million windows; give a wider --window");
-    size_t k = 0;
-    for (double b = tl.begin; b < tl.end; b += stride, ++k)
+                      " into over a million windows (or finer than its timestamps); give a wider --window");
+    const size_t count = std::max<size_t>(1, static_cast<size_t>(std::ceil(span / stride)));
+    for (size_t k = 0; k < count; ++k) {
+      const double b = tl.begin + double(k) * stride;
       a.windows.push_back({tl.rank,
                            WindowKind::Sliding,
                            "sliding " + std::to_string(k),
@@ -272,6 +275,7 @@ Analysis analyze(const TraceSet& set, const Options& o) {
                            b + width,
                            features_of(window_stats(tl, b, b + width)),
                            {}});
+    }
   }
   std::stable_sort(a.findings.begin(), a.findings.end(),
                    [](const Finding& x, const Finding& y) { return x.saving_us > y.saving_us; });

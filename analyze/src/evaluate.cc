@@ -151,14 +151,18 @@ CorpusSummary make_corpus(const TraceSet& clean, const std::string& dir, const C
 }
 
 double auc_roc(const std::vector<bool>& truth, const std::vector<double>& score) {
-  std::vector<size_t> order(score.size());
+  // A score that is not a number ranks lowest (it says nothing for the window).
+  std::vector<double> clean(score);
+  for (double& v : clean)
+    if (std::isnan(v)) v = -std::numeric_limits<double>::infinity();
+  std::vector<size_t> order(clean.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] < score[b]; });
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return clean[a] < clean[b]; });
   double positive_rank_sum = 0;
   size_t positives = 0;
   for (size_t i = 0; i < order.size();) {
-    size_t j = i;
-    while (j < order.size() && score[order[j]] == score[order[i]]) ++j;
+    size_t j = i + 1;
+    while (j < order.size() && clean[order[j]] == clean[order[i]]) ++j;
     const double rank = (double(i) + double(j) + 1) / 2;  // ranks i+1 .. j share their mean
     for (size_t k = i; k < j; ++k)
       if (truth[order[k]]) {
@@ -167,7 +171,7 @@ double auc_roc(const std::vector<bool>& truth, const std::vector<double>& score)
       }
     i = j;
   }
-  const size_t negatives = score.size() - positives;
+  const size_t negatives = clean.size() - positives;
   if (positives == 0 || negatives == 0) return kNaN;
   return (positive_rank_sum - double(positives) * double(positives + 1) / 2) / (double(positives) * double(negatives));
 }
@@ -190,28 +194,33 @@ BinaryMetrics binary_metrics(const std::vector<bool>& truth, const std::vector<b
 }
 
 double best_threshold(const std::vector<bool>& truth, const std::vector<double>& score) {
-  std::vector<double> values = score;
-  std::sort(values.begin(), values.end());
-  values.erase(std::unique(values.begin(), values.end()), values.end());
-  if (values.empty()) return 0;
-  double best = values.back(), best_f1 = -1;
-  size_t best_at = values.size() - 1;
-  for (size_t v = values.size(); v-- > 0;) {  // from the highest threshold down: ties keep the higher one
-    size_t tp = 0, fp = 0, fn = 0;
-    for (size_t i = 0; i < score.size(); ++i) {
-      const bool p = score[i] >= values[v];
-      tp += p && truth[i];
-      fp += p && !truth[i];
-      fn += !p && truth[i];
-    }
-    const double f1 = tp ? 2.0 * double(tp) / double(2 * tp + fp + fn) : 0;
+  // Sorted once, highest first; each distinct value is a candidate threshold (predict at or above it), swept with
+  // running counts. Ties in F1 keep the higher threshold. Not-a-number scores are never above a threshold.
+  std::vector<size_t> order;
+  size_t positives = 0;
+  for (size_t i = 0; i < score.size(); ++i) {
+    positives += truth[i];
+    if (!std::isnan(score[i])) order.push_back(i);
+  }
+  if (order.empty()) return 0;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
+  size_t tp = 0, fp = 0, best_at = 0;
+  double best_f1 = -1;
+  for (size_t k = 0; k < order.size();) {
+    size_t j = k;
+    for (; j < order.size() && score[order[j]] == score[order[k]]; ++j) (truth[order[j]] ? tp : fp)++;
+    const double f1 = tp ? 2.0 * double(tp) / double(2 * tp + fp + (positives - tp)) : 0;
     if (f1 > best_f1) {
       best_f1 = f1;
-      best_at = v;
+      best_at = k;
     }
+    k = j;
   }
-  best = best_at > 0 ? (values[best_at] + values[best_at - 1]) / 2 : values[best_at];
-  return best;
+  // Halfway between the chosen value and the next lower one.
+  const double chosen = score[order[best_at]];
+  for (size_t k = best_at; k < order.size(); ++k)
+    if (score[order[k]] < chosen) return (chosen + score[order[k]]) / 2;
+  return chosen;
 }
 
 bool CorpusWindow::has(const std::string& c) const {

@@ -58,8 +58,9 @@ Editor::Editor(const Trace& t) : t_(clone(t)) {
 void Editor::shift(double t, double host_us, double gpu_us) {
   auto& ev = t_.kineto->events;
   std::vector<uint8_t> after(ev.size(), 0);
+  // GPU-side events move with their launch; those no runtime call launched (no correlation) by their own time.
   for (size_t i = 0; i < ev.size(); ++i)
-    if (!host_side(ev[i].cat) && ev[i].launcher >= 0) after[i] = ev[ev[i].launcher].ts >= t;
+    if (!host_side(ev[i].cat)) after[i] = ev[i].launcher >= 0 ? ev[ev[i].launcher].ts >= t : ev[i].ts >= t;
   for (size_t i = 0; i < ev.size(); ++i) {
     KinetoEvent& e = ev[i];
     if (host_side(e.cat)) {

@@ -119,6 +119,11 @@ std::vector<Range> holes(const std::vector<Range>& u, double b, double e) {
   return out;
 }
 
+bool inside(const std::vector<Range>& u, double x) {
+  auto it = std::upper_bound(u.begin(), u.end(), x, [](double v, const Range& r) { return v < r.begin; });
+  return it != u.begin() && std::prev(it)->end > x;
+}
+
 WorkClass classify_kernel(std::string_view k) {
   if (starts(k, "nccl") || contains(k, "ncclKernel") || contains(k, "ncclDevKernel") || starts(k, "rccl"))
     return WorkClass::Comm;
@@ -181,7 +186,7 @@ Timeline build_timeline(const Trace& t, int rank) {
   tl.end = -INFINITY;
   for (int32_t i = 0; i < static_cast<int32_t>(ev.size()); ++i) {
     const KinetoEvent& e = ev[i];
-    if (!(e.dur >= 0) || !std::isfinite(e.ts) || !std::isfinite(e.dur)) continue;
+    if (!(e.dur >= 0) || !std::isfinite(e.ts) || !std::isfinite(e.dur) || !std::isfinite(e.ts + e.dur)) continue;
     tl.begin = std::min(tl.begin, e.ts);
     tl.end = std::max(tl.end, e.ts + e.dur);
     const std::string_view name = t.str(e.name);
@@ -253,6 +258,9 @@ Timeline build_timeline(const Trace& t, int rank) {
   tl.comm = merge(std::move(comm));
   auto by_ts = [&](int32_t a, int32_t b) { return ev[a].ts < ev[b].ts; };
   std::sort(tl.syncs.begin(), tl.syncs.end(), by_ts);
+  tl.syncs_by_end = tl.syncs;
+  std::sort(tl.syncs_by_end.begin(), tl.syncs_by_end.end(),
+            [&](int32_t a, int32_t b) { return ev[a].ts + ev[a].dur < ev[b].ts + ev[b].dur; });
   std::sort(tl.cpu_ops.begin(), tl.cpu_ops.end(), by_ts);
   auto scope_order = [](const Scope& a, const Scope& b) { return a.begin < b.begin; };
   std::sort(tl.scopes.begin(), tl.scopes.end(), scope_order);
@@ -267,18 +275,25 @@ Timeline build_timeline(const Trace& t, int rank) {
   // Steps: one per name (Kineto may repeat the marker), each to the next one's start; the last to the end of the
   // work it launched.
   std::sort(tl.steps.begin(), tl.steps.end(), scope_order);
+  // Kineto may record a step's marker twice (as a CPU op and an annotation, at the same instant): one is kept. A name
+  // that comes back later (a second profiling session in the file) is told apart: "ProfilerStep#5 (2)".
   tl.steps.erase(
-      std::unique(tl.steps.begin(), tl.steps.end(), [](const Scope& a, const Scope& b) { return a.name == b.name; }),
+      std::unique(tl.steps.begin(), tl.steps.end(),
+                  [](const Scope& a, const Scope& b) { return a.name == b.name && std::fabs(a.begin - b.begin) < 1; }),
       tl.steps.end());
+  std::map<std::string, int> seen;
+  for (Scope& step : tl.steps)
+    if (const int n = ++seen[step.name]; n > 1) step.name += " (" + std::to_string(n) + ")";
   for (size_t s = 0; s < tl.steps.size(); ++s) {
     Scope& step = tl.steps[s];
     if (s + 1 < tl.steps.size()) {
       step.end = tl.steps[s + 1].begin;
       continue;
     }
+    const double host_end = step.end;
     for (const Work& w : tl.work) {
       const double launched = w.launch_ts >= 0 ? w.launch_ts : w.begin;
-      if (launched >= step.begin && launched < step.end) step.end = std::max(step.end, w.end);
+      if (launched >= step.begin && launched < host_end) step.end = std::max(step.end, w.end);
     }
   }
   return tl;
@@ -386,11 +401,10 @@ WindowStats window_stats(const Timeline& tl, double begin, double end) {
   s.compute_us = covered(tl.compute, begin, end);
   s.comm_us = covered(tl.comm, begin, end);
   double overlapped = 0;
-  for (const Range& r : tl.comm) {
-    if (r.end <= begin) continue;
-    if (r.begin >= end) break;
-    overlapped += covered(tl.compute, std::max(r.begin, begin), std::min(r.end, end));
-  }
+  for (auto r =
+           std::lower_bound(tl.comm.begin(), tl.comm.end(), begin, [](const Range&x, double v) { return x.end <= v; });
+       r != tl.comm.end() && r->begin < end; ++r)
+    overlapped += covered(tl.compute, std::max(r->begin, begin), std::min(r->end, end));
   s.comm_exposed_us = std::max(0.0, s.comm_us - overlapped);
 
   auto work_at = [&](double ts) {
@@ -448,7 +462,10 @@ WindowStats window_stats(const Timeline& tl, double begin, double end) {
     }
     if (x.launch_us > 0 && dur < x.launch_us) {
       ++s.short_kernels;
-      if (run.kernels == 0) run.begin = x.begin;
+      if (run.kernels == 0) {
+        run.begin = x.begin;
+        run.end = x.end;
+      }
       ++run.kernels;
       run.end = std::max(run.end, x.end);
       run.kernel_us += dur;
@@ -461,9 +478,8 @@ WindowStats window_stats(const Timeline& tl, double begin, double end) {
 
   // GPU idle gaps and their causes.
   if (tl.gpu) {
-    std::vector<int32_t> syncs_by_end = tl.syncs;
-    std::sort(syncs_by_end.begin(), syncs_by_end.end(),
-              [&](int32_t a, int32_t b) { return ev[a].ts + ev[a].dur < ev[b].ts + ev[b].dur; });
+    const std::vector<int32_t>& syncs_by_end = tl.syncs_by_end;
+    size_t stretch = 0;  // gaps and stretches are both in time order
     for (const Range& h : holes(tl.busy, begin, end)) {
       if (h.length() < kMinGapUs) continue;
       Gap g;
@@ -489,8 +505,9 @@ WindowStats window_stats(const Timeline& tl, double begin, double end) {
         else
           g.cause = GapCause::Host;
       }
-      for (const Stretch& r : s.stretches)
-        if (h.begin >= r.begin && h.end <= r.end) g.in_launch_stretch = true;
+      while (stretch < s.stretches.size() && s.stretches[stretch].end < h.end) ++stretch;
+      g.in_launch_stretch =
+          stretch < s.stretches.size() && h.begin >= s.stretches[stretch].begin && h.end <= s.stretches[stretch].end;
       s.gaps.push_back(g);
     }
   }
@@ -547,11 +564,14 @@ WindowStats window_stats(const Timeline& tl, double begin, double end) {
     const std::string_view op = x.cpu_op >= 0 ? tl.name(x.cpu_op) : std::string_view();
     const double launched = x.launch_ts >= 0 ? x.launch_ts : x.begin;
     if (x.cls != WorkClass::Elementwise || op == "aten::copy_" || op == "aten::_to_copy" ||
-        covered(tl.optimizer, launched, launched + 1e-3) > 0) {
+        inside(tl.optimizer, launched)) {
       close_chain(c);
       continue;
     }
-    if (c.members.empty()) c.begin = x.begin;
+    if (c.members.empty()) {
+      c.begin = x.begin;
+      c.end = x.end;
+    }
     c.members.push_back(w);
     c.end = std::max(c.end, x.end);
     c.busy_us += x.end - x.begin;

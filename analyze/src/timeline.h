@@ -21,6 +21,8 @@ std::vector<Range> merge(std::vector<Range> ranges);
 double covered(const std::vector<Range>& u, double b, double e);
 // The holes of `u` inside [b, e), in order.
 std::vector<Range> holes(const std::vector<Range>& u, double b, double e);
+// Whether `x` lies inside one of the union's ranges (end excluded).
+bool inside(const std::vector<Range>& u, double x);
 
 // What a piece of device work is, from its kernel name (GPU) or op name (CPU traces).
 enum class WorkClass : uint8_t { Gemm, Elementwise, Reduce, Comm, Memcpy, Memset, Other };
@@ -50,17 +52,18 @@ struct Timeline {
   const Trace* trace = nullptr;
   const KinetoInfo* kineto = nullptr;
   int rank = 0;
-  bool gpu = false;              // the trace has GPU work; else Work is the CPU ops
-  std::vector<Work> work;        // by begin
-  std::vector<Range> busy;       // union of all work
-  std::vector<Range> compute;    // union of work that is not communication or a copy
-  std::vector<Range> comm;       // union of communication work
-  std::vector<Range> data;       // union of the data loader calls (host time)
-  std::vector<Range> optimizer;  // union of the optimizer steps (host time)
-  std::vector<int32_t> syncs;    // host-device syncs (runtime calls, or cuda_sync events without one), by begin
-  std::vector<int32_t> cpu_ops;  // CPU ops, by begin
-  std::vector<Scope> steps;      // ProfilerSteps: from their host begin to the next one's (the last: to its work's end)
-  std::vector<Scope> scopes;     // other annotations and optimizer / zero_grad / data loader calls
+  bool gpu = false;                   // the trace has GPU work; else Work is the CPU ops
+  std::vector<Work> work;             // by begin
+  std::vector<Range> busy;            // union of all work
+  std::vector<Range> compute;         // union of work that is not communication or a copy
+  std::vector<Range> comm;            // union of communication work
+  std::vector<Range> data;            // union of the data loader calls (host time)
+  std::vector<Range> optimizer;       // union of the optimizer steps (host time)
+  std::vector<int32_t> syncs;         // host-device syncs (runtime calls, or cuda_sync events without one), by begin
+  std::vector<int32_t> syncs_by_end;  // the same, by end
+  std::vector<int32_t> cpu_ops;       // CPU ops, by begin
+  std::vector<Scope> steps;   // ProfilerSteps: from their host begin to the next one's (the last: to its work's end)
+  std::vector<Scope> scopes;  // other annotations and optimizer / zero_grad / data loader calls
   double begin = 0, end = 0;
   // FLOPs per microsecond of the GEMM ops with all dimensions multiples of 8, the median by dtype: the rate the
   // unaligned ones are held to (set_gemm_rates).

@@ -668,3 +668,48 @@ TEST(AnalyzeModel, AMalformedModelIsOneLineNamingIt) {
 
 }  // namespace
 }  // namespace reprise
+
+namespace reprise {
+namespace {
+
+// Hostile or odd timelines: each is an answer, not a crash or a hang.
+TEST(AnalyzeHostile, OddTimelinesAreAnsweredNotCrashedOn) {
+  Kineto k;
+  k.add(R"({"ph": "X", "cat": "kernel", "name": "k", "pid": -2e12, "tid": -3e15, "ts": 10, "dur": 5})");
+  k.add(R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1e308, "dur": 1e308})");
+  k.gpu("gemm", 0, 5, 20, 100);
+  TraceSet set;
+  set.ranks.push_back(read_back(k.text(), "odd.json"));
+  const analyze::Analysis a = analyze::analyze(set, {});
+  EXPECT_NO_THROW(nlohmann::json::parse(analyze::overlay_trace(a, set)));  // a numeric pid is never read as a name
+  // Epoch-scale timestamps and a window finer than they can tell apart: refused in one line, not looped on.
+  Kineto epoch;
+  epoch.gpu("gemm", 1.7e15, 5, 1.7e15 + 10, 100);
+  TraceSet late;
+  late.ranks.push_back(read_back(epoch.text(), "epoch.json"));
+  analyze::Options o;
+  o.sliding_us = 0.01;
+  EXPECT_THROW(analyze::analyze(late, o), UserError);
+  EXPECT_NO_THROW(analyze::analyze(late, {}));
+  // A step name that comes back (a second profiling session) is told apart.
+  Kineto twice;
+  twice.op("ProfilerStep#1", 0, 1000);
+  twice.op("ProfilerStep#1", 5000, 1000);
+  twice.gpu("gemm", 10, 5, 20, 100);
+  TraceSet two;
+  two.ranks.push_back(read_back(twice.text(), "twice.json"));
+  size_t steps = 0;
+  for (const analyze::Window& w : analyze::analyze(two, {}).windows)
+    if (w.kind == analyze::WindowKind::Step) steps += w.name == "ProfilerStep#1" || w.name == "ProfilerStep#1 (2)";
+  EXPECT_EQ(steps, 2u);
+}
+
+TEST(AnalyzeMetrics, NotANumberScoresRankLowestAndEnd) {
+  const double nan = std::nan("");
+  EXPECT_DOUBLE_EQ(analyze::auc_roc({true, false, false}, {0.5, nan, 0.2}), 1.0);
+  EXPECT_DOUBLE_EQ(analyze::auc_roc({false, true}, {nan, nan}), 0.5);
+  EXPECT_DOUBLE_EQ(analyze::best_threshold({true, false}, {nan, nan}), 0);
+}
+
+}  // namespace
+}  // namespace reprise

@@ -39,7 +39,9 @@ WindowModel train_window_model(const CorpusData& data, const TrainOptions& o) {
     for (int64_t f = 0; f < F; ++f) x[i][f] = model_transform(train[i]->features[f]);
     for (int64_t c = 0; c < C; ++c) y[i][c] = train[i]->injected == classes[c] || train[i]->has(classes[c]);
   }
-  const at::Tensor mean = X.mean(0), scale = X.std(0, /*unbiased=*/false).clamp_min(1e-9);
+  // A feature that never varied in training is read as its mean (scale 1), not blown up by a tiny scale.
+  const at::Tensor mean = X.mean(0), spread = X.std(0, /*unbiased=*/false);
+  const at::Tensor scale = at::where(spread > 1e-6, spread, at::ones_like(spread));
   const at::Tensor Z = (X - mean) / scale;
   // Each class's positives weigh as much as its negatives.
   const at::Tensor positives = Y.sum(0), negatives = (1 - Y).sum(0);

@@ -86,7 +86,8 @@ class KinetoReader {
   static int64_t to_int(double d) { return d >= -9.2e18 && d <= 9.2e18 ? static_cast<int64_t>(d) : -1; }
 
   static int64_t id_of(od::value v, StringTable& strings) {
-    if (v.type() == od::json_type::number) return to_int(v.get_double());
+    // A number at or below kNamedId would read as a name: such ids (never real pids) are clamped above it.
+    if (v.type() == od::json_type::number) return std::max(to_int(v.get_double()), kNamedId + 1);
     if (v.type() == od::json_type::string)  // "Spans", "PyTorch Profiler": names, not numbers
       return kNamedId - static_cast<int64_t>(strings.intern(v.get_string().value()));
     return 0;
