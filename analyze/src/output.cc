@@ -177,7 +177,10 @@ void print_analysis(std::FILE* out, const Analysis& a, size_t top) {
   size_t steps = 0;
   for (const RankInfo& r : a.ranks) steps += r.steps;
   std::fprintf(out, "%zu rank(s), %zu step(s), %zu finding(s)\n", a.ranks.size(), steps, a.findings.size());
-  if (a.findings.empty()) return;
+  if (a.findings.empty()) {
+    print_classifier(out, a);
+    return;
+  }
   std::map<std::string, std::pair<size_t, double>> by_class;
   for (const Finding& f : a.findings) {
     by_class[f.detector].first++;
