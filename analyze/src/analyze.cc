@@ -217,8 +217,9 @@ Analysis analyze(const TraceSet& set, const Options& o) {
       }
     }
     a.windows.push_back({tl.rank, j.kind, j.name, j.begin, j.end, features_of(s), {}});
-    // The classifier learned from steps (the corpus labels steps): segments of a step-less trace are not its domain.
-    if (o.classifier && j.kind == WindowKind::Step)
+    // The classifier learned from GPU steps (what the corpus labels): segments of a step-less trace and CPU traces
+    // are not its domain.
+    if (o.classifier && j.kind == WindowKind::Step && tl.gpu)
       a.windows.back().learned = o.classifier->predict(a.windows.back().features);
     WindowVerdict verdict;
     if (o.verdicts) verdict = {tl.rank, j.name, {}, {}, a.windows.back().features};

@@ -123,7 +123,7 @@ void print_classifier(std::FILE* out, const Analysis& a) {
       }
     }
   if (std::none_of(a.windows.begin(), a.windows.end(), [](const Window& w) { return !w.learned.empty(); })) {
-    std::fprintf(out, "\nwindow classifier: no ProfilerStep to judge (it learned from steps)\n");
+    std::fprintf(out, "\nwindow classifier: no GPU ProfilerStep to judge (it learned from GPU steps)\n");
     return;
   }
   std::fprintf(out, "\nwindow classifier: agrees with %zu of the %zu findings of its classes", agree, of);
