@@ -82,7 +82,7 @@ TEST(Cli, AnalyzeWritesItsReportsAndRefusesBadInputInOneLine) {
   ASSERT_FALSE(j["findings"].empty());
   EXPECT_EQ(j["findings"][0]["detector"], "host_sync");
   EXPECT_NEAR(j["findings"][0]["saving_us"].get<double>(), 800, 1e-6);
-  EXPECT_NO_THROW(nlohmann::json::parse(std::ifstream(dir + "/p.json")));
+  EXPECT_TRUE(nlohmann::json::accept(std::ifstream(dir + "/p.json")));
   EXPECT_TRUE(std::filesystem::file_size(dir + "/a.html") > 1000);
   Result list = run("analyze --list");
   EXPECT_EQ(list.status, 0);
