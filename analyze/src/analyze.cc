@@ -8,6 +8,7 @@
 #include "detector.h"
 #include "reprise/analyze/evaluate.h"
 #include "reprise/common/error.h"
+#include "reprise/common/stats.h"
 #include "timeline.h"
 
 namespace reprise::analyze {
@@ -70,14 +71,6 @@ std::vector<double> features_of(const WindowStats& s) {
 }
 
 constexpr double kSegmentGapUs = 100e3;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  double hi = v[v.size() / 2];
-  if (v.size() % 2) return hi;
-  return (hi + *std::max_element(v.begin(), v.begin() + v.size() / 2)) / 2;
-}
 
 }  // namespace
 
@@ -156,6 +149,7 @@ Analysis analyze(const TraceSet& set, const Options& o) {
     info.rank = tl.rank;
     info.source = t.kineto->source.empty() ? t.source : t.kineto->source;
     info.device = t.kineto->devices.empty() ? (tl.gpu ? "GPU" : "cpu") : t.kineto->devices.front().name;
+    info.gpu = tl.gpu;
     info.events = t.kineto->events.size();
     info.steps = tl.steps.size();
     info.span_us = tl.end - tl.begin;

@@ -37,6 +37,8 @@ inline double threshold(const WindowStats& s, double at_least_us, double share) 
 }
 // Keeps the `n` longest instances, in time order, and sets the finding's range to span all of them.
 void keep_instances(Finding& f, std::vector<Instance> all, size_t n = 5);
+// Names a finding's work (its `ops` most time-consuming CPU ops, 3 kernels) and keeps its instances.
+void describe(Finding& f, const Timeline& tl, const std::vector<size_t>& work, size_t ops, std::vector<Instance> all);
 // The work that starts at or after b and ends by e (indices in Timeline::work).
 std::vector<size_t> work_in(const Timeline& tl, double b, double e);
 

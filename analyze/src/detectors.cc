@@ -28,6 +28,12 @@ void keep_instances(Finding& f, std::vector<Instance> all, size_t n) {
   f.instances = std::move(all);
 }
 
+void describe(Finding& f, const Timeline& tl, const std::vector<size_t>& work, size_t ops, std::vector<Instance> all) {
+  f.ops = top_ops(tl, work, ops);
+  f.kernels = top_kernels(tl, work, 3);
+  keep_instances(f, std::move(all));
+}
+
 std::vector<size_t> work_in(const Timeline& tl, double b, double e) {
   std::vector<size_t> out;
   auto it = std::lower_bound(tl.work.begin(), tl.work.end(), b, [](const Work& w, double v) { return w.begin < v; });

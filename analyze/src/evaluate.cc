@@ -83,16 +83,19 @@ CorpusSummary make_corpus(const TraceSet& clean, const std::string& dir, const C
       summary.skipped.push_back(base.source + ": no Kineto timeline");
       continue;
     }
-    const Timeline tl = build_timeline(base, static_cast<int>(b));
-    if (tl.steps.empty() || !tl.gpu) {
-      summary.skipped.push_back(base.source + (tl.gpu ? ": no ProfilerSteps to label" : ": no GPU work"));
-      continue;
-    }
-    ++summary.bases;
-    // What the clean steps already show: left out of those classes' scores.
+    // The clean steps, and what they already show (left out of those classes' scores).
     TraceSet one;
     one.ranks.push_back(clone(base));
     const Analysis clean_analysis = analyze(one, judge_only());
+    std::vector<const Window*> steps;
+    for (const Window& w : clean_analysis.windows)
+      if (w.kind == WindowKind::Step) steps.push_back(&w);
+    const bool gpu = clean_analysis.ranks.front().gpu;
+    if (steps.empty() || !gpu) {
+      summary.skipped.push_back(base.source + (gpu ? ": no ProfilerSteps to label" : ": no GPU work"));
+      continue;
+    }
+    ++summary.bases;
     std::map<std::string, std::vector<std::string>> present;
     std::map<std::string, bool> test;
     for (const WindowVerdict& v : clean_analysis.verdicts) {
@@ -104,9 +107,9 @@ CorpusSummary make_corpus(const TraceSet& clean, const std::string& dir, const C
       std::mt19937_64 rng(options.seed * 1000003 + b * 7919 + static_cast<uint64_t>(copy));
       Editor editor(base);
       nlohmann::json windows = nlohmann::json::array();
-      for (size_t s = tl.steps.size(); s-- > 0;) {
-        const Scope& step = tl.steps[s];
-        InjectSite site{step.begin, step.end, &rng};
+      for (size_t s = steps.size(); s-- > 0;) {
+        const Window& step = *steps[s];
+        InjectSite site{step.begin_us, step.end_us, &rng};
         std::string injected, decoy;
         const double u = std::uniform_real_distribution<double>(0, 1)(rng);
         if (u >= options.clean_share) {

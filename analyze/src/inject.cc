@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "reprise/trace/write.h"
 
@@ -148,37 +149,19 @@ void Editor::rename(int32_t event, const std::string& name) { t_.kineto->events[
 std::string kineto_json(const Editor& ed) {
   const Trace& t = ed.trace();
   const KinetoInfo& k = ed.kineto();
-  std::string out = "{\"schemaVersion\": 1";
-  if (!k.devices.empty()) {
-    out += ", \"deviceProperties\": [";
-    for (size_t i = 0; i < k.devices.size(); ++i) {
-      const GpuDevice& d = k.devices[i];
-      out += i ? ", " : "";
-      out += "{\"id\": ";
-      append_json_int(out, d.id);
-      out += ", \"name\": ";
-      append_json_string(out, d.name);
-      out += ", \"totalGlobalMem\": ";
-      append_json_int(out, d.total_memory);
-      out += ", \"numSms\": ";
-      append_json_int(out, d.num_sms);
-      out += ", \"computeMajor\": ";
-      append_json_int(out, d.compute_major);
-      out += ", \"computeMinor\": ";
-      append_json_int(out, d.compute_minor);
-      out += "}";
-    }
-    out += "]";
-  }
-  if (k.dist_rank >= 0) {
-    out += ", \"distributedInfo\": {\"backend\": ";
-    append_json_string(out, k.dist_backend);
-    out += ", \"rank\": ";
-    append_json_int(out, k.dist_rank);
-    out += ", \"world_size\": ";
-    append_json_int(out, k.dist_world_size);
-    out += "}";
-  }
+  // The header (devices, rank) through a DOM, the events, which may be millions, written directly.
+  nlohmann::json head{{"schemaVersion", 1}};
+  for (const GpuDevice& d : k.devices)
+    head["deviceProperties"].push_back({{"id", d.id},
+                                        {"name", d.name},
+                                        {"totalGlobalMem", d.total_memory},
+                                        {"numSms", d.num_sms},
+                                        {"computeMajor", d.compute_major},
+                                        {"computeMinor", d.compute_minor}});
+  if (k.dist_rank >= 0)
+    head["distributedInfo"] = {{"backend", k.dist_backend}, {"rank", k.dist_rank}, {"world_size", k.dist_world_size}};
+  std::string out = head.dump();
+  out.pop_back();  // its closing brace: the events follow
   out += ", \"traceEvents\": [";
   for (size_t i = 0; i < k.events.size(); ++i) {
     const KinetoEvent& e = k.events[i];

@@ -36,29 +36,6 @@ const DetectorInfo& info_of(const std::string& id) {
   return none;
 }
 
-std::string html_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::string pct(double part, double whole) {
   char b[32];
   std::snprintf(b, sizeof b, "%.1f%%", whole > 0 ? 100 * part / whole : 0);
@@ -229,14 +206,10 @@ std::string overlay_trace(const Analysis& a, const TraceSet& set) {
       if (fresh) {
         ++next_pid;
         sep();
-        out += "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": ";
-        append_json_int(out, it->second);
-        out += ", \"args\": {\"name\": ";
-        const std::string label = "rank " + std::to_string(rank) + ": " +
-                                  (e.pid <= kNamedId ? std::string(t.str(static_cast<StrId>(kNamedId - e.pid)))
-                                                     : (is_gpu_work(e.cat) ? "GPU " : "host ") + std::to_string(e.pid));
-        append_json_string(out, label);
-        out += "}}";
+        append_timeline_name(out, "process_name", it->second, 0,
+                             "rank " + std::to_string(rank) + ": " +
+                                 (e.pid <= kNamedId ? std::string(t.str(static_cast<StrId>(kNamedId - e.pid)))
+                                                    : (is_gpu_work(e.cat) ? "GPU " : "host ") + std::to_string(e.pid)));
       }
       sep();
       append_timeline_event(out, kineto_cat_name(e.cat), t.str(e.name), it->second,
@@ -255,23 +228,12 @@ std::string overlay_trace(const Analysis& a, const TraceSet& set) {
     if (fresh) {
       ++next_pid;
       sep();
-      out += "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": ";
-      append_json_int(out, it->second);
-      out += ", \"args\": {\"name\": ";
-      append_json_string(out, "Reprise findings, rank " + std::to_string(rank));
-      out += "}}";
-      for (auto& [id, tid] : track) {
+      append_timeline_name(out, "process_name", it->second, 0, "Reprise findings, rank " + std::to_string(rank));
+      for (auto& [id, tid] : track)
         for (int k = 0; k < 2; ++k) {
           sep();
-          out += "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": ";
-          append_json_int(out, it->second);
-          out += ", \"tid\": ";
-          append_json_int(out, tid + k);
-          out += ", \"args\": {\"name\": ";
-          append_json_string(out, k ? id + " (instances)" : id);
-          out += "}}";
+          append_timeline_name(out, "thread_name", it->second, tid + k, k ? id + " (instances)" : id);
         }
-      }
     }
     sep();
     append_timeline_event(out, "reprise_finding", f.detector, it->second, track[f.detector], f.begin_us,

@@ -213,12 +213,12 @@ Timeline build_timeline(const Trace& t, int rank) {
       w.cpu_op = e.cpu_op;
       tl.work.push_back(w);
     }
-    const bool sync_call = (e.cat == KinetoCat::Runtime || e.cat == KinetoCat::Driver) &&
-                           (contains(name, "Synchronize") || name == "cudaMemcpy" || name == "hipMemcpy");
-    // cuda_sync events stand for the host's wait unless a runtime call already does, or they are a stream's wait
-    // on an event (device-side, cudaStreamWaitEvent).
-    const bool sync_event = e.cat == KinetoCat::Sync && e.launcher < 0 && !contains(name, "Wait Event");
-    if (sync_call || sync_event) tl.syncs.push_back(i);
+    // The trace model's host syncs, less the cuda_sync events a runtime call already stands for and a stream's wait
+    // on an event (device-side, cudaStreamWaitEvent), plus blocking copies.
+    const bool runtime = e.cat == KinetoCat::Runtime || e.cat == KinetoCat::Driver;
+    const bool sync =
+        is_host_sync(t, e) && !(e.cat == KinetoCat::Sync && (e.launcher >= 0 || contains(name, "Wait Event")));
+    if (sync || (runtime && (name == "cudaMemcpy" || name == "hipMemcpy"))) tl.syncs.push_back(i);
   }
   if (!std::isfinite(tl.begin)) throw UserError(t.source + ": its Kineto timeline has no timed events");
   if (!tl.gpu) {
@@ -388,6 +388,41 @@ bool gemm_shape(const Timeline& tl, int32_t event, GemmOp& g) {
   return true;
 }
 
+// The CPU ops starting in [begin, end): dtype conversions (aten::_to_copy that changes the dtype; a copy to another
+// device is not one), when `conversions` is given, and matmul-like ops with shapes. `first`, `last`: the work in it.
+void scan_ops(const Timeline& tl, double begin, double end, size_t first, size_t last,
+              std::vector<Conversion>* conversions, std::vector<GemmOp>& gemms) {
+  const auto& ev = tl.kineto->events;
+  const Trace& t = *tl.trace;
+  const OpDevice device = op_device(tl, first, last);
+  auto device_us = [&](int32_t op) {
+    auto d = device.us.find(op);
+    return tl.gpu ? (d == device.us.end() ? 0 : d->second) : ev[op].dur;
+  };
+  auto it =
+      std::lower_bound(tl.cpu_ops.begin(), tl.cpu_ops.end(), begin, [&](int32_t e, double v) { return ev[e].ts < v; });
+  for (; it != tl.cpu_ops.end() && ev[*it].ts < end; ++it) {
+    if (conversions && t.str(ev[*it].name) == "aten::_to_copy" && !device.copies.count(*it)) {
+      Conversion c;
+      c.event = *it;
+      c.from = input_type(tl, *it, 0);
+      const std::string to = output_type(tl, *it);
+      if (to.empty() || to != c.from) {
+        c.begin = ev[*it].ts;
+        c.end = ev[*it].ts + ev[*it].dur;
+        c.device_us = device_us(*it);
+        conversions->push_back(c);
+      }
+    }
+    GemmOp g;
+    if (gemm_shape(tl, *it, g)) {
+      g.event = *it;
+      g.device_us = device_us(*it);
+      if (g.device_us > 0) gemms.push_back(g);
+    }
+  }
+}
+
 }  // namespace
 
 WindowStats window_stats(const Timeline& tl, double begin, double end) {
@@ -413,7 +448,6 @@ WindowStats window_stats(const Timeline& tl, double begin, double end) {
         tl.work.begin());
   };
   const size_t first = work_at(begin), last = work_at(end);
-  const OpDevice device = op_device(tl, first, last);
 
   // Kernels, launches, launch-bound stretches, copies, memsets, GEMMs.
   Stretch run;
@@ -521,34 +555,8 @@ WindowStats window_stats(const Timeline& tl, double begin, double end) {
     s.sync_us += ev[e].dur;
   }
 
-  // Conversions: aten::_to_copy that changes the dtype (a copy to another device is not one).
-  auto op_at = [&](double ts) {
-    return std::lower_bound(tl.cpu_ops.begin(), tl.cpu_ops.end(), ts,
-                            [&](int32_t e, double v) { return ev[e].ts < v; });
-  };
-  for (auto it = op_at(begin); it != tl.cpu_ops.end() && ev[*it].ts < end; ++it) {
-    const std::string_view name = t.str(ev[*it].name);
-    if (name == "aten::_to_copy") {
-      if (device.copies.count(*it)) continue;
-      Conversion c;
-      c.event = *it;
-      c.from = input_type(tl, *it, 0);
-      const std::string to = output_type(tl, *it);
-      if (!to.empty() && to == c.from) continue;
-      c.begin = ev[*it].ts;
-      c.end = ev[*it].ts + ev[*it].dur;
-      auto d = device.us.find(*it);
-      c.device_us = tl.gpu ? (d == device.us.end() ? 0 : d->second) : ev[*it].dur;
-      s.conversions.push_back(c);
-    }
-    GemmOp g;
-    if (gemm_shape(tl, *it, g)) {
-      g.event = *it;
-      auto d = device.us.find(*it);
-      g.device_us = tl.gpu ? (d == device.us.end() ? 0 : d->second) : ev[*it].dur;
-      if (g.device_us > 0) s.gemm_ops.push_back(g);
-    }
-  }
+  // Conversions and GEMMs with shapes, among the CPU ops.
+  scan_ops(tl, begin, end, first, last, &s.conversions, s.gemm_ops);
 
   // Elementwise chains, per stream.
   std::map<int64_t, Chain> open;
@@ -581,6 +589,10 @@ WindowStats window_stats(const Timeline& tl, double begin, double end) {
   std::sort(s.chains.begin(), s.chains.end(), [](const Chain& a, const Chain& b) { return a.begin < b.begin; });
 
   // Optimizer, zero_grad and data loader calls that start inside the window.
+  auto op_at = [&](double ts) {
+    return std::lower_bound(tl.cpu_ops.begin(), tl.cpu_ops.end(), ts,
+                            [&](int32_t e, double v) { return ev[e].ts < v; });
+  };
   for (auto sit = std::lower_bound(tl.scopes.begin(), tl.scopes.end(), begin,
                                    [](const Scope&sc, double v) { return sc.begin < v; });
        sit != tl.scopes.end() && sit->begin < end; ++sit) {
@@ -632,9 +644,10 @@ WindowStats window_stats(const Timeline& tl, double begin, double end) {
 }
 
 void set_gemm_rates(Timeline& tl) {
-  const WindowStats all = window_stats(tl, tl.begin, tl.end + 1);
+  std::vector<GemmOp> gemms;
+  scan_ops(tl, tl.begin, tl.end + 1, 0, tl.work.size(), nullptr, gemms);
   std::map<std::string, std::vector<double>> rates;
-  for (const GemmOp& g : all.gemm_ops)
+  for (const GemmOp& g : gemms)
     if (g.aligned && g.device_us > 0) rates[g.dtype].push_back(g.flops / g.device_us);
   for (auto& [dtype, r] : rates) {
     std::nth_element(r.begin(), r.begin() + r.size() / 2, r.end());

@@ -7,6 +7,7 @@
 
 #include "reprise/predict/validate.h"
 #include "reprise/trace/summary.h"
+#include "reprise/trace/write.h"
 
 namespace reprise::predict {
 namespace {
@@ -95,32 +96,6 @@ void print_rows(std::FILE* out, const Rows& rows, size_t names) {
   }
 }
 
-std::string escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 json error_json(const Error& e) {
   json j = {{"predicted_seconds", e.predicted}, {"measured_seconds", e.measured}, {"error", e.error}};
   j["in_interval"] = e.in_interval < 0 ? json(nullptr) : json(e.in_interval == 1);
@@ -199,7 +174,7 @@ std::string svg_grid(const Plot& p) {
     for (double m : {1.0, 2.0, 5.0}) {
       const double t = m * std::pow(10.0, d);
       if (t > p.hi() * 1.0001 || (m != 1 && !minor)) continue;
-      const std::string x = p.x(t), y = p.y(t), label = escape(tick_label(t));
+      const std::string x = p.x(t), y = p.y(t), label = html_escape(tick_label(t));
       svg += "<line x1=\"" + x + "\" y1=\"" + num(kTop) + "\" x2=\"" + x + "\" y2=\"" + num(kBottom) +
              "\" stroke=\"#ddd\"/><line x1=\"" + num(kLeft) + "\" y1=\"" + y + "\" x2=\"" + num(kRight) + "\" y2=\"" +
              y + "\" stroke=\"#ddd\"/>\n";
@@ -232,10 +207,10 @@ std::string svg_points(const Plot& p, const Validation& v) {
   std::string svg;
   for (const WorkloadCheck& c : v.workloads) {
     if (!plottable(c)) continue;
-    const std::string x = p.x(c.total.measured), y = p.y(c.total.predicted), label = escape(c.label);
+    const std::string x = p.x(c.total.measured), y = p.y(c.total.predicted), label = html_escape(c.label);
     svg += "<circle cx=\"" + x + "\" cy=\"" + y + "\" r=\"4\" fill=\"" + colour(c.predicted.simulator) + "\"><title>" +
-           label + ": predicted " + escape(human_seconds(c.total.predicted)) + ", measured " +
-           escape(human_seconds(c.total.measured)) + "</title></circle>";
+           label + ": predicted " + html_escape(human_seconds(c.total.predicted)) + ", measured " +
+           html_escape(human_seconds(c.total.measured)) + "</title></circle>";
     svg += "<text x=\"" + x + "\" y=\"" + y + "\" dx=\"6\" dy=\"-6\">" + label + "</text>\n";
   }
   if (simulators.size() > 1)
@@ -243,7 +218,7 @@ std::string svg_points(const Plot& p, const Validation& v) {
       const std::string y = num(kTop + 14 + 16 * static_cast<double>(k));
       svg += "<circle cx=\"" + num(kLeft + 12) + "\" cy=\"" + y + "\" r=\"4\" fill=\"" + colour(simulators[k]) +
              "\"/><text x=\"" + num(kLeft + 22) + "\" y=\"" + y + "\" dy=\"4\">" +
-             escape(simulators[k].empty() ? "(unnamed)" : simulators[k]) + "</text>\n";
+             html_escape(simulators[k].empty() ? "(unnamed)" : simulators[k]) + "</text>\n";
     }
   return svg;
 }
@@ -329,11 +304,12 @@ std::string scatter_svg(const Validation& v) {
 std::string validation_html(const Validation& v) {
   auto table = [](const Rows& rows) {
     std::string t = "<table>\n<tr>";
-    for (const std::string& h : rows[0]) t += "<th>" + escape(h) + "</th>";
+    for (const std::string& h : rows[0]) t += "<th>" + html_escape(h) + "</th>";
     t += "</tr>\n";
     for (size_t r = 1; r < rows.size(); ++r) {
       t += "<tr>";
-      for (size_t k = 0; k < rows[r].size(); ++k) t += (k ? "<td class=\"n\">" : "<td>") + escape(rows[r][k]) + "</td>";
+      for (size_t k = 0; k < rows[r].size(); ++k)
+        t += (k ? "<td class=\"n\">" : "<td>") + html_escape(rows[r][k]) + "</td>";
       t += "</tr>\n";
     }
     return t + "</table>\n";

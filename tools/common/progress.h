@@ -17,6 +17,15 @@
 
 namespace reprise::cli {
 
+// A phase as ProgressLine::update reads it, for commands whose library reports progress its own way.
+struct Phase {
+  std::string phase, unit;
+  int64_t done = 0, total = 0;
+  double expected_seconds = 0;
+  bool finished = false;
+  std::string note;
+};
+
 class ProgressLine {
  public:
   explicit ProgressLine(std::FILE* out = stderr) : out_(out), tty_(isatty(fileno(out)) == 1) {}

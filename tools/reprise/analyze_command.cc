@@ -14,17 +14,6 @@
 namespace po = boost::program_options;
 
 namespace reprise::cli {
-namespace {
-
-struct Phase {  // what ProgressLine shows
-  std::string phase, unit;
-  int64_t done = 0, total = 0;
-  double expected_seconds = 0;
-  bool finished = false;
-  std::string note;
-};
-
-}  // namespace
 
 int cmd_analyze(int argc, char** argv) {
   po::options_description opts(

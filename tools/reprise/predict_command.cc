@@ -16,14 +16,6 @@ namespace {
 
 using namespace reprise::predict;
 
-struct Phase {  // what ProgressLine shows
-  std::string phase, unit;
-  int64_t done = 0, total = 0;
-  double expected_seconds = 0;
-  bool finished = false;
-  std::string note;
-};
-
 }  // namespace
 
 int cmd_predict(int argc, char** argv) {

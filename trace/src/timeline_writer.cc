@@ -71,4 +71,44 @@ std::string host_timeline_json(const Trace& t) {
   return out;
 }
 
+void append_timeline_name(std::string& out, std::string_view what, int64_t pid, int64_t tid, std::string_view name) {
+  out += "{\"ph\": \"M\", \"name\": ";
+  append_json_string(out, what);
+  out += ", \"pid\": ";
+  append_json_int(out, pid);
+  if (what == "thread_name") {
+    out += ", \"tid\": ";
+    append_json_int(out, tid);
+  }
+  out += ", \"args\": {\"name\": ";
+  append_json_string(out, name);
+  out += "}}";
+}
+
+std::string html_escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace reprise

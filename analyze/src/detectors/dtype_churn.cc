@@ -43,8 +43,8 @@ bool find(const WindowStats& s, Finding& f) {
   return true;
 }
 
-// Eight conversions of a 1024x1024 tensor, float to bf16 and back.
-bool inject(Editor& e, const InjectSite& s) {
+// Eight conversions of a 1024x1024 tensor; with `both_ways`, every other one from bf16 (back to float).
+bool conversions(Editor& e, const InjectSite& s, bool both_ways) {
   const double t = s.launch_point(e, false);
   if (t < 0) return false;
   const double k = std::max(8.0, 0.004 * s.length());
@@ -54,7 +54,7 @@ bool inject(Editor& e, const InjectSite& s) {
   for (int i = 0; i < 8; ++i) {
     const double h = t + 12 * i;
     const int32_t op = e.op("aten::_to_copy", h, 11);
-    e.inputs(op, {{1024, 1024}}, {i % 2 ? "c10::BFloat16" : "float"});
+    e.inputs(op, {{1024, 1024}}, {both_ways && i % 2 ? "c10::BFloat16" : "float"});
     e.op("aten::copy_", h + 1, 9);
     const int64_t corr = e.runtime("cudaLaunchKernel", h + 2, 5);
     const double start = std::max(h + 8, end);
@@ -65,27 +65,12 @@ bool inject(Editor& e, const InjectSite& s) {
   return true;
 }
 
+// Float to bf16 and back.
+bool inject(Editor& e, const InjectSite& s) { return conversions(e, s, true); }
+
 // Conversions one way only: inputs cast once to bf16, nothing converted back.
-bool decoy(Editor& e, const InjectSite& s) {
-  const double t = s.launch_point(e, false);
-  if (t < 0) return false;
-  const double k = std::max(8.0, 0.004 * s.length());
-  double end = e.drain(t);
-  const double delay = (end - t) + 8 * 12 + 8 * k;
-  e.shift(t, delay, delay);
-  for (int i = 0; i < 8; ++i) {
-    const double h = t + 12 * i;
-    const int32_t op = e.op("aten::_to_copy", h, 11);
-    e.inputs(op, {{1024, 1024}}, {"float"});
-    e.op("aten::copy_", h + 1, 9);
-    const int64_t corr = e.runtime("cudaLaunchKernel", h + 2, 5);
-    const double start = std::max(h + 8, end);
-    e.gpu(KinetoCat::Kernel, "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>", corr,
-          start, k);
-    end = start + k;
-  }
-  return true;
-}
+bool decoy(Editor& e, const InjectSite& s) { return conversions(e, s, false); }
+
 }  // namespace
 
 const Detector kDtypeChurn{

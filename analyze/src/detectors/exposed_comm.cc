@@ -30,9 +30,7 @@ bool find(const WindowStats& s, Finding& f) {
   f.evidence = "communication " + time_text(s.comm_us) + ", of which " + time_text(s.comm_exposed_us) +
                " overlaps no computation (" + share + " overlapped); " + time_text(free_compute) +
                " of computation could hide it";
-  f.ops = top_ops(*s.tl, work, 3);
-  f.kernels = top_kernels(*s.tl, work, 3);
-  keep_instances(f, std::move(all));
+  describe(f, *s.tl, work, 3, std::move(all));
   return true;
 }
 

@@ -16,9 +16,7 @@ bool find(const WindowStats& s, Finding& f) {
   std::snprintf(share, sizeof share, "%.0f%%", s.gemm_us > 0 ? 100 * s.gemm_fp32_us / s.gemm_us : 0);
   f.evidence = std::to_string(s.fp32_gemms.size()) + " fp32 SIMT GEMM kernel(s), " + time_text(s.gemm_fp32_us) + " (" +
                share + " of GEMM time)";
-  f.ops = top_ops(*s.tl, s.fp32_gemms, 3);
-  f.kernels = top_kernels(*s.tl, s.fp32_gemms, 3);
-  keep_instances(f, std::move(all));
+  describe(f, *s.tl, s.fp32_gemms, 3, std::move(all));
   return true;
 }
 

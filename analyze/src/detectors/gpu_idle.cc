@@ -22,9 +22,7 @@ bool find(const WindowStats& s, Finding& f) {
   f.evidence = "GPU idle " + time_text(idle) + " of " + time_text(s.duration()) + " (" + std::to_string(gaps.size()) +
                " gaps): " + time_text(host) + " waiting for the host to launch, " + time_text(dep) +
                " on other streams or events";
-  f.ops = top_ops(*s.tl, next, 3);
-  f.kernels = top_kernels(*s.tl, next, 3);
-  keep_instances(f, std::move(gaps));
+  describe(f, *s.tl, next, 3, std::move(gaps));
   return true;
 }
 

@@ -30,9 +30,7 @@ bool find(const WindowStats& s, Finding& f) {
   f.evidence = std::to_string(s.stretches.size()) + " stretch(es) of " + std::to_string(kernels) +
                " kernels each shorter than its launch (means: kernel " + time_text(mean_kernel) + ", launch " +
                time_text(mean_launch) + "); " + time_text(saving) + " of them is launch overhead";
-  f.ops = top_ops(*s.tl, work, 3);
-  f.kernels = top_kernels(*s.tl, work, 3);
-  keep_instances(f, std::move(all));
+  describe(f, *s.tl, work, 3, std::move(all));
   return true;
 }
 

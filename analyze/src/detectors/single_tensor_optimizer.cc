@@ -30,44 +30,37 @@ bool find(const WindowStats& s, Finding& f) {
   return true;
 }
 
-// SGD over 48 parameters one tensor at a time: an add_ per parameter, each its own launch.
-bool inject(Editor& e, const InjectSite& s) {
+// An optimizer step over 48 parameters, one launch each: `op` launches `kernel` per parameter.
+bool optimizer_step(Editor& e, const InjectSite& s, const char* step, const char* op, const char* kernel) {
   const double t = s.launch_point(e, false);
   if (t < 0) return false;
   const double host = 48 * 10 + 4;
   double end = e.drain(t);
   e.shift(t, host, host);
-  e.op("Optimizer.step#SGD.step", t, host - 2);
+  e.op(step, t, host - 2);
   for (int i = 0; i < 48; ++i) {
     const double h = t + 1 + 10 * i;
-    e.op("aten::add_", h, 9);
+    e.op(op, h, 9);
     const int64_t corr = e.runtime("cudaLaunchKernel", h + 1, 4);
     const double start = std::max(h + 6, end);
-    e.gpu(KinetoCat::Kernel, "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>", corr,
-          start, 6);
+    e.gpu(KinetoCat::Kernel, kernel, corr, start, 6);
     end = start + 6;
   }
   return true;
 }
 
+// SGD one tensor at a time: an add_ per parameter.
+bool inject(Editor& e, const InjectSite& s) {
+  return optimizer_step(e, s, "Optimizer.step#SGD.step", "aten::add_",
+                        "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>");
+}
+
 // A foreach optimizer over many parameter groups: as many launches, each a multi-tensor kernel.
 bool decoy(Editor& e, const InjectSite& s) {
-  const double t = s.launch_point(e, false);
-  if (t < 0) return false;
-  const double host = 48 * 10 + 4;
-  double end = e.drain(t);
-  e.shift(t, host, host);
-  e.op("Optimizer.step#AdamW.step", t, host - 2);
-  for (int i = 0; i < 48; ++i) {
-    const double h = t + 1 + 10 * i;
-    e.op("aten::_foreach_add_", h, 9);
-    const int64_t corr = e.runtime("cudaLaunchKernel", h + 1, 4);
-    const double start = std::max(h + 6, end);
-    e.gpu(KinetoCat::Kernel, "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<add>", corr, start, 6);
-    end = start + 6;
-  }
-  return true;
+  return optimizer_step(e, s, "Optimizer.step#AdamW.step", "aten::_foreach_add_",
+                        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<add>");
 }
+
 }  // namespace
 
 const Detector kSingleTensorOptimizer{

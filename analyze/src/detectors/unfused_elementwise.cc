@@ -23,9 +23,7 @@ bool find(const WindowStats& s, Finding& f) {
   f.evidence = std::to_string(s.chains.size()) + " chain(s) of " + std::to_string(kMinChain) + " or more elementwise " +
                (s.tl->gpu ? "kernels" : "ops") + " (" + std::to_string(kernels) +
                " in all); fused, each would cost about its longest member: " + time_text(saving) + " less";
-  f.ops = top_ops(*s.tl, work, 4);
-  f.kernels = top_kernels(*s.tl, work, 3);
-  keep_instances(f, std::move(all));
+  describe(f, *s.tl, work, 4, std::move(all));
   return true;
 }
 

@@ -82,6 +82,7 @@ struct RankInfo {
   int rank = 0;
   std::string source;
   std::string device;  // GPU name from the trace, or "cpu"
+  bool gpu = false;    // the trace has GPU work (else its device is the host)
   size_t events = 0, steps = 0;
   double span_us = 0;
 };

@@ -42,5 +42,10 @@ void append_json_double(std::string& out, double v);
 void append_timeline_header(std::string& out, std::string_view producer, int64_t rank);
 void append_timeline_event(std::string& out, std::string_view cat, std::string_view name, int64_t pid, int64_t tid,
                            double ts_us, double dur_us);
+// A whole metadata event naming a track: `what` is "process_name" (tid ignored) or "thread_name".
+void append_timeline_name(std::string& out, std::string_view what, int64_t pid, int64_t tid, std::string_view name);
+
+// Text for HTML (reports): <, >, &, " and ' escaped.
+std::string html_escape(std::string_view s);
 
 }  // namespace reprise
