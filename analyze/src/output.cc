@@ -113,6 +113,33 @@ void print_classifier(std::FILE* out, const Analysis& a) {
   if (only.size() > 10) std::fprintf(out, "  ... %zu more in the JSON (windows' \"learned\")\n", only.size() - 10);
 }
 
+// --measure: each class's estimated saving per step beside the one replay measured.
+void print_measured(std::FILE* out, const Analysis& a) {
+  if (a.measured.empty()) return;
+  std::fprintf(out, "\nmeasured savings per step (the fix built by the generators, replayed against the original)\n");
+  std::fprintf(out, "%-24s %4s %11s %11s  %-23s %11s %11s\n", "class", "rank", "estimated", "measured", "(range)",
+               "original", "fixed");
+  for (const MeasuredFix& m : a.measured) {
+    if (m.pairs == 0) {
+      std::fprintf(out, "%-24s %4d %11s %11s  %s\n", m.detector.c_str(), m.rank, time_text(m.estimated_us).c_str(), "-",
+                   m.note.c_str());
+      continue;
+    }
+    const std::string range = "(" + time_text(m.saving_lo_us) + " to " + time_text(m.saving_hi_us) + ")";
+    std::fprintf(out, "%-24s %4d %11s %11s  %-23s %11s %11s\n", m.detector.c_str(), m.rank,
+                 time_text(m.estimated_us).c_str(), time_text(m.saving_us).c_str(), range.c_str(),
+                 time_text(m.original_us).c_str(), time_text(m.fixed_us).c_str());
+  }
+  const MeasuredFix* any = nullptr;
+  for (const MeasuredFix& m : a.measured)
+    if (m.pairs > 0) any = &m;
+  if (any)
+    std::fprintf(out, "(median of %d interleaved pairs on %s; each side the median of its iterations)\n", any->pairs,
+                 any->device.c_str());
+  for (const MeasuredFix& m : a.measured)
+    if (m.pairs > 0 && !m.note.empty()) std::fprintf(out, "%s: %s\n", m.detector.c_str(), m.note.c_str());
+}
+
 }  // namespace
 
 std::string analysis_json(const Analysis& a, bool with_windows) {
@@ -132,9 +159,27 @@ std::string analysis_json(const Analysis& a, bool with_windows) {
                               {"title", d.title},
                               {"looks_for", d.looks_for},
                               {"fix", d.fix},
-                              {"fixed_variant", d.fixed_variant}});
+                              {"fixed_variant", d.fixed_variant},
+                              {"transform", d.transform}});
   j["findings"] = nlohmann::json::array();
   for (const Finding& f : a.findings) j["findings"].push_back(finding_json(f));
+  if (!a.measured.empty()) {
+    j["measured"] = nlohmann::json::array();
+    for (const MeasuredFix& m : a.measured) {
+      nlohmann::json x{{"detector", m.detector},         {"rank", m.rank},
+                       {"findings", m.findings},         {"transform", m.transform},
+                       {"estimated_us", m.estimated_us}, {"pairs", m.pairs}};
+      if (m.pairs > 0) {
+        x["device"] = m.device;
+        x["original_us"] = m.original_us;
+        x["fixed_us"] = m.fixed_us;
+        x["saving_us"] = m.saving_us;
+        x["saving_range_us"] = {m.saving_lo_us, m.saving_hi_us};
+      }
+      if (!m.note.empty()) x["note"] = m.note;
+      j["measured"].push_back(std::move(x));
+    }
+  }
   if (with_windows) {
     j["feature_names"] = feature_names();
     j["windows"] = nlohmann::json::array();
@@ -178,13 +223,16 @@ void print_analysis(std::FILE* out, const Analysis& a, size_t top) {
                  f.window.c_str(), f.evidence.c_str());
   }
   if (a.findings.size() > top) std::fprintf(out, "... %zu more (--top, or --json for all)\n", a.findings.size() - top);
+  print_measured(out, a);
   print_classifier(out, a);
 }
 
 void print_detectors(std::FILE* out) {
-  for (const DetectorInfo& d : detectors())
+  for (const DetectorInfo& d : detectors()) {
     std::fprintf(out, "%-24s %s\n%-24s   looks for: %s\n%-24s   fix: %s\n%-24s   fixed variant: %s\n", d.id.c_str(),
                  d.title.c_str(), "", d.looks_for.c_str(), "", d.fix.c_str(), "", d.fixed_variant.c_str());
+    if (!d.transform.empty()) std::fprintf(out, "%-24s   --measure builds it: perturb: %s\n", "", d.transform.c_str());
+  }
 }
 
 std::string overlay_trace(const Analysis& a, const TraceSet& set) {

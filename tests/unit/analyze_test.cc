@@ -8,8 +8,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <string>
 
 #include "../../analyze/src/detector.h"
@@ -87,6 +89,35 @@ TEST(Analyze, HostSyncDrainsTheGpuAndTheGapIsTheSyncsNotTheHosts) {
     for (const analyze::Instance& i : idle->instances)
       EXPECT_TRUE(i.end_us <= 4000 || i.begin_us >= 4500) << idle->evidence;
   }
+}
+
+TEST(Analyze, EachClassOfFindingsIsPlannedForMeasurementWithItsTransformOrWhyNot) {
+  const analyze::Analysis a = run(sync_step(true));
+  const std::vector<analyze::MeasuredFix> plan = analyze::plan_fixes(a);
+  std::map<std::string, const analyze::MeasuredFix*> by;
+  for (const analyze::MeasuredFix& m : plan) by[m.detector] = &m;
+  std::set<std::string> classes;
+  for (const analyze::Finding& f : a.findings) classes.insert(f.detector);
+  EXPECT_EQ(by.size(), classes.size());  // one per class on its rank
+  ASSERT_TRUE(by.count("host_sync"));
+  const analyze::MeasuredFix& sync = *by["host_sync"];
+  EXPECT_EQ(sync.findings, 1u);
+  EXPECT_NEAR(sync.estimated_us, 500, 1);  // one step: its finding's saving
+  EXPECT_NE(sync.transform.find("aten::(item|_local_scalar_dense)"), std::string::npos) << sync.transform;
+  EXPECT_EQ(sync.pairs, 0);  // measuring is reprise-torch's
+  if (by.count("gpu_idle")) {
+    EXPECT_TRUE(by["gpu_idle"]->transform.empty());
+    EXPECT_NE(by["gpu_idle"]->note.find("no generator transform"), std::string::npos);
+  }
+  // The JSON carries the plan once it is set, and each detector's transform.
+  analyze::Analysis with = a;
+  with.measured = plan;
+  const auto j = nlohmann::json::parse(analyze::analysis_json(with, false));
+  ASSERT_TRUE(j.contains("measured"));
+  EXPECT_EQ(j["measured"].size(), plan.size());
+  EXPECT_FALSE(j.contains("windows"));
+  for (const auto& d : j["detectors"])
+    if (d["id"] == "dtype_churn") EXPECT_NE(d["transform"].get<std::string>().find("drop"), std::string::npos);
 }
 
 TEST(Analyze, WithoutTheSyncTheSameGapIsTheHosts) {

@@ -475,6 +475,55 @@ TEST(Cli, GenerateInspectVerifyReplayABundle) {
 }
 #endif
 
+#ifdef REPRISE_HAVE_REPLAY
+// analyze --measure on the built-in mlp with dtype churn built in: the detector's fix (the casts dropped) is built by
+// the generators, kept with --keep, and replayed against the capture; the JSON says what was measured. The saving's
+// size is the benchmark's (bench/analyze_measure.py), not a test's.
+TEST(Cli, AnalyzeMeasureReplaysEachFixAgainstTheOriginal) {
+  const std::string dir = reprise::test::temp_dir() + "/cli_measure";
+  Result c =
+      run("capture --workload mlp --anti-pattern casts --batch 64 --hidden 256 --layers 3 --warmup 0 --steps 1 "
+          "--threads 1 --out " +
+          dir + "/cap -q");
+  ASSERT_EQ(c.status, 0) << c.out;
+  Result m = run("analyze " + dir + "/cap --measure --pairs 2 --iterations 1 --warmup 0 --only dtype_churn --keep " +
+                 dir + "/variants --json " + dir + "/m.json");
+  ASSERT_EQ(m.status, 0) << m.out;
+  EXPECT_NE(m.out.find("measured savings per step"), std::string::npos) << m.out;
+  auto j = nlohmann::json::parse(std::ifstream(dir + "/m.json"));
+  ASSERT_EQ(j["measured"].size(), 1u) << j.dump(1);
+  const auto& x = j["measured"][0];
+  EXPECT_EQ(x["detector"], "dtype_churn");
+  EXPECT_EQ(x["pairs"], 2);
+  EXPECT_EQ(x["device"], "cpu");
+  EXPECT_GT(x["original_us"].get<double>(), 0);
+  EXPECT_GT(x["fixed_us"].get<double>(), 0);
+  // Two hidden activations, each cast there and back, and autograd's two casts back for each: 8 ops dropped.
+  EXPECT_EQ(x["note"], "8 op(s) dropped per pass") << x.dump();
+  for (const char* b : {"/variants/original/benchmark.yaml", "/variants/fixed-dtype_churn/benchmark.yaml"})
+    EXPECT_TRUE(std::filesystem::exists(dir + b)) << b;
+  Result again = run("replay " + dir + "/variants/fixed-dtype_churn -q --iterations 1 --warmup 0");
+  EXPECT_EQ(again.status, 0) << again.out;
+
+  // A clean capture has nothing to measure; bad input is one line, exit 2.
+  ASSERT_EQ(run("capture --workload mlp --batch 8 --hidden 32 --warmup 0 --steps 1 --out " + dir + "/clean -q").status,
+            0);
+  Result none = run("analyze " + dir + "/clean --measure --only dtype_churn");
+  EXPECT_EQ(none.status, 0) << none.out;
+  EXPECT_NE(none.out.find("nothing to measure"), std::string::npos) << none.out;
+  auto one_line = [](const Result& bad, const std::string& says) {
+    EXPECT_EQ(bad.status, 2) << bad.out;
+    EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1) << bad.out;
+    EXPECT_NE(bad.out.find(says), std::string::npos) << bad.out;
+  };
+  one_line(run("analyze " + dir + "/cap " + dir + "/clean --measure -q"), "--measure takes one trace");
+  one_line(run("analyze " + dir + "/cap --measure --pairs 0 -q"), "--pairs must be from 1 to 1000");
+  one_line(run("analyze " + dir + "/nowhere --measure -q"), "nowhere");
+  one_line(run("capture --workload mlp --anti-pattern slow --out " + dir + "/x -q"), "anti-pattern 'slow': unknown");
+  one_line(run("capture --workload gpt --anti-pattern sync --out " + dir + "/x -q"), "built into mlp only");
+}
+#endif
+
 // predict on a synthetic trace and a shipped cluster; a missing --cluster or a malformed cluster file is one line,
 // exit 2, the file's place named.
 TEST(Cli, PredictASynthTraceOnAShippedCluster) {

@@ -92,6 +92,33 @@ const Tensor& in_tensor(const Trace& t, uint32_t node, size_t k) { return t.tens
 const Tensor& out_tensor(const Trace& t, uint32_t node) { return t.tensors[t.outputs(t.nodes[node])[0].ref]; }
 std::vector<int64_t> dims(const Trace& t, const Tensor& x) { return {t.dims(x).begin(), t.dims(x).end()}; }
 
+// relu, then relu inside an optimizer's zero_grad scope, in one ProfilerStep.
+Trace relu_in_and_out_of_a_scope() {
+  TraceBuilder b;
+  const int64_t step = b.annotation("ProfilerStep#1", b.roots());
+  b.set_parent(step);
+  const TensorSpec xs = spec(b, {4, 8});
+  b.op(kRelu, {b.tensor(xs)}, {b.tensor(spec(b, {4, 8}))});
+  b.set_parent(b.annotation("Optimizer.zero_grad#SGD.zero_grad", step));
+  b.op(kRelu, {b.tensor(xs)}, {b.tensor(spec(b, {4, 8}))});
+  return b.finish();
+}
+
+TEST(Perturb, DropTakesOpsByNameOrByNameWithinAScope) {
+  EXPECT_TRUE(op_names(applied(relu_in_and_out_of_a_scope(), "  drop: 'relu'\n")).empty());
+  Workspace ws = apply(relu_in_and_out_of_a_scope(), "  drop: {ops: '^aten::relu$', within: 'zero_grad'}\n");
+  const Trace& t = ws.roles[0];
+  ASSERT_EQ(nodes_named(t, "aten::relu").size(), 1u) << ws.notes.at(0);
+  EXPECT_EQ(t.name(t.nodes[t.nodes[nodes_named(t, "aten::relu")[0]].parent]), "ProfilerStep#1");  // the one outside
+  EXPECT_NE(ws.notes.at(0).find("dropped 1 ops matching '^aten::relu$' within 'zero_grad'"), std::string::npos)
+      << ws.notes.at(0);
+  Trace t2 = relu_in_and_out_of_a_scope();
+  EXPECT_EQ(error_of("  drop: {ops: relu, within: backward}\n", &t2),
+            "x.yaml:2:15: drop: 'relu' within 'backward' matches no replayed op in <built>");
+  EXPECT_EQ(error_of("  drop: {within: zero_grad}\n"), "x.yaml:2:9: drop: expected 'ops' (a regular expression)");
+  EXPECT_NE(error_of("  drop: {ops: relu, inside: x}\n").find("unknown key 'inside'"), std::string::npos);
+}
+
 TEST(Perturb, DtypeOpsCastAtEverySeam) {
   Workspace ws = apply(chain(), "  dtype: {from: fp32, to: bf16, ops: 'aten::mm'}\n");
   const Trace& t = ws.roles[0];

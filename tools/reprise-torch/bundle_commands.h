@@ -6,7 +6,8 @@ namespace reprise::cli {
 
 int cmd_generate(int argc, char** argv);
 int cmd_verify(int argc, char** argv);
-int cmd_calibrate(int argc, char** argv);      // calibrate_command.cc
-int cmd_analyze_train(int argc, char** argv);  // analyze_train_command.cc: reprise analyze --train
+int cmd_calibrate(int argc, char** argv);        // calibrate_command.cc
+int cmd_analyze_train(int argc, char** argv);    // analyze_train_command.cc: reprise analyze --train
+int cmd_analyze_measure(int argc, char** argv);  // analyze_measure_command.cc: reprise analyze --measure
 
 }  // namespace reprise::cli

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
@@ -273,6 +274,9 @@ po::options_description capture_options(reprise::workloads::WorkloadOptions& w, 
       "micro-batches", po::value(&w.micro_batches)->default_value(0),
       "gpt: micro-batches per step, dividing --batch (0: 1 without a pipeline, else 2 * pp)")(
       "zero", "gpt: ZeRO: reduce_scatter the gradients, AdamW on this rank's shard, all_gather the parameters")(
+      "anti-pattern", po::value(&w.anti_pattern),
+      "mlp: build in an anti-pattern: sync (loss.item() between forward and backward) or casts (each hidden\n"
+      "activation round-tripped through bf16); what `reprise analyze --measure` is checked against")(
       "warmup", po::value(&w.warmup)->default_value(2), "untimed steps first")(
       "steps", po::value(&w.steps)->default_value(5), "timed steps without the observer")(
       "record", po::value(&w.record)->default_value(1), "recorded steps")(
@@ -410,7 +414,11 @@ int main(int argc, char** argv) {
       if (cmd == "generate") return reprise::cli::cmd_generate(argc - 1, argv + 1);
       if (cmd == "verify") return reprise::cli::cmd_verify(argc - 1, argv + 1);
       if (cmd == "calibrate") return reprise::cli::cmd_calibrate(argc - 1, argv + 1);
-      if (cmd == "analyze") return reprise::cli::cmd_analyze_train(argc - 1, argv + 1);
+      if (cmd == "analyze") {
+        for (int i = 2; i < argc; ++i)
+          if (std::strcmp(argv[i], "--measure") == 0) return reprise::cli::cmd_analyze_measure(argc - 1, argv + 1);
+        return reprise::cli::cmd_analyze_train(argc - 1, argv + 1);
+      }
     } catch (const c10::Error& e) {
       // LibTorch's allocation failures are c10::Errors, not std::bad_alloc: the same exit status 3.
       if (!reprise::replay::out_of_memory(e)) throw;

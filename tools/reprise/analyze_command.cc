@@ -20,7 +20,8 @@ int cmd_analyze(int argc, char** argv) {
       "usage: reprise analyze TRACE... [options]\n"
       "       reprise analyze --make-corpus DIR CLEAN_TRACE... [--copies K] [--seed S]\n"
       "       reprise analyze --evaluate DIR [--model MODEL] [--json FILE]\n"
-      "       reprise analyze --train DIR --out MODEL\n\n"
+      "       reprise analyze --train DIR --out MODEL\n"
+      "       reprise analyze TRACE --measure [--pairs N] (see reprise analyze --measure --help)\n\n"
       "Finds performance anti-patterns in Kineto traces (one per rank; with their ETs for shapes and dtypes):\n"
       "each rank's steps are cut into windows with features (GPU idle and its cause, launches, syncs, copies,\n"
       "conversions, GEMM precision and shapes, communication overlap, skew across ranks) and one rule per\n"
@@ -51,8 +52,9 @@ int cmd_analyze(int argc, char** argv) {
       "model", po::value(&model_path), "the window classifier (default: the one Reprise ships)")("no-classifier",
                                                                                                  "run the rules only")(
       "train", po::value<std::string>(), "train the window classifier on a corpus (with --out; runs in reprise-torch)")(
-      "out,o", po::value<std::string>(), "the model --train writes")("quiet,q", "no table, warnings or progress")(
-      "inputs", po::value(&inputs)->multitoken(), "traces");
+      "out,o", po::value<std::string>(), "the model --train writes")(
+      "measure", "replay each fix against the original: measured savings (runs in reprise-torch; --measure --help)")(
+      "quiet,q", "no table, warnings or progress")("inputs", po::value(&inputs)->multitoken(), "traces");
   po::positional_options_description pos;
   pos.add("inputs", -1);
   auto vm = parse(argc, argv, opts, pos);

@@ -272,9 +272,10 @@ int main(int argc, char** argv) {
     if (cmd == "predict") return reprise::cli::cmd_predict(argc - 1, argv + 1);
     if (cmd == "validate") return reprise::cli::cmd_validate(argc - 1, argv + 1);
     if (cmd == "analyze") {
-      // Training the classifier needs LibTorch: reprise-torch does it.
+      // Training the classifier and measuring fixes need LibTorch: reprise-torch does them.
       for (int i = 2; i < argc; ++i)
-        if (std::strcmp(argv[i], "--train") == 0 || std::strncmp(argv[i], "--train=", 8) == 0)
+        if (std::strcmp(argv[i], "--train") == 0 || std::strncmp(argv[i], "--train=", 8) == 0 ||
+            std::strcmp(argv[i], "--measure") == 0)
           return exec_tool("reprise-torch", "LibTorch", argc, argv);
       return reprise::cli::cmd_analyze(argc - 1, argv + 1);
     }

@@ -1,4 +1,5 @@
-// MLP: Linear+ReLU layers, MSE loss, SGD; data parallel (gradient all_reduce) when there are several ranks.
+// MLP: Linear+ReLU layers, MSE loss, SGD; data parallel (gradient all_reduce) when there are several ranks. With an
+// anti-pattern built in (WorkloadOptions::anti_pattern), the same model with a sync or dtype churn in each step.
 #include "workload.h"
 
 namespace reprise::workloads::detail {
@@ -19,15 +20,18 @@ class Mlp : public Workload {
     target_ = at::randn({B_, H_}, opt);
   }
   std::string describe() const override {
-    return "mlp: batch " + std::to_string(B_) + ", hidden " + std::to_string(H_) + ", layers " + std::to_string(L_);
+    return "mlp: batch " + std::to_string(B_) + ", hidden " + std::to_string(H_) + ", layers " + std::to_string(L_) +
+           (o_.anti_pattern.empty() ? "" : ", anti-pattern " + o_.anti_pattern);
   }
   void step() override {
     at::Tensor h = x_;
     for (int64_t l = 0; l < L_; ++l) {
       h = at::linear(h, params_[2 * l], params_[2 * l + 1]);
       if (l + 1 < L_) h = at::relu(h);
+      if (l + 1 < L_ && o_.anti_pattern == "casts") h = h.to(at::kBFloat16).to(at::kFloat);
     }
     at::Tensor loss = at::mse_loss(h, target_);
+    if (o_.anti_pattern == "sync") last_loss_ = loss.item<double>();
     loss.backward();
     all_reduce_grads(params_, o_.comm);
     sgd(params_, 1e-3);
@@ -38,6 +42,7 @@ class Mlp : public Workload {
   int64_t B_, H_, L_;
   std::vector<at::Tensor> params_;
   at::Tensor x_, target_;
+  double last_loss_ = 0;
 };
 
 }  // namespace

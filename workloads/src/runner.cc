@@ -99,6 +99,10 @@ void check_options(const WorkloadOptions& o, int world_size) {
   const Entry& entry = find_entry(o.name);
   if (o.warmup < 0 || o.steps < 1 || o.record < 1)
     throw std::invalid_argument("warm-up steps must be >= 0, timed and recorded steps >= 1");
+  if (!o.anti_pattern.empty() && o.anti_pattern != "sync" && o.anti_pattern != "casts")
+    throw std::invalid_argument("anti-pattern '" + o.anti_pattern + "': unknown (built in: sync, casts)");
+  if (!o.anti_pattern.empty() && o.name != "mlp")
+    throw std::invalid_argument("workload '" + o.name + "': anti-patterns are built into mlp only");
   if (entry.check) {
     entry.check(o, world_size);
   } else if (o.tp != 1 || o.pp != 1 || (o.dp != 0 && o.dp != world_size) || o.micro_batches != 0 || o.zero) {
@@ -193,6 +197,7 @@ std::string manifest_json(const WorkloadOptions& o, const std::vector<CaptureRep
   j["steps"] = {{"warmup", o.warmup}, {"timed", o.steps}, {"recorded", o.record}};
   j["seed"] = o.seed;
   j["lean"] = o.lean;
+  if (!o.anti_pattern.empty()) j["anti_pattern"] = o.anti_pattern;
   auto a = nlohmann::ordered_json::array();
   for (const CaptureReport& r : ranks) {
     a.push_back({{"rank", r.rank},

@@ -14,6 +14,7 @@ namespace {
 
 struct PerturbSpec {
   std::unique_ptr<OpPattern> drop;
+  std::unique_ptr<OpPattern> drop_within;  // only ops inside a scope (an enclosing node) of a matching name
   const Dtype* from = nullptr;
   const Dtype* to = nullptr;
   std::unique_ptr<OpPattern> dtype_ops;
@@ -126,14 +127,34 @@ void parse_streams(const YamlFile& f, const YAML::Node& p, PerturbSpec& s) {
   s.stream = f.integer(p["stream"], "stream", 0, 1023);
 }
 
-void drop_ops(Trace& t, const OpPattern& drop, Workspace& ws) {
+// drop: REGEX, or {ops: REGEX, within: SCOPE}: the replayed ops of a matching name (inside a scope of a matching
+// name, an enclosing node such as `Optimizer.zero_grad#SGD.zero_grad`), with their subtrees.
+void parse_drop(const YamlFile& f, const YAML::Node& d, PerturbSpec& s) {
+  if (!d.IsMap()) {
+    s.drop = std::make_unique<OpPattern>(pattern(f, d, "drop"));
+    return;
+  }
+  f.expect_map(d, "drop", {"ops", "within"});
+  if (!d["ops"]) f.fail(d, "drop: expected 'ops' (a regular expression)");
+  s.drop = std::make_unique<OpPattern>(pattern(f, d["ops"], "ops"));
+  if (d["within"]) s.drop_within = std::make_unique<OpPattern>(pattern(f, d["within"], "within"));
+}
+
+bool within(const Trace& t, uint32_t i, const OpPattern& scope) {
+  for (uint32_t p = t.nodes[i].parent; p != kNone32; p = t.nodes[p].parent)
+    if (scope.matches(t.name(t.nodes[p]))) return true;
+  return false;
+}
+
+void drop_ops(Trace& t, const OpPattern& drop, const OpPattern* scope, Workspace& ws) {
   std::vector<bool> keep(t.nodes.size(), true);
   size_t dropped = 0;
   for (uint32_t i : outermost_ops(t))
-    if (drop.matches(t.name(t.nodes[i]))) keep[i] = false, ++dropped;
-  if (dropped == 0) throw UserError(drop.where + ": drop: '" + drop.text + "' matches no replayed op in " + t.source);
+    if (drop.matches(t.name(t.nodes[i])) && (!scope || within(t, i, *scope))) keep[i] = false, ++dropped;
+  const std::string what = scope ? "'" + drop.text + "' within '" + scope->text + "'" : "'" + drop.text + "'";
+  if (dropped == 0) throw UserError(drop.where + ": drop: " + what + " matches no replayed op in " + t.source);
   keep_nodes(t, keep);
-  ws.note("perturb: " + t.source + ": dropped " + std::to_string(dropped) + " ops matching " + drop.text);
+  ws.note("perturb: " + t.source + ": dropped " + std::to_string(dropped) + " ops matching " + what);
 }
 
 TransformStep parse_perturb(const YAML::Node& p, const ConfigContext& cx) {
@@ -142,7 +163,7 @@ TransformStep parse_perturb(const YAML::Node& p, const ConfigContext& cx) {
   if (p.size() == 0) f.fail(p, "perturb: expected dtype, drop, jitter, insert, collective or streams");
   auto s = std::make_shared<PerturbSpec>();
   if (p["dtype"]) parse_dtype(f, p["dtype"], *s);
-  if (p["drop"]) s->drop = std::make_unique<OpPattern>(pattern(f, p["drop"], "drop"));
+  if (p["drop"]) parse_drop(f, p["drop"], *s);
   if (p["jitter"]) parse_jitter(f, p["jitter"], *s);
   if (p["collective"]) parse_collective(f, p["collective"], *s);
   if (p["streams"]) parse_streams(f, p["streams"], *s);
@@ -157,7 +178,7 @@ TransformStep parse_perturb(const YAML::Node& p, const ConfigContext& cx) {
     ws.timing_valid = false;
     for (Trace& t : ws.roles) {
       auto note = [&](const std::string& what) { ws.note("perturb: " + t.source + ": " + what); };
-      if (s->drop) drop_ops(t, *s->drop, ws);
+      if (s->drop) drop_ops(t, *s->drop, s->drop_within.get(), ws);
       if (s->to && s->dtype_ops) note(convert_ops(t, *s->from, *s->to, *s->dtype_ops));
       if (s->to && !s->dtype_ops) note(change_dtype(t, *s->from, *s->to));
       if (!s->collective_where.empty()) note(split_all_reduces(t, ws.world_size(), s->collective_where));

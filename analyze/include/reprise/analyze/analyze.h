@@ -22,6 +22,9 @@ struct DetectorInfo {
   std::string looks_for;      // the evidence it reads
   std::string fix;            // what a person would change
   std::string fixed_variant;  // how the fixed trace is built (what a measured saving replays)
+  // The generator step that builds it from the trace's ET (a `perturb` in YAML flow text, docs/configs.md), which
+  // `reprise analyze --measure` replays against the original; empty where no generator transform builds it yet.
+  std::string transform = {};
 };
 const std::vector<DetectorInfo>& detectors();
 
@@ -87,16 +90,38 @@ struct RankInfo {
   double span_us = 0;
 };
 
+// One class of findings on one rank, its fix built by the generators and replayed against the original: `reprise
+// analyze --measure` (reprise-torch) fills in what was measured; this library plans it and reports it, and never
+// replays (docs/analyze.md, "Measured savings").
+struct MeasuredFix {
+  std::string detector;
+  std::string transform;  // DetectorInfo::transform; empty: the generators cannot build this fix yet
+  int rank = 0;
+  size_t findings = 0;
+  double estimated_us = 0;  // the findings' estimated saving per step (their sum over the rank's steps)
+  int pairs = 0;            // replayed pairs (original, fixed), interleaved; 0: not measured (the note says why)
+  double original_us = 0, fixed_us = 0;  // median replayed step of each
+  // original - fixed per pair (each side the median of its iterations): the median over pairs and the range.
+  double saving_us = 0, saving_lo_us = 0, saving_hi_us = 0;
+  std::string device;  // where it was replayed
+  std::string note;    // why it was not measured, or what the replay left out
+};
+
 struct Analysis {
   std::vector<RankInfo> ranks;
   std::vector<std::string> learned_classes;  // what Window::learned holds, when a classifier ran
   std::vector<Window> windows;
   std::vector<Finding> findings;        // worst (largest saving) first
   std::vector<WindowVerdict> verdicts;  // with Options::verdicts, in judged-window order
+  std::vector<MeasuredFix> measured;    // plan_fixes(), then measured by `reprise analyze --measure`
 };
 
 // Analyzes each rank's Kineto timeline (a trace without one is refused with a one-line UserError naming it).
 Analysis analyze(const TraceSet& set, const Options& options = {});
+
+// One MeasuredFix per class of findings per rank, with its transform (or a note that none builds it) and the
+// estimated saving per step; the measured fields are left for the caller that replays.
+std::vector<MeasuredFix> plan_fixes(const Analysis& a);
 
 // Outputs: JSON for scripts (reprise-analysis/1), a table for people, a self-contained HTML report (worst windows
 // first) and a Perfetto/Chrome trace of each rank's timeline with the findings as a track over it.

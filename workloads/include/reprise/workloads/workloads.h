@@ -79,6 +79,10 @@ struct WorkloadOptions {
   // micro-batches per step (0: 1 without a pipeline, else 2 * pp) and ZeRO (sharded optimizer over dp).
   int64_t tp = 1, pp = 1, dp = 0, micro_batches = 0;
   bool zero = false;
+  // mlp: an anti-pattern built in, for measuring what fixing it saves (`reprise analyze --measure`): "" none,
+  // "sync" (loss.item() between forward and backward: the host waits for the device), "casts" (each hidden
+  // activation round-tripped through bf16: dtype churn).
+  std::string anti_pattern;
   int warmup = 2;  // untimed steps first
   int steps = 5;   // timed uninstrumented steps
   int record = 1;  // recorded steps

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""`reprise analyze --measure` against the real saving: a workload captured with an anti-pattern built in and
+without it, in alternating order; the real saving is the difference of their original (uninstrumented) step times,
+the measured one what `--measure` replays (the detector's fix built by the generators, replayed against the
+capture). One thread everywhere (OMP_NUM_THREADS=1, --threads 1).
+
+  bench/analyze_measure.py [--case cpp|python] [--anti-pattern casts|sync] [--device cpu|cuda] [--pairs N]
+                           [--batch B] [--hidden H] [--bin build/bin] [--work DIR] [--json FILE]
+
+  cpp     `reprise capture --workload mlp --anti-pattern AP` (LibTorch; its host timeline has no GPU kernels, so
+          the GPU-side detectors such as host_sync do not fire on it)
+  python  capture/python/examples/train_mlp.py --anti-pattern AP under reprise_capture.py (with Kineto on torch 2.x:
+          the GPU's kernels too, so host_sync fires on CUDA)
+
+casts is dtype churn (detector dtype_churn): each hidden activation round-tripped through bf16; sync is loss.item()
+between forward and backward (host_sync, which only a GPU makes cost anything). Each pair: a capture with the
+anti-pattern and one without (the order alternates), and `reprise analyze --measure --pairs 3` on the first. The
+figures: the median over pairs of each, their spread, and measured / real. Exit 1 when that ratio is outside
+[0.8, 1.2] (issue 14's bar), or when the detector found nothing to measure.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from truth import ROOT, run  # noqa: E402
+
+PYTHON = os.environ.get("REPRISE_PYTHON", "/usr/bin/python3")
+DETECTOR = {"casts": "dtype_churn", "sync": "host_sync"}
+
+
+def capture(a, out, anti_pattern):
+    if a.case == "python":
+        cmd = [PYTHON, os.path.join(ROOT, "capture", "python", "examples", "train_mlp.py"), out, "--device", a.device,
+               "--batch", str(a.batch), "--hidden", str(a.hidden)]
+    else:
+        cmd = [f"{a.bin}/reprise", "capture", "--workload", "mlp", "--out", out, "--threads", "1", "--device",
+               a.device, "--batch", str(a.batch), "--hidden", str(a.hidden), "--steps", "9", "-q"]
+    if anti_pattern:
+        cmd += ["--anti-pattern", anti_pattern]
+    run(cmd)
+    m = json.load(open(os.path.join(out, "manifest.json")))
+    return statistics.median(m["ranks"][0]["iteration_seconds"]) * 1e6
+
+
+def measure(a, path):
+    out = os.path.join(path, "measured.json")
+    run([f"{a.bin}/reprise", "analyze", path, "--measure", "--pairs", "3", "--iterations", "5", "--threads", "1",
+         "--device", a.device, "--only", DETECTOR[a.anti_pattern], "--json", out, "-q"])
+    for m in json.load(open(out)).get("measured", []):
+        if m["detector"] == DETECTOR[a.anti_pattern] and m["pairs"] > 0:
+            return m
+    return None
+
+
+def spread(xs):
+    return f"{statistics.median(xs):.0f} us (spread {min(xs):.0f} .. {max(xs):.0f})"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--case", choices=["cpp", "python"], default="cpp")
+    ap.add_argument("--anti-pattern", choices=["casts", "sync"], default="casts")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--pairs", type=int, default=7)
+    ap.add_argument("--batch", type=int, default=2048)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    os.environ["OMP_NUM_THREADS"] = "1"
+    work = a.work or tempfile.mkdtemp(prefix="reprise-measure-")
+    rows, t0 = [], time.time()
+    for k in range(a.pairs):
+        with_ap, without = os.path.join(work, f"with-{k}"), os.path.join(work, f"without-{k}")
+        order = [(with_ap, a.anti_pattern), (without, None)]
+        step = {}
+        for path, ap_ in (order if k % 2 == 0 else order[::-1]):
+            step[path] = capture(a, path, ap_)
+        m = measure(a, with_ap)
+        if m is None:
+            print(f"pair {k}: {DETECTOR[a.anti_pattern]} found nothing to measure in {with_ap}")
+            return 1
+        row = {"with_us": step[with_ap], "without_us": step[without], "real_us": step[with_ap] - step[without],
+               "measured_us": m["saving_us"], "estimated_us": m["estimated_us"], "replayed_original_us":
+               m["original_us"], "replayed_fixed_us": m["fixed_us"]}
+        rows.append(row)
+        print(f"pair {k}: original {row['with_us']:.0f} us with {a.anti_pattern}, {row['without_us']:.0f} without: "
+              f"real saving {row['real_us']:.0f} us; measured {row['measured_us']:.0f} us (replay "
+              f"{row['replayed_original_us']:.0f} -> {row['replayed_fixed_us']:.0f}), estimated "
+              f"{row['estimated_us']:.0f} us", flush=True)
+    real = [r["real_us"] for r in rows]
+    measured = [r["measured_us"] for r in rows]
+    estimated = [r["estimated_us"] for r in rows]
+    ratio = statistics.median(measured) / statistics.median(real) if statistics.median(real) > 0 else float("nan")
+    print(f"{a.case} mlp batch {a.batch} hidden {a.hidden}, {a.anti_pattern} on {a.device}, {a.pairs} pairs "
+          f"[{time.time() - t0:.0f} s]:\n  real saving     {spread(real)}\n  measured saving {spread(measured)}\n"
+          f"  estimated       {spread(estimated)}\n  measured / real {ratio:.3f} (bar: within 20%)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"case": a.case, "anti_pattern": a.anti_pattern, "device": a.device, "batch": a.batch,
+                       "hidden": a.hidden, "pairs": rows, "measured_over_real": ratio}, f, indent=1)
+    return 0 if 0.8 <= ratio <= 1.2 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+// reprise analyze --measure: each class of findings fixed by the generators (its detector's transform) and replayed
+// against the original in interleaved pairs, so the table shows a measured saving beside the estimated one. It runs
+// here because it replays; the analyze library plans the fixes and reports them (docs/analyze.md, "Measured savings").
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "bundle_commands.h"
+#include "cli.h"
+#include "progress.h"
+#include "reprise/analyze/analyze.h"
+#include "reprise/analyze/evaluate.h"
+#include "reprise/common/error.h"
+#include "reprise/common/stats.h"
+#include "reprise/generators/generate.h"
+#include "reprise/replay/replay.h"
+#include "reprise/trace/read.h"
+#include "reprise/trace/write.h"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace reprise::cli {
+namespace {
+
+// The variants' folder: --keep's, or a temporary one removed when the command ends.
+struct WorkDir {
+  fs::path path;
+  bool keep = false;
+  explicit WorkDir(const std::string& keep_dir) : keep(!keep_dir.empty()) {
+    path = keep ? fs::path(keep_dir) : fs::temp_directory_path() / ("reprise-measure-" + std::to_string(::getpid()));
+    std::error_code ec;
+    fs::create_directories(path, ec);
+    if (ec) throw UserError("analyze: cannot create " + path.string() + ": " + ec.message());
+  }
+  ~WorkDir() {
+    std::error_code ec;
+    if (!keep) fs::remove_all(path, ec);
+  }
+};
+
+// A single-quoted YAML scalar.
+std::string yaml_quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
+
+double median_of(std::vector<double> v) { return v.empty() ? 0.0 : median(std::move(v)); }
+
+}  // namespace
+
+int cmd_analyze_measure(int argc, char** argv) {
+  po::options_description opts(
+      "usage: reprise analyze TRACE --measure [options]\n\n"
+      "Analyzes TRACE (a capture folder, or one rank's ET with its Kineto trace beside it), then, for each class\n"
+      "of findings whose fix the generators can build (--list shows the transform), generates the fixed variant,\n"
+      "replays it against the original in interleaved pairs (original, fixed, fixed, original, ...) and reports\n"
+      "the measured saving per step beside the estimated one. Both replay every step of the trace, without the\n"
+      "recorded host time (--host-time none), on one process.\n\noptions");
+  std::vector<std::string> inputs;
+  std::string json_out, keep, device;
+  int pairs = 5, iterations = 3, warmup = 1, threads = 0;
+  size_t top = 20;
+  analyze::Options o;
+  opts.add_options()("help,h", "show this help")("measure", "measure the fixes' savings (this command)")(
+      "pairs", po::value(&pairs)->default_value(5), "interleaved (original, fixed) replays per class, 1 to 1000")(
+      "iterations", po::value(&iterations)->default_value(3), "measured passes over the trace's steps per replay")(
+      "warmup", po::value(&warmup)->default_value(1), "untimed passes first, per replay")(
+      "device", po::value(&device), "replay device: cpu, cuda, cuda:N (default: the trace's)")(
+      "threads", po::value(&threads)->default_value(0),
+      "intra-op CPU threads (0: a capture's own count, else LibTorch's default)")(
+      "only", po::value(&o.only)->multitoken()->composing(), "run only these detectors (ids from --list)")(
+      "keep", po::value(&keep), "write the original and fixed bundles to this folder (replayable elsewhere)")(
+      "top", po::value(&top)->default_value(20), "findings in the table")(
+      "json", po::value(&json_out), "write findings and measured savings as JSON (reprise-analysis/1)")(
+      "quiet,q", "no table or progress")("inputs", po::value(&inputs)->multitoken(), "the trace");
+  po::positional_options_description pos;
+  pos.add("inputs", -1);
+  auto vm = parse(argc, argv, opts, pos);
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  if (inputs.size() != 1)
+    throw UserError("analyze: --measure takes one trace (a capture folder, or one rank's ET), not " +
+                    std::to_string(inputs.size()));
+  if (pairs < 1 || pairs > 1000) throw UserError("analyze: --pairs must be from 1 to 1000");
+  if (iterations < 1 || iterations > 100000) throw UserError("analyze: --iterations must be from 1 to 100000");
+  if (warmup < 0 || warmup > 100000) throw UserError("analyze: --warmup must be from 0 to 100000");
+  if (threads < 0 || threads > 4096) throw UserError("analyze: --threads must be from 0 to 4096");
+  if (!json_out.empty()) check_output_path(json_out);
+  const bool quiet = vm.count("quiet") > 0;
+  ProgressLine line;
+  auto phase = [&](const std::string& name, int64_t done, int64_t total, bool finished, const std::string& note) {
+    if (quiet) return;
+    Phase p;
+    p.phase = name;
+    p.done = done;
+    p.total = total;
+    p.unit = total ? "replay" : "";
+    p.finished = finished;
+    p.note = note;
+    line.update(p);
+  };
+  const std::string source = fs::absolute(inputs[0]).lexically_normal().string();
+
+  ReadOptions ro;
+  if (!quiet) ro.warn = [&line](const std::string& w) { line.message("warning: " + w); };
+  phase("read", 0, 0, false, "");
+  const TraceSet set = load_traces(inputs, ro);
+  phase("read", 0, 0, true, std::to_string(set.ranks.size()) + " rank(s)");
+  if (set.ranks.size() != 1)
+    throw UserError("analyze: --measure replays one process, and " + inputs[0] + " has " +
+                    std::to_string(set.ranks.size()) + " ranks: give one rank's ET with its Kineto trace");
+  if (set.ranks[0].nodes.empty())
+    throw UserError("analyze: --measure replays the ET, and " + inputs[0] + " has none (a Kineto trace alone)");
+  const analyze::WindowModel classifier = analyze::default_window_model();
+  o.classifier = &classifier;
+  phase("analyze", 0, 0, false, "");
+  analyze::Analysis a = analyze::analyze(set, o);
+  a.measured = analyze::plan_fixes(a);
+  phase("analyze", 0, 0, true,
+        std::to_string(a.windows.size()) + " windows, " + std::to_string(a.findings.size()) + " findings");
+
+  size_t measurable = 0;
+  for (const analyze::MeasuredFix& m : a.measured) measurable += !m.transform.empty();
+  if (measurable > 0) {
+    WorkDir work(keep);
+    gen::GenerateOptions go;
+    go.force = true;
+    go.dry_run = [](const Trace& t, const std::string& role, const std::vector<int64_t>& steps) {
+      replay::dry_run(t, role, steps);
+    };
+    go.infer_shapes = replay::infer_shapes;
+    if (!quiet) go.warn = [&line](const std::string& w) { line.message("warning: " + w); };
+    phase("generate", 0, 0, false, "");
+    go.out = (work.path / "original").string();
+    const gen::Bundle original_bundle = gen::generate_from_trace(source, go).bundle;
+    const Trace original = gen::load_bundle_rank(original_bundle, 0);
+    replay::ReplayOptions rep;
+    rep.device = device.empty() ? original_bundle.replay.device : device;
+    rep.all_iterations = true;
+    rep.warmup = warmup;
+    rep.iterations = iterations;
+    rep.host_time_scale = 0;  // both sides alike: a transform drops the recorded op times anyway
+    rep.threads = threads;
+    if (threads == 0 && !original_bundle.capture_manifest.empty()) {
+      auto m = nlohmann::json::parse(original_bundle.capture_manifest, nullptr, false);
+      if (m.is_object() && m.contains("threads") && m["threads"].is_number_integer()) rep.threads = m["threads"];
+    }
+    std::vector<std::pair<analyze::MeasuredFix*, Trace>> variants;
+    for (analyze::MeasuredFix& m : a.measured) {
+      if (m.transform.empty()) continue;
+      const fs::path config = work.path / (m.detector + ".yaml");
+      write_text_file(config.string(), "name: fixed-" + m.detector + "\ndescription: " + inputs[0] + " without its " +
+                                           m.detector + " findings (reprise analyze --measure)\nsource: " +
+                                           yaml_quoted(source) + "\ntransforms:\n  - perturb: " + m.transform + "\n");
+      go.out = (work.path / ("fixed-" + m.detector)).string();
+      try {
+        variants.emplace_back(&m, gen::load_bundle_rank(gen::generate_from_config(config.string(), go).bundle, 0));
+      } catch (const UserError& e) {
+        m.note = std::string("the fixed variant could not be built: ") + e.what();
+      }
+    }
+    phase("generate", 0, 0, true, std::to_string(1 + variants.size()) + " bundle(s) in " + work.path.string());
+    const int64_t total = int64_t(variants.size()) * pairs * 2;
+    int64_t done = 0;
+    phase("measure", 0, total, false, "");
+    for (auto& [m, fixed] : variants) {
+      std::vector<double> orig_steps, fixed_steps, savings;
+      replay::ReplayResult last_orig, last_fixed;
+      try {
+        for (int p = 0; p < pairs; ++p) {
+          double t[2];
+          for (int k = 0; k < 2; ++k) {
+            const bool fix_side = (k == 1) != (p % 2 == 1);  // original first on even pairs, fixed first on odd
+            replay::ReplayResult r = replay::replay_trace(fix_side ? fixed : original, rep);
+            t[fix_side] = 1e6 * median_of(r.iteration_seconds);  // one entry per step replayed
+            (fix_side ? last_fixed : last_orig) = std::move(r);
+            phase("measure", ++done, total, false, "");
+          }
+          orig_steps.push_back(t[0]);
+          fixed_steps.push_back(t[1]);
+          savings.push_back(t[0] - t[1]);
+        }
+      } catch (const UserError& e) {
+        m->note = std::string("the replay failed: ") + e.what();
+        done += 2 * pairs - int64_t(2 * savings.size());
+        continue;
+      }
+      m->pairs = pairs;
+      m->device = last_orig.device;
+      m->original_us = median_of(orig_steps);
+      m->fixed_us = median_of(fixed_steps);
+      m->saving_us = median_of(savings);
+      m->saving_lo_us = *std::min_element(savings.begin(), savings.end());
+      m->saving_hi_us = *std::max_element(savings.begin(), savings.end());
+      std::string note;
+      const int64_t dropped = last_orig.ops_selected - last_fixed.ops_selected;
+      if (dropped > 0) note = std::to_string(dropped) + " op(s) dropped per pass";
+      if (last_orig.collectives_selected > last_orig.collectives_replayed)
+        note += std::string(note.empty() ? "" : "; ") + "collectives skipped (one process): their time is not in it";
+      if (last_orig.coverage < 1 || last_fixed.coverage < 1)
+        note += std::string(note.empty() ? "" : "; ") + "not every op replayed (coverage " +
+                std::to_string(int(100 * last_orig.coverage)) + "% and " +
+                std::to_string(int(100 * last_fixed.coverage)) + "%)";
+      m->note = note;
+    }
+    phase("measure", done, total, true,
+          std::to_string(variants.size()) + " fix(es), " + std::to_string(pairs) + " pair(s) each, on " +
+              (rep.device.empty() ? "cpu" : rep.device));
+  }
+  if (!json_out.empty()) write_text_file(json_out, analyze::analysis_json(a));
+  if (quiet) return 0;
+  analyze::print_analysis(stdout, a, top);
+  if (a.findings.empty()) std::printf("nothing to measure: no findings\n");
+  if (!json_out.empty()) std::printf("json: %s\n", json_out.c_str());
+  return 0;
+}
+
+}  // namespace reprise::cli
