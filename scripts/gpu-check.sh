@@ -37,3 +37,8 @@ python3 capture/python/examples/two_streams.py "$OUT/two_streams" >"$OUT/two_str
   $B/reprise replay "$OUT/two_streams" -q --out "$OUT/two_streams_replay.json" >>"$OUT/two_streams.txt" 2>&1
 echo "== two streams: $(python3 -c "import json; r=json.load(open('$OUT/two_streams_replay.json')); print('compute_streams', r.get('compute_streams'), 'coverage', r['coverage'], 'replay/original', r.get('replay_over_original'))" 2>&1)"
 for t in replay_tests capture_tests; do $B/$t >/dev/null 2>&1; echo "== $t exit status $?"; done
+# Issue 14's --measure bar: loss.item() between forward and backward of a PyTorch MLP on the GPU (Kineto records its
+# kernels, so host_sync fires), the fix replayed by `reprise analyze --measure` against the same program without the
+# sync: measured / real within 20%.
+REPRISE_PYTHON=python3 bench/analyze_measure.py --case python --anti-pattern sync --device cuda --batch 4096 \
+  --hidden 1024 --pairs 5 --bin $B --work "$OUT/analyze_measure" --json "$OUT/analyze_measure_sync.json" 2>&1 | tail -6

@@ -134,8 +134,8 @@ void print_measured(std::FILE* out, const Analysis& a) {
   for (const MeasuredFix& m : a.measured)
     if (m.pairs > 0) any = &m;
   if (any)
-    std::fprintf(out, "(median of %d interleaved pairs on %s; each side the median of its iterations)\n", any->pairs,
-                 any->device.c_str());
+    std::fprintf(out, "(median of %d interleaved pairs on %s, host time %s; each side the median of its steps)\n",
+                 any->pairs, any->device.c_str(), any->host_time.c_str());
   for (const MeasuredFix& m : a.measured)
     if (m.pairs > 0 && !m.note.empty()) std::fprintf(out, "%s: %s\n", m.detector.c_str(), m.note.c_str());
 }
@@ -171,6 +171,7 @@ std::string analysis_json(const Analysis& a, bool with_windows) {
                        {"estimated_us", m.estimated_us}, {"pairs", m.pairs}};
       if (m.pairs > 0) {
         x["device"] = m.device;
+        x["host_time"] = m.host_time;
         x["original_us"] = m.original_us;
         x["fixed_us"] = m.fixed_us;
         x["saving_us"] = m.saving_us;

@@ -267,7 +267,7 @@ GenerateReport finish(Loaded& l, const Config& c, const GenerateOptions& o, doub
       if (!x.iteration_seconds.empty()) b.expected.push_back(x);
     }
 
-  const bool keep_op_times = ws.timing_valid && ws.op_times_valid;
+  const bool keep_op_times = ws.op_times_valid;
   if (!keep_op_times && std::any_of(ws.roles.begin(), ws.roles.end(), has_op_times))
     ws.note(
         "host time: the source's op times are not kept (a transform changed the ops): the bundle replays with "

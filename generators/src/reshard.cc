@@ -404,7 +404,7 @@ void reshard_tables(Workspace& ws, int64_t world_size, const std::string& where)
   ws.roles = std::move(roles);
   ws.source_rank = std::move(source_rank);
   ws.role_of_rank = std::move(role_of_rank);
-  ws.timing_valid = false;
+  ws.work_changed();
 }
 
 }  // namespace reprise::gen

@@ -19,14 +19,20 @@ struct Workspace {
   std::vector<uint32_t> role_of_rank;  // per world rank
   std::vector<std::string> notes;      // what the transforms did, one line each
   bool timing_valid = true;            // the original's iteration times still describe the work
-  // The op times (Node::ts_us/dur_us) still describe the ops: no transform added, dropped or changed an op of the
-  // steps kept. A bundle keeps them for replay's --host-time only then.
+  // The op times (Node::ts_us/dur_us) still describe the ops: no transform added or changed an op of the steps kept
+  // (perturb: drop closes the times over the ops it drops). A bundle keeps them for replay's --host-time only then.
   bool op_times_valid = true;
   std::function<void(const std::string&)> warn;
   ShapeInference infer_shapes;  // from GenerateOptions: empty in tools without LibTorch
 
   int world_size() const { return static_cast<int>(role_of_rank.size()); }
   void note(const std::string& line) { notes.push_back(line); }
+  // A transform changed the work: the original's iteration times no longer describe it, and its op times neither
+  // unless the transform kept them true.
+  void work_changed(bool op_times_kept = false) {
+    timing_valid = false;
+    if (!op_times_kept) op_times_valid = false;
+  }
 };
 
 // ---- Editing a trace in place (each keeps the model consistent: reindex where the structure changed) ----

@@ -197,6 +197,32 @@ TEST(Bundle, KeepsTheOpTimesUnlessATransformChangesTheOps) {
   test::write_file(out + "/" + b.roles[0].timeline, "changed");
   EXPECT_EQ(check_hashes(b).size(), 1u);
 
+  // perturb: drop keeps them, closed over the dropped ops: each time moves earlier by the 5 us of every relu before it.
+  {
+    const TraceSet source = load_traces({job});
+    const Trace& before = source.ranks[0];
+    std::vector<int64_t> relus;
+    for (const Node& n : before.nodes)
+      if (before.name(n) == "aten::relu") relus.push_back(n.id);
+    ASSERT_FALSE(relus.empty());
+    const std::string out3 = test::temp_dir() + "/dropped";
+    r = generate_from_config(
+        config("dropped", "source: " + job + "\ntransforms:\n  - perturb: {drop: '^aten::relu$'}\n"), quiet(out3));
+    Bundle d = read_bundle(out3);
+    EXPECT_EQ(d.roles[0].timeline, "traces/role-0.kineto.json.gz");
+    Trace dt = load_bundle_rank(d, 0);
+    int64_t checked = 0;
+    for (const Node& n : dt.nodes) {
+      if (n.kind != NodeKind::Operator || n.ts_us < 0) continue;
+      EXPECT_NE(dt.name(n), "aten::relu");
+      const auto earlier = std::count_if(relus.begin(), relus.end(), [&](int64_t id) { return id < n.id; });
+      EXPECT_EQ(n.ts_us, 10.0 * static_cast<double>(n.id) - 5.0 * static_cast<double>(earlier)) << n.id;
+      EXPECT_EQ(n.dur_us, 5) << n.id;
+      ++checked;
+    }
+    EXPECT_GT(checked, 10);
+  }
+
   // Dropping ops of the kept step (or changing them) leaves the times behind, with a note.
   for (const char* transform : {"select: {ops: [\"aten::mm\"]}", "perturb: {dtype: {to: bf16}}"}) {
     const std::string out2 = test::temp_dir() + "/untimed";

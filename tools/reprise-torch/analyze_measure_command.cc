@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -60,10 +61,10 @@ int cmd_analyze_measure(int argc, char** argv) {
       "Analyzes TRACE (a capture folder, or one rank's ET with its Kineto trace beside it), then, for each class\n"
       "of findings whose fix the generators can build (--list shows the transform), generates the fixed variant,\n"
       "replays it against the original in interleaved pairs (original, fixed, fixed, original, ...) and reports\n"
-      "the measured saving per step beside the estimated one. Both replay every step of the trace, without the\n"
-      "recorded host time (--host-time none), on one process.\n\noptions");
+      "the measured saving per step beside the estimated one. Both replay every step of the trace on one process,\n"
+      "with the same --host-time.\n\noptions");
   std::vector<std::string> inputs;
-  std::string json_out, keep, device;
+  std::string json_out, keep, device, host_time;
   int pairs = 5, iterations = 3, warmup = 1, threads = 0;
   size_t top = 20;
   analyze::Options o;
@@ -72,8 +73,10 @@ int cmd_analyze_measure(int argc, char** argv) {
       "iterations", po::value(&iterations)->default_value(3), "measured passes over the trace's steps per replay")(
       "warmup", po::value(&warmup)->default_value(1), "untimed passes first, per replay")(
       "device", po::value(&device), "replay device: cpu, cuda, cuda:N (default: the trace's)")(
-      "threads", po::value(&threads)->default_value(0),
-      "intra-op CPU threads (0: a capture's own count, else LibTorch's default)")(
+      "host-time", po::value(&host_time)->default_value("default"),
+      "re-spend the original's host time between ops on both sides: none, recorded, a scale, or default (the\n"
+      "device's, as reprise replay does)")("threads", po::value(&threads)->default_value(0),
+                                           "intra-op CPU threads (0: a capture's own count, else LibTorch's default)")(
       "only", po::value(&o.only)->multitoken()->composing(), "run only these detectors (ids from --list)")(
       "keep", po::value(&keep), "write the original and fixed bundles to this folder (replayable elsewhere)")(
       "top", po::value(&top)->default_value(20), "findings in the table")(
@@ -93,6 +96,18 @@ int cmd_analyze_measure(int argc, char** argv) {
   if (iterations < 1 || iterations > 100000) throw UserError("analyze: --iterations must be from 1 to 100000");
   if (warmup < 0 || warmup > 100000) throw UserError("analyze: --warmup must be from 0 to 100000");
   if (threads < 0 || threads > 4096) throw UserError("analyze: --threads must be from 0 to 4096");
+  double host_scale = -1;
+  if (host_time == "none") {
+    host_scale = 0;
+  } else if (host_time == "recorded") {
+    host_scale = 1;
+  } else if (host_time != "default") {
+    char* end = nullptr;
+    host_scale = std::strtod(host_time.c_str(), &end);
+    if (host_time.empty() || *end != '\0' || !(host_scale >= 0 && host_scale <= 100))
+      throw UserError("analyze: --host-time must be none, recorded, default or a scale from 0 to 100, not '" +
+                      host_time + "'");
+  }
   if (!json_out.empty()) check_output_path(json_out);
   const bool quiet = vm.count("quiet") > 0;
   ProgressLine line;
@@ -147,13 +162,19 @@ int cmd_analyze_measure(int argc, char** argv) {
     rep.all_iterations = true;
     rep.warmup = warmup;
     rep.iterations = iterations;
-    rep.host_time_scale = 0;  // both sides alike: a transform drops the recorded op times anyway
+    rep.host_time_scale = host_scale;  // both sides alike: the fixed variants keep the op times (drop closes them)
     rep.threads = threads;
     if (threads == 0 && !original_bundle.capture_manifest.empty()) {
       auto m = nlohmann::json::parse(original_bundle.capture_manifest, nullptr, false);
       if (m.is_object() && m.contains("threads") && m["threads"].is_number_integer()) rep.threads = m["threads"];
     }
-    std::vector<std::pair<analyze::MeasuredFix*, Trace>> variants;
+    // Each class's fixed variant, and whether it kept the op times (host time re-spent on both sides or neither).
+    struct Variant {
+      analyze::MeasuredFix* fix;
+      Trace trace;
+      bool timed;
+    };
+    std::vector<Variant> variants;
     for (analyze::MeasuredFix& m : a.measured) {
       if (m.transform.empty()) continue;
       const fs::path config = work.path / (m.detector + ".yaml");
@@ -162,7 +183,8 @@ int cmd_analyze_measure(int argc, char** argv) {
                                            yaml_quoted(source) + "\ntransforms:\n  - perturb: " + m.transform + "\n");
       go.out = (work.path / ("fixed-" + m.detector)).string();
       try {
-        variants.emplace_back(&m, gen::load_bundle_rank(gen::generate_from_config(config.string(), go).bundle, 0));
+        const gen::Bundle b = gen::generate_from_config(config.string(), go).bundle;
+        variants.push_back({&m, gen::load_bundle_rank(b, 0), !b.roles[0].timeline.empty()});
       } catch (const UserError& e) {
         m.note = std::string("the fixed variant could not be built: ") + e.what();
       }
@@ -171,7 +193,13 @@ int cmd_analyze_measure(int argc, char** argv) {
     const int64_t total = int64_t(variants.size()) * pairs * 2;
     int64_t done = 0;
     phase("measure", 0, total, false, "");
-    for (auto& [m, fixed] : variants) {
+    const bool original_timed = !original_bundle.roles[0].timeline.empty();
+    for (Variant& v : variants) {
+      analyze::MeasuredFix* m = v.fix;
+      const Trace& fixed = v.trace;
+      replay::ReplayOptions side = rep;
+      const bool untimed = original_timed && !v.timed && rep.host_time_scale != 0;
+      if (untimed) side.host_time_scale = 0;  // the variant has no op times: neither side re-spends them
       std::vector<double> orig_steps, fixed_steps, savings;
       replay::ReplayResult last_orig, last_fixed;
       try {
@@ -179,7 +207,7 @@ int cmd_analyze_measure(int argc, char** argv) {
           double t[2];
           for (int k = 0; k < 2; ++k) {
             const bool fix_side = (k == 1) != (p % 2 == 1);  // original first on even pairs, fixed first on odd
-            replay::ReplayResult r = replay::replay_trace(fix_side ? fixed : original, rep);
+            replay::ReplayResult r = replay::replay_trace(fix_side ? fixed : original, side);
             t[fix_side] = 1e6 * median_of(r.iteration_seconds);  // one entry per step replayed
             (fix_side ? last_fixed : last_orig) = std::move(r);
             phase("measure", ++done, total, false, "");
@@ -195,6 +223,7 @@ int cmd_analyze_measure(int argc, char** argv) {
       }
       m->pairs = pairs;
       m->device = last_orig.device;
+      m->host_time = last_orig.host_time.mode;
       m->original_us = median_of(orig_steps);
       m->fixed_us = median_of(fixed_steps);
       m->saving_us = median_of(savings);
@@ -209,6 +238,9 @@ int cmd_analyze_measure(int argc, char** argv) {
         note += std::string(note.empty() ? "" : "; ") + "not every op replayed (coverage " +
                 std::to_string(int(100 * last_orig.coverage)) + "% and " +
                 std::to_string(int(100 * last_fixed.coverage)) + "%)";
+      if (untimed)
+        note += std::string(note.empty() ? "" : "; ") +
+                "no host time re-spent: the transform leaves the variant without the original's op times";
       m->note = note;
     }
     phase("measure", done, total, true,

@@ -19,6 +19,7 @@
 #include "bundle_commands.h"
 #include "cli.h"
 #include "progress.h"
+#include "reprise/common/stats.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/replay/replay.h"
 #include "reprise/trace/output.h"
@@ -361,6 +362,14 @@ void print_capture(const Captured& c, const std::string& out_dir) {
   double recorded = r.recorded_iteration_seconds.empty() ? 0.0 : r.recorded_iteration_seconds.front();
   std::printf("  iteration    %.3f ms median over %zu uninstrumented steps; recorded step %.3f ms (%.2fx)\n",
               1e3 * median, t.size(), 1e3 * recorded, median > 0 ? recorded / median : 0.0);
+  if (!r.without_anti_pattern_seconds.empty()) {
+    std::vector<double> saving;
+    for (size_t k = 0; k < r.iteration_seconds.size() && k < r.without_anti_pattern_seconds.size(); ++k)
+      saving.push_back(r.iteration_seconds[k] - r.without_anti_pattern_seconds[k]);
+    std::printf(
+        "  without it   %.3f ms median over as many steps, interleaved: the anti-pattern costs %.3f ms a step\n",
+        1e3 * reprise::median(r.without_anti_pattern_seconds), 1e3 * reprise::median(saving));
+  }
   std::printf("  trace        %s\n  manifest     %s\n", (std::filesystem::path(out_dir) / r.trace).c_str(),
               c.manifest.c_str());
 }

@@ -149,9 +149,14 @@ CaptureReport capture_workload(const WorkloadOptions& o) {
   device::reset_memory_peak(device);
   device::RegionTimer timer(device);
   for (int k = 0; k < o.steps; ++k) {
-    timer.start();
-    w->step();
-    r.iteration_seconds.push_back(timer.stop_seconds());
+    for (int side = 0; side < (o.anti_pattern.empty() ? 1 : 2); ++side) {
+      const bool without = (side == 1) != (k % 2 == 1);  // with it first on even steps, without it first on odd
+      w->set_anti_pattern(!without);
+      timer.start();
+      w->step();
+      (without ? r.without_anti_pattern_seconds : r.iteration_seconds).push_back(timer.stop_seconds());
+    }
+    w->set_anti_pattern(true);
     if (k == 0) r.loss = w->loss();
   }
   r.peak_memory_bytes = device::memory_peak(device);
@@ -206,6 +211,8 @@ std::string manifest_json(const WorkloadOptions& o, const std::vector<CaptureRep
                  {"recorded_iteration_seconds", r.recorded_iteration_seconds},
                  {"peak_memory_bytes", r.peak_memory_bytes}});
     if (std::isfinite(r.loss)) a.back()["loss"] = r.loss;
+    if (!r.without_anti_pattern_seconds.empty())
+      a.back()["without_anti_pattern_seconds"] = r.without_anti_pattern_seconds;
   }
   j["ranks"] = a;
   return j.dump(2) + "\n";

@@ -18,6 +18,9 @@ class Workload {
   virtual void step() = 0;
   // The last step's loss where this rank computes it (read between steps: it may synchronize); NaN otherwise.
   virtual double loss() const { return std::nan(""); }
+  // Switches the anti-pattern built in (WorkloadOptions::anti_pattern) off and on again, so that the same process
+  // times the step with and without it, interleaved.
+  virtual void set_anti_pattern(bool /*on*/) {}
 };
 
 std::unique_ptr<Workload> make_mlp(const WorkloadOptions& o, at::Device device);

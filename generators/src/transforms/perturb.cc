@@ -1,6 +1,7 @@
 // perturb: a variant of the same work: ops dropped, another floating dtype (across the trace, or for some ops with
 // casts at the seams), all_reduce split in two, sizes jittered, GEMMs or host delays inserted, ops moved to another
 // stream. The rewrites are in perturb_casts.cc and perturb_ops.cc; this file reads the config.
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
 
@@ -146,14 +147,53 @@ bool within(const Trace& t, uint32_t i, const OpPattern& scope) {
   return false;
 }
 
+// The op times (a linked Kineto trace's or a capture's) closed over the dropped ops' spans: each time moves earlier by
+// the time dropped before it, so an op's span ends where the next began, the gaps on either side (the host time
+// replay's --host-time re-spends) stay as they were, and what the dropped ops took, a sync's wait included, is gone.
+// Host waits inside a dropped span go with it.
+void close_dropped_time(Trace& t, std::vector<std::pair<double, double>> spans) {
+  if (spans.empty()) return;
+  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::vector<double> ends, before;  // before[k]: the time dropped by spans[0..k)
+  before.push_back(0);
+  for (const auto& [b, e] : spans) {
+    ends.push_back(e);
+    before.push_back(before.back() + (e - b));
+  }
+  auto dropped_by = [&](double x) {  // the time dropped in spans that end by x
+    return before[size_t(std::upper_bound(ends.begin(), ends.end(), x) - ends.begin())];
+  };
+  for (Node& n : t.nodes) {
+    if (n.ts_us < 0 || n.dur_us < 0) continue;
+    const double end = n.ts_us + n.dur_us;
+    n.ts_us -= dropped_by(n.ts_us);
+    n.dur_us = std::max(0.0, end - dropped_by(end) - n.ts_us);
+  }
+  if (!t.kineto) return;
+  for (KinetoEvent& e : t.kineto->events) {
+    if (e.dur <= 0 || !is_host_sync(t, e)) continue;
+    const bool inside = std::any_of(spans.begin(), spans.end(),
+                                    [&](const auto& s) { return e.ts >= s.first && e.ts + e.dur <= s.second; });
+    const double end = e.ts + e.dur;
+    e.ts -= dropped_by(e.ts);
+    e.dur = inside ? 0 : std::max(0.0, end - dropped_by(end) - e.ts);
+  }
+}
+
 void drop_ops(Trace& t, const OpPattern& drop, const OpPattern* scope, Workspace& ws) {
   std::vector<bool> keep(t.nodes.size(), true);
+  std::vector<std::pair<double, double>> spans;
   size_t dropped = 0;
-  for (uint32_t i : outermost_ops(t))
-    if (drop.matches(t.name(t.nodes[i])) && (!scope || within(t, i, *scope))) keep[i] = false, ++dropped;
+  for (uint32_t i : outermost_ops(t)) {
+    const Node& n = t.nodes[i];
+    if (!drop.matches(t.name(n)) || (scope && !within(t, i, *scope))) continue;
+    keep[i] = false, ++dropped;
+    if (n.ts_us >= 0 && n.dur_us > 0) spans.emplace_back(n.ts_us, n.ts_us + n.dur_us);
+  }
   const std::string what = scope ? "'" + drop.text + "' within '" + scope->text + "'" : "'" + drop.text + "'";
   if (dropped == 0) throw UserError(drop.where + ": drop: " + what + " matches no replayed op in " + t.source);
   keep_nodes(t, keep);
+  close_dropped_time(t, std::move(spans));
   ws.note("perturb: " + t.source + ": dropped " + std::to_string(dropped) + " ops matching " + what);
 }
 
@@ -175,7 +215,9 @@ TransformStep parse_perturb(const YAML::Node& p, const ConfigContext& cx) {
       s->inserts.push_back(parse_insert(f, in));
   }
   return [s](Workspace& ws) {
-    ws.timing_valid = false;
+    // Dropping ops alone keeps the op times true (drop_ops closes them over the dropped ops); the other keys add or
+    // change ops whose times the source does not have.
+    ws.work_changed(!s->to && s->collective_where.empty() && !s->jitter && s->inserts.empty() && !s->stream_ops);
     for (Trace& t : ws.roles) {
       auto note = [&](const std::string& what) { ws.note("perturb: " + t.source + ": " + what); };
       if (s->drop) drop_ops(t, *s->drop, s->drop_within.get(), ws);

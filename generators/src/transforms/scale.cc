@@ -155,7 +155,7 @@ void scale_dims(Workspace& ws, const ScaleSpec& s) {
     for (const std::string& n : notes)
       if (ws.warn) ws.warn("scale: dims: role " + std::to_string(role) + ": " + n);
   }
-  ws.timing_valid = false;
+  ws.work_changed();
 }
 
 void parse_dims(const YAML::Node& p, const YamlFile& f, ScaleSpec& s) {
@@ -226,14 +226,14 @@ TransformStep parse_scale(const YAML::Node& p, const ConfigContext& cx) {
         for (int64_t k = 0; k < s->world_size; ++k) sources.push_back(k % old);
         resize_world(ws, sources, s->mode, s->where + ": scale");
       }
-      ws.timing_valid = false;
+      ws.work_changed();
       ws.note("scale: world size " + std::to_string(old) + " -> " + std::to_string(s->world_size) + " (" +
               (s->mode == Scaling::Strong ? "strong" : "weak") + (s->reshard ? ", tables resharded" : "") + "), " +
               std::to_string(ws.roles.size()) + " role(s)");
     }
     if (s->messages > 0) {
       scale_messages(ws, s->messages, s->only);
-      ws.timing_valid = false;
+      ws.work_changed();
     }
     if (!s->dims.empty()) scale_dims(ws, *s);
   };

@@ -501,7 +501,7 @@ TransformStep parse_splice(const YAML::Node& p, const ConfigContext& cx) {
   if (p["replace"]) parse_replace(f, body, *s);
   const std::string what = op;
   return [s, what](Workspace& ws) {
-    ws.timing_valid = false;
+    ws.work_changed();
     if (what == "concat") return concat_sources(ws, *s);
     if (what == "replace") return replace_scope(ws, *s);
     for (Trace& t : ws.roles) s->iterations ? repeat_iterations(t, *s, ws) : repeat_scope(t, *s, ws);

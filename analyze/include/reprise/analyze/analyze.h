@@ -103,8 +103,9 @@ struct MeasuredFix {
   double original_us = 0, fixed_us = 0;  // median replayed step of each
   // original - fixed per pair (each side the median of its iterations): the median over pairs and the range.
   double saving_us = 0, saving_lo_us = 0, saving_hi_us = 0;
-  std::string device;  // where it was replayed
-  std::string note;    // why it was not measured, or what the replay left out
+  std::string device;     // where it was replayed
+  std::string host_time;  // replay's --host-time mode on both sides: "none", "recorded", "scale"
+  std::string note;       // why it was not measured, or what the replay left out
 };
 
 struct Analysis {

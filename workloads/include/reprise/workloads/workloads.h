@@ -99,8 +99,11 @@ struct CaptureReport {
   std::string description;                         // "mlp: batch 64, hidden 1024, layers 4"
   std::vector<double> iteration_seconds;           // uninstrumented steps
   std::vector<double> recorded_iteration_seconds;  // under the observer
-  int64_t peak_memory_bytes = 0;                   // during the uninstrumented steps
-  double loss = std::nan("");                      // the first timed step's (gpt: on its last pipeline stage)
+  // With an anti-pattern built in: the same steps with it switched off, timed interleaved with iteration_seconds
+  // (with, without; then without, with; ...): the real saving, measured in one process.
+  std::vector<double> without_anti_pattern_seconds;
+  int64_t peak_memory_bytes = 0;  // during the uninstrumented steps
+  double loss = std::nan("");     // the first timed step's (gpt: on its last pipeline stage)
   int threads = 1;
   std::string device;
 };
