@@ -1,4 +1,26 @@
 #!/usr/bin/env python3
+"""`reprise analyze --measure` against the real saving, on the mlp with an anti-pattern built in.
+
+  bench/analyze_measure.py [--case cpp|python] [--anti-pattern casts|sync] [--device cpu|cuda] [--pairs N]
+                           [--batch B] [--hidden H] [--bin build/bin] [--work DIR] [--json FILE]
+
+  cpp     `reprise capture --workload mlp --anti-pattern AP` (LibTorch; its host timeline has no GPU kernels, so
+          the GPU-side detectors such as host_sync do not fire on it)
+  python  capture/python/examples/train_mlp.py --anti-pattern AP under reprise_capture.py (with Kineto on torch 2.x:
+          the GPU's kernels too, so host_sync fires on CUDA)
+
+casts is dtype churn (detector dtype_churn): each hidden activation round-tripped through bf16; sync is loss.item()
+between forward and backward (host_sync, which only a GPU makes cost anything).
+
+Each pair is one capture. The real saving is measured in its process: its timed steps alternate with and without
+the anti-pattern (the manifest's without_anti_pattern_seconds; train_mlp.py's anti_pattern_steps.json), and the
+median of the per-step differences is free of what separate processes differ by on these machines (10-20%, on the
+CPU up to 2x). The measured saving is `reprise analyze CAPTURE --measure --pairs 5` (the detector's fix built by
+the generators, replayed against the capture). One thread everywhere (OMP_NUM_THREADS=1, --threads 1). The C++
+captures warm up 6 steps and time 15: with fewer, glibc's moving mmap threshold (freed 2 MB activations given back
+to the system and page-faulted in again) still settles during the timed steps. The figures: the median over pairs
+of each, their spread, and measured / real. Exit 1 when that ratio is outside [0.8, 1.2] (issue 14's bar), or when
+the detector found nothing to measure.
 """`reprise analyze --measure` against the real saving: a workload captured with an anti-pattern built in and
 without it, in alternating order; the real saving is the difference of their original (uninstrumented) step times,
 the measured one what `--measure` replays (the detector's fix built by the generators, replayed against the
@@ -17,11 +39,10 @@ slower than the one with them.
 
 casts is dtype churn (detector dtype_churn): each hidden activation round-tripped through bf16; sync is loss.item()
 between forward and backward (host_sync, which only a GPU makes cost anything). Each pair: the real saving, then
-`reprise analyze --measure --pairs 5` on the capture with the anti-pattern. The C++ capture measures the real
+`reprise analyze --measure --pairs 5` on the capture. The C++ capture measures the real
 saving itself, in one process: its timed steps alternate with and without the anti-pattern (the manifest's
-without_anti_pattern_seconds), so the median of the per-step differences is free of the 10-20% that separate
-processes differ by on these machines; the Python case captures with and without it in two processes, in
-alternating order. The
+without_anti_pattern_seconds; train_mlp.py's anti_pattern_steps.json), so the median of the per-step differences
+is free of the 10-20% (on the CPU, up to 2x) that separate processes differ by on these machines. The
 figures: the median over pairs of each, their spread, and measured / real. Exit 1 when that ratio is outside
 [0.8, 1.2] (issue 14's bar), or when the detector found nothing to measure.
 """
@@ -40,25 +61,26 @@ PYTHON = os.environ.get("REPRISE_PYTHON", "/usr/bin/python3")
 DETECTOR = {"casts": "dtype_churn", "sync": "host_sync"}
 
 
-def real_in_process(out):
-    """The C++ capture times the step with and without the anti-pattern interleaved in one process: the per-step
-    differences' median."""
-    r = json.load(open(os.path.join(out, "manifest.json")))["ranks"][0]
-    return statistics.median(w - c for w, c in zip(r["iteration_seconds"], r["without_anti_pattern_seconds"])) * 1e6
+def real_in_process(case, out):
+    """Both captures time the step with and without the anti-pattern interleaved in one process: the median of the
+    per-step differences."""
+    if case == "cpp":
+        r = json.load(open(os.path.join(out, "manifest.json")))["ranks"][0]
+        w, c = r["iteration_seconds"], r["without_anti_pattern_seconds"]
+    else:
+        r = json.load(open(os.path.join(out, "anti_pattern_steps.json")))
+        w, c = r["with_seconds"], r["without_seconds"]
+    return statistics.median(x - y for x, y in zip(w, c)) * 1e6, statistics.median(w) * 1e6
 
 
-def capture(a, out, anti_pattern):
+def capture(a, out):
     if a.case == "python":
         cmd = [PYTHON, os.path.join(ROOT, "capture", "python", "examples", "train_mlp.py"), out, "--device", a.device,
                "--batch", str(a.batch), "--hidden", str(a.hidden)]
     else:
         cmd = [f"{a.bin}/reprise", "capture", "--workload", "mlp", "--out", out, "--threads", "1", "--device",
                a.device, "--batch", str(a.batch), "--hidden", str(a.hidden), "--warmup", "6", "--steps", "15", "-q"]
-    if anti_pattern:
-        cmd += ["--anti-pattern", anti_pattern]
-    run(cmd)
-    m = json.load(open(os.path.join(out, "manifest.json")))
-    return statistics.median(m["ranks"][0]["iteration_seconds"]) * 1e6
+    run(cmd + ["--anti-pattern", a.anti_pattern])
 
 
 def measure(a, path):
@@ -91,24 +113,16 @@ def main():
     work = a.work or tempfile.mkdtemp(prefix="reprise-measure-")
     rows, t0 = [], time.time()
     for k in range(a.pairs):
-        with_ap, without = os.path.join(work, f"with-{k}"), os.path.join(work, f"without-{k}")
-        step = {}
-        if a.case == "cpp":  # one capture times both sides, interleaved
-            step[with_ap] = capture(a, with_ap, a.anti_pattern)
-            real = real_in_process(with_ap)
-            step[without] = step[with_ap] - real
-        else:  # two processes, in alternating order
-            order = [(with_ap, a.anti_pattern), (without, None)]
-            for path, ap_ in (order if k % 2 == 0 else order[::-1]):
-                step[path] = capture(a, path, ap_)
-            real = step[with_ap] - step[without]
-        m = measure(a, with_ap)
+        path = os.path.join(work, f"capture-{k}")
+        capture(a, path)
+        real, with_us = real_in_process(a.case, path)
+        m = measure(a, path)
         if m is None:
-            print(f"pair {k}: {DETECTOR[a.anti_pattern]} found nothing to measure in {with_ap}")
+            print(f"pair {k}: {DETECTOR[a.anti_pattern]} found nothing to measure in {path}")
             return 1
-        row = {"with_us": step[with_ap], "without_us": step[without], "real_us": real,
-               "measured_us": m["saving_us"], "estimated_us": m["estimated_us"], "replayed_original_us":
-               m["original_us"], "replayed_fixed_us": m["fixed_us"]}
+        row = {"with_us": with_us, "without_us": with_us - real, "real_us": real, "measured_us": m["saving_us"],
+               "estimated_us": m["estimated_us"], "replayed_original_us": m["original_us"],
+               "replayed_fixed_us": m["fixed_us"], "host_time": m.get("host_time")}
         rows.append(row)
         print(f"pair {k}: original {row['with_us']:.0f} us with {a.anti_pattern}, {row['without_us']:.0f} without: "
               f"real saving {row['real_us']:.0f} us; measured {row['measured_us']:.0f} us (replay "

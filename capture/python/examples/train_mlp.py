@@ -1,15 +1,18 @@
 """A small MLP training loop under reprise_capture: python3 train_mlp.py OUT_DIR, then reprise replay OUT_DIR.
 
-  train_mlp.py OUT_DIR [--device cpu|cuda] [--batch B] [--hidden H] [--anti-pattern sync|casts]
+  train_mlp.py OUT_DIR [--device cpu|cuda] [--batch B] [--hidden H] [--anti-pattern sync|casts] [--pairs N]
 
 --anti-pattern builds one in, for `reprise analyze --measure` to be checked against (bench/analyze_measure.py): sync
 reads the loss on the host (loss.item()) between forward and backward; casts round-trips each hidden activation
-through bf16.
+through bf16. Before the captured steps, N pairs of steps with and without it run in alternating order, timed
+(OUT_DIR/anti_pattern_steps.json): the real saving, measured in one process.
 """
 import argparse
+import json
 import math
 import os
 import sys
+import time
 
 import torch
 
@@ -24,6 +27,7 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--anti-pattern", choices=["sync", "casts"], default=None)
+    ap.add_argument("--pairs", type=int, default=20, help="steps with and without the anti-pattern, timed first")
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -34,25 +38,46 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(a.batch, 512, device=dev), torch.randint(0, 10, (a.batch,), device=dev)
 
-    def forward():
+    def forward(with_anti_pattern):
         h = x
         for m in layers:
             h = m(h)
-            if a.anti_pattern == "casts" and isinstance(m, torch.nn.ReLU):
+            if with_anti_pattern and a.anti_pattern == "casts" and isinstance(m, torch.nn.ReLU):
                 h = h.to(torch.bfloat16).to(torch.float32)
         return head(h)
+
+    def step(with_anti_pattern=True):
+        loss = torch.nn.functional.cross_entropy(forward(with_anti_pattern), y)
+        if with_anti_pattern and a.anti_pattern == "sync" and math.isnan(loss.item()):
+            sys.exit("the loss is NaN")
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    if a.anti_pattern:
+        # The real saving, measured in this process: steps with and without the anti-pattern, alternating.
+        times = {"with": [], "without": []}
+        for k in range(2 + 2 * a.pairs):
+            for side in (["with", "without"] if k % 2 == 0 else ["without", "with"]):
+                if dev.type == "cuda":
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                step(side == "with")
+                if dev.type == "cuda":
+                    torch.cuda.synchronize()
+                if k >= 2:  # two pairs warm up
+                    times[side].append(time.perf_counter() - t0)
+        os.makedirs(a.out_dir, exist_ok=True)
+        with open(os.path.join(a.out_dir, "anti_pattern_steps.json"), "w") as f:
+            json.dump({"anti_pattern": a.anti_pattern, "with_seconds": times["with"],
+                       "without_seconds": times["without"]}, f)
 
     # Steps 0-6 run uninstrumented (0 warms up, 1-6 are the original step time), 7-9 run under the autograd profiler
     # (the fastest gives the host times replay's --host-time re-spends), 10 is recorded.
     with Capture(a.out_dir, skip_steps=10, record_steps=1) as cap:
         for _ in range(11):
             cap.step()
-            loss = torch.nn.functional.cross_entropy(forward(), y)
-            if a.anti_pattern == "sync" and math.isnan(loss.item()):
-                sys.exit("the loss is NaN")
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            step()
     print("wrote %s (%.2f ms per uninstrumented step)" % (cap.trace_path, 1e3 * cap.median_step_seconds()))
 
 
