@@ -1,5 +1,7 @@
 // GEMMs whose M, N or K is not a multiple of 8: tensor cores want aligned tiles, so such GEMMs run below the rate
 // the same trace's aligned GEMMs reach.
+#include <algorithm>
+
 #include "../detector.h"
 
 namespace reprise::analyze::detail {
@@ -35,12 +37,51 @@ bool find(const WindowStats& s, Finding& f) {
   return true;
 }
 
+// Four aligned fp16 GEMMs (1024^3, which set this trace's aligned rate for fp16) and four with every dimension off a
+// multiple of 8, queued behind the window's work; the unaligned ones run at `slowdown` times the aligned ones' time
+// per FLOP. The host launches them and waits as long as the GPU takes, so the rest of the window keeps its shape.
+// `large`: the unaligned GEMMs three times the FLOPs (about 1.44x each dimension).
+bool gemms(Editor& e, const InjectSite& s, double slowdown, bool large) {
+  const double t = s.launch_point(e, false);
+  if (t < 0) return false;
+  const double aligned_us = std::max(150.0, 0.05 * s.length()) / 4;  // each
+  const double flops = 2.0 * 1024 * 1024 * 1024;
+  const int64_t m = large ? 1443 : 1001, n = large ? 1475 : 1023, k = large ? 1477 : 1025;
+  const double unaligned_us = slowdown * aligned_us * (2.0 * m * n * k / flops);
+  const double start = std::max(e.drain(t), t + 8 * 10 + 4);
+  const double end = start + 4 * (aligned_us + unaligned_us);
+  e.shift(t, end - t, end - t);
+  double g = start;
+  for (int i = 0; i < 8; ++i) {
+    const bool aligned = i % 2 == 0;
+    const int32_t op = e.op("aten::mm", t + 10 * i, 9);
+    if (aligned)
+      e.inputs(op, {{1024, 1024}, {1024, 1024}}, {"c10::Half", "c10::Half"});
+    else
+      e.inputs(op, {{m, k}, {k, n}}, {"c10::Half", "c10::Half"});
+    const int64_t corr = e.runtime("cudaLaunchKernel", t + 10 * i + 1, 6);
+    const double dur = aligned ? aligned_us : unaligned_us;
+    e.gpu(KinetoCat::Kernel,
+          aligned ? "sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x32"
+                  : "sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize64x64x32_unaligned",
+          corr, g, dur);
+    g += dur;
+  }
+  return true;
+}
+
+bool inject(Editor& e, const InjectSite& s) { return gemms(e, s, 3.0, false); }
+// As much GEMM time, unaligned too, but at the aligned GEMMs' rate (three times the FLOPs): nothing lost to the shapes.
+bool decoy(Editor& e, const InjectSite& s) { return gemms(e, s, 1.0, true); }
+
 }  // namespace
 
 const Detector kUnalignedGemm{{"unaligned_gemm", "GEMM dimensions not multiples of 8",
                                "mm/addmm/bmm/baddbmm with recorded shapes where M, N or K is not a multiple of 8",
                                "pad the hidden, vocabulary or batch size to a multiple of 8 (64 is better)",
                                "the GEMMs padded to multiples of 8: their FLOPs at the aligned GEMMs' rate"},
-                              find};
+                              find,
+                              inject,
+                              decoy};
 
 }  // namespace reprise::analyze::detail
