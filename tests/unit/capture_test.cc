@@ -508,6 +508,35 @@ TEST_P(WorkloadCapture, CapturedTraceReplaysWithFullCoverage) {
 
 INSTANTIATE_TEST_SUITE_P(Builtin, WorkloadCapture, ::testing::Values("mlp", "dlrm", "gpt"));
 
+// An anti-pattern built in: each timed step runs with it and without it (the real saving, in one process); the
+// recorded step has it.
+TEST(Capture, AntiPatternStepsAreTimedWithAndWithoutIt) {
+  const std::string dir = test::temp_dir() + "/casts";
+  workloads::WorkloadOptions o;
+  o.out_dir = dir;
+  o.warmup = 0;
+  o.steps = 3;
+  o.batch = 4;
+  o.hidden = 16;
+  o.layers = 3;
+  o.anti_pattern = "casts";
+  const workloads::CaptureReport rep = workloads::capture_workload(o);
+  EXPECT_EQ(rep.iteration_seconds.size(), 3u);
+  EXPECT_EQ(rep.without_anti_pattern_seconds.size(), 3u);
+  EXPECT_NE(rep.description.find("anti-pattern casts"), std::string::npos) << rep.description;
+  const TraceSet set = load_traces({dir});
+  // Two hidden activations, there and back: four casts, and four of autograd's casts back.
+  EXPECT_EQ(ops_named(set.ranks[0], "autograd::engine::evaluate_function: ToCopyBackward0").size(), 4u);
+  const std::string m = workloads::manifest_json(o, {rep}, 1);
+  EXPECT_NE(m.find("\"anti_pattern\": \"casts\""), std::string::npos) << m;
+  EXPECT_NE(m.find("\"without_anti_pattern_seconds\": ["), std::string::npos) << m;
+  o.anti_pattern = "slow";
+  EXPECT_THROW(workloads::check_options(o, 1), std::invalid_argument);
+  o.anti_pattern = "sync";
+  o.name = "dlrm";
+  EXPECT_THROW(workloads::check_options(o, 1), std::invalid_argument);
+}
+
 // Capture names and sizes tensors' dtypes from reprise/common/dtype.h: for every type this LibTorch has, the
 // table must say what c10 itself would (the ET type string is c10's type name).
 TEST(Capture, DtypeTableAgreesWithC10) {

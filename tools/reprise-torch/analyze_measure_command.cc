@@ -132,7 +132,7 @@ int cmd_analyze_measure(int argc, char** argv) {
   if (set.ranks.size() != 1)
     throw UserError("analyze: --measure replays one process, and " + inputs[0] + " has " +
                     std::to_string(set.ranks.size()) + " ranks: give one rank's ET with its Kineto trace");
-  if (set.ranks[0].nodes.empty())
+  if (set.ranks[0].nodes.empty() || set.ranks[0].from_kineto_only)
     throw UserError("analyze: --measure replays the ET, and " + inputs[0] + " has none (a Kineto trace alone)");
   const analyze::WindowModel classifier = analyze::default_window_model();
   o.classifier = &classifier;

@@ -150,7 +150,8 @@ CaptureReport capture_workload(const WorkloadOptions& o) {
   device::RegionTimer timer(device);
   for (int k = 0; k < o.steps; ++k) {
     for (int side = 0; side < (o.anti_pattern.empty() ? 1 : 2); ++side) {
-      const bool without = (side == 1) != (k % 2 == 1);  // with it first on even steps, without it first on odd
+      // With it first on even steps, without it first on odd ones; every step "with" when none is built in.
+      const bool without = !o.anti_pattern.empty() && (side == 1) != (k % 2 == 1);
       w->set_anti_pattern(!without);
       timer.start();
       w->step();
