@@ -532,6 +532,23 @@ TEST(Capture, AntiPatternStepsAreTimedWithAndWithoutIt) {
   EXPECT_NE(m.find("\"without_anti_pattern_seconds\": ["), std::string::npos) << m;
   o.anti_pattern = "slow";
   EXPECT_THROW(workloads::check_options(o, 1), std::invalid_argument);
+  // The other options capture refuses before it builds anything (reprise capture turns these into one line).
+  workloads::WorkloadOptions bad;
+  bad.steps = 0;
+  EXPECT_THROW(workloads::check_options(bad, 1), std::invalid_argument);
+  bad = {};
+  bad.pp = 2;  // mlp: pipelines are gpt's
+  EXPECT_THROW(workloads::check_options(bad, 2), std::invalid_argument);
+  bad = {};
+  bad.name = "gpt";
+  bad.hidden = 100;
+  bad.heads = 3;
+  EXPECT_THROW(workloads::check_options(bad, 1), std::invalid_argument);
+  bad.hidden = 0;
+  bad.heads = 0;
+  bad.pp = 2;
+  bad.layers = 3;
+  EXPECT_THROW(workloads::check_options(bad, 2), std::invalid_argument);
   o.anti_pattern = "sync";
   o.name = "dlrm";
   EXPECT_THROW(workloads::check_options(o, 1), std::invalid_argument);
