@@ -21,30 +21,6 @@ captures warm up 6 steps and time 15: with fewer, glibc's moving mmap threshold 
 to the system and page-faulted in again) still settles during the timed steps. The figures: the median over pairs
 of each, their spread, and measured / real. Exit 1 when that ratio is outside [0.8, 1.2] (issue 14's bar), or when
 the detector found nothing to measure.
-"""`reprise analyze --measure` against the real saving: a workload captured with an anti-pattern built in and
-without it, in alternating order; the real saving is the difference of their original (uninstrumented) step times,
-the measured one what `--measure` replays (the detector's fix built by the generators, replayed against the
-capture). One thread everywhere (OMP_NUM_THREADS=1, --threads 1). The C++ captures warm up 6 steps and time 15:
-with fewer, glibc's moving mmap threshold (freed 2 MB activations given back to the system and page-faulted in again)
-still settles during the timed steps, by allocation order rather than work, and the run without casts came out
-slower than the one with them.
-
-  bench/analyze_measure.py [--case cpp|python] [--anti-pattern casts|sync] [--device cpu|cuda] [--pairs N]
-                           [--batch B] [--hidden H] [--bin build/bin] [--work DIR] [--json FILE]
-
-  cpp     `reprise capture --workload mlp --anti-pattern AP` (LibTorch; its host timeline has no GPU kernels, so
-          the GPU-side detectors such as host_sync do not fire on it)
-  python  capture/python/examples/train_mlp.py --anti-pattern AP under reprise_capture.py (with Kineto on torch 2.x:
-          the GPU's kernels too, so host_sync fires on CUDA)
-
-casts is dtype churn (detector dtype_churn): each hidden activation round-tripped through bf16; sync is loss.item()
-between forward and backward (host_sync, which only a GPU makes cost anything). Each pair: the real saving, then
-`reprise analyze --measure --pairs 5` on the capture. The C++ capture measures the real
-saving itself, in one process: its timed steps alternate with and without the anti-pattern (the manifest's
-without_anti_pattern_seconds; train_mlp.py's anti_pattern_steps.json), so the median of the per-step differences
-is free of the 10-20% (on the CPU, up to 2x) that separate processes differ by on these machines. The
-figures: the median over pairs of each, their spread, and measured / real. Exit 1 when that ratio is outside
-[0.8, 1.2] (issue 14's bar), or when the detector found nothing to measure.
 """
 import argparse
 import json
