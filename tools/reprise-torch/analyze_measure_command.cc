@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -51,8 +50,6 @@ std::string yaml_quoted(const std::string& s) {
   return q + "'";
 }
 
-double median_of(std::vector<double> v) { return v.empty() ? 0.0 : median(std::move(v)); }
-
 }  // namespace
 
 int cmd_analyze_measure(int argc, char** argv) {
@@ -96,18 +93,7 @@ int cmd_analyze_measure(int argc, char** argv) {
   if (iterations < 1 || iterations > 100000) throw UserError("analyze: --iterations must be from 1 to 100000");
   if (warmup < 0 || warmup > 100000) throw UserError("analyze: --warmup must be from 0 to 100000");
   if (threads < 0 || threads > 4096) throw UserError("analyze: --threads must be from 0 to 4096");
-  double host_scale = -1;
-  if (host_time == "none") {
-    host_scale = 0;
-  } else if (host_time == "recorded") {
-    host_scale = 1;
-  } else if (host_time != "default") {
-    char* end = nullptr;
-    host_scale = std::strtod(host_time.c_str(), &end);
-    if (host_time.empty() || *end != '\0' || !(host_scale >= 0 && host_scale <= 100))
-      throw UserError("analyze: --host-time must be none, recorded, default or a scale from 0 to 100, not '" +
-                      host_time + "'");
-  }
+  const double host_scale = host_time == "default" ? -1 : parse_host_time(host_time, "analyze");
   if (!json_out.empty()) check_output_path(json_out);
   const bool quiet = vm.count("quiet") > 0;
   ProgressLine line;
@@ -208,7 +194,7 @@ int cmd_analyze_measure(int argc, char** argv) {
           for (int k = 0; k < 2; ++k) {
             const bool fix_side = (k == 1) != (p % 2 == 1);  // original first on even pairs, fixed first on odd
             replay::ReplayResult r = replay::replay_trace(fix_side ? fixed : original, side);
-            t[fix_side] = 1e6 * median_of(r.iteration_seconds);  // one entry per step replayed
+            t[fix_side] = 1e6 * median(r.iteration_seconds);  // one entry per step replayed
             (fix_side ? last_fixed : last_orig) = std::move(r);
             phase("measure", ++done, total, false, "");
           }
@@ -224,9 +210,9 @@ int cmd_analyze_measure(int argc, char** argv) {
       m->pairs = pairs;
       m->device = last_orig.device;
       m->host_time = last_orig.host_time.mode;
-      m->original_us = median_of(orig_steps);
-      m->fixed_us = median_of(fixed_steps);
-      m->saving_us = median_of(savings);
+      m->original_us = median(orig_steps);
+      m->fixed_us = median(fixed_steps);
+      m->saving_us = median(savings);
       m->saving_lo_us = *std::min_element(savings.begin(), savings.end());
       m->saving_hi_us = *std::max_element(savings.begin(), savings.end());
       std::string note;

@@ -140,9 +140,11 @@ void check_replay_numbers(const po::variables_map& vm, const reprise::replay::La
   require(o.per_op_passes >= 1 && o.per_op_passes <= 1000, "--per-op-passes must be between 1 and 1000");
 }
 
-// --host-time none|recorded|SCALE: the scale of the recorded host time re-spent; -1 (not given) the device's default.
-double host_time_scale(const po::variables_map& vm, const std::string& text) {
-  if (!vm.count("host-time")) return -1;
+}  // namespace
+
+namespace reprise::cli {
+
+double parse_host_time(const std::string& text, const std::string& command) {
   if (text == "none") return 0;
   if (text == "recorded") return 1;
   double scale = 0;
@@ -152,9 +154,20 @@ double host_time_scale(const po::variables_map& vm, const std::string& text) {
   } catch (const std::exception&) {
     used = 0;
   }
-  require(used > 0 && used == text.size() && std::isfinite(scale) && scale > 0 && scale <= 1000,
-          "--host-time must be none, recorded or a scale between 0 and 1000 (such as 0.5), not '" + text + "'");
+  if (!(used > 0 && used == text.size() && std::isfinite(scale) && scale > 0 && scale <= 1000))
+    throw UserError(command +
+                    ": --host-time must be none, recorded or a scale between 0 and 1000 (such as 0.5), not '" + text +
+                    "'");
   return scale;
+}
+
+}  // namespace reprise::cli
+
+namespace {
+
+// --host-time none|recorded|SCALE: the scale of the recorded host time re-spent; -1 (not given) the device's default.
+double host_time_scale(const po::variables_map& vm, const std::string& text) {
+  return vm.count("host-time") ? reprise::cli::parse_host_time(text, "replay") : -1;
 }
 
 po::options_description replay_options(reprise::replay::LaunchOptions& job, ReplayNumbers& n) {
