@@ -338,8 +338,10 @@ std::vector<CommPoint> read_comm_sweeps(const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
     const json j = detail::read_json(path);
     try {
-      const std::string op = j.at("op");
-      const int64_t group = j.at("world_size");
+      std::string op = j.at("op");
+      int64_t group = j.at("world_size");
+      comms::Kind kind;
+      if (comms::parse_kind(op, kind) && comms::describe(kind).p2p) op = "send", group = 2;  // a ring of pairs
       const std::string level = j.value("level", "");
       for (const json& r : j.at("rows")) {
         CommPoint p{op, group, level, r.at("bytes").get<double>(), r.at("time_us").get<double>() * 1e-6};

@@ -140,8 +140,9 @@ double CostModel::collective(const Collective& c, const std::vector<int64_t>& gr
   const double factor = c.p2p ? 1.0 : comms::describe(kind).busbw_factor(static_cast<int>(n));
   const LinkLevel& level = impl_->cluster.level_for(group);
   if (impl_->cal) {
-    // The collective's own curve, else (all_to_allv) the curve of the collective it varies.
-    const std::string own = comms::describe(kind).name;
+    // The collective's own curve, else (all_to_allv) the curve of the collective it varies. A send and its receive
+    // are one message: both take the pair's `send` curve (group 2, swept as a ring of pairs).
+    const std::string own = c.p2p ? std::string("send") : std::string(comms::describe(kind).name);
     const CollectiveCurve* best = nullptr;
     for (const std::string& op : {own, own == "all_to_allv" ? std::string("all_to_all") : own})
       for (const CollectiveCurve& k : impl_->cal->collectives)

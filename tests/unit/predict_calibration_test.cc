@@ -452,6 +452,22 @@ TEST(CommSweepFile, ReadsRowsAndRefusesOtherFiles) {
   EXPECT_NE(user_error([&] { read_comm_sweeps({text}); }).find(text + ": not JSON"), std::string::npos);
 }
 
+TEST(CommSweepFile, ASendOrReceiveSweepIsThePairsCurve) {
+  // `reprise comms --op send` runs a ring of pairs: each message is between two ranks, whatever the world size.
+  const std::string dir = test::test_dir();
+  const std::string recv = test::write_file(dir + "/recv.json", R"({"op": "recv", "dtype": "float",
+    "backend": "mpi", "world_size": 4, "busbw_factor": 1, "rows": [
+    {"bytes": 8, "count": 2, "time_us": 3.5, "algbw_gbps": 0, "busbw_gbps": 0, "wrong": 0}]})");
+  const std::vector<CommPoint> p = read_comm_sweeps({recv});
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].op, "send");
+  EXPECT_EQ(p[0].group, 2);
+  const Calibration c = fit_calibration({}, p);
+  ASSERT_EQ(c.collectives.size(), 1u);
+  EXPECT_EQ(c.collectives[0].op, "send");
+  EXPECT_EQ(c.collectives[0].group, 2);
+}
+
 // ---- The microbenchmark sweep ---------------------------------------------------------------------------------
 
 TEST(CalibrationSweep, EveryOpHasAFamilyModelAndWork) {

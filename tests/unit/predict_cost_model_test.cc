@@ -228,5 +228,28 @@ TEST(CostModelCollective, ACalibratedCurveReplacesTheLinkFigures) {
   EXPECT_DOUBLE_EQ(m.collective(ar, ranks(4), &sigma), 1e-6 * 4 + (1 << 30) * (2.0 * 3 / 4) / (450e9 * 0.8));
 }
 
+TEST(CostModelCollective, ASendAndItsReceiveTakeThePairsSendCurve) {
+  Calibration cal;
+  CollectiveCurve k;  // as calibrate writes a send sweep: the pair's curve, whatever the ring's size
+  k.op = "send";
+  k.group = 2;
+  k.latency = 30e-6;
+  k.bandwidth = 5e9;
+  k.sigma = 0.1;
+  cal.collectives.push_back(k);
+  const CostModel m(shipped("cpu-2core-example"), &cal);
+  Collective send = all_reduce(1 << 20);
+  send.name = "send";
+  send.p2p = true;
+  Collective recv = send;
+  recv.name = "recv";
+  double sigma = 0;
+  EXPECT_DOUBLE_EQ(m.collective(send, {0, 3}, &sigma), 30e-6 + (1 << 20) / 5e9);
+  EXPECT_EQ(sigma, 0.1);
+  EXPECT_DOUBLE_EQ(m.collective(recv, {0, 3}), m.collective(send, {0, 3}));
+  // The curve is a pair's: an all_reduce of two ranks does not take it.
+  EXPECT_NE(m.collective(all_reduce(1 << 20), {0, 3}), m.collective(send, {0, 3}));
+}
+
 }  // namespace
 }  // namespace reprise::predict

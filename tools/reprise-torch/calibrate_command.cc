@@ -80,7 +80,7 @@ std::vector<CommPoint> sweep_collectives(comms::Communicator& world, size_t max_
   if (gpu) nccl = comms::make_nccl(world, device);
   comms::Communicator& c = nccl ? *nccl : world;
   for (comms::Kind kind : {comms::Kind::AllReduce, comms::Kind::AllGather, comms::Kind::ReduceScatter,
-                           comms::Kind::AllToAll, comms::Kind::AllToAllV}) {
+                           comms::Kind::AllToAll, comms::Kind::AllToAllV, comms::Kind::Send}) {
     comms::SweepOptions o;
     o.kind = kind;
     o.min_bytes = 4;
@@ -90,9 +90,12 @@ std::vector<CommPoint> sweep_collectives(comms::Communicator& world, size_t max_
     o.check = false;
     o.device = device;
     const std::string op = comms::describe(kind).name;
+    // A send is swept as a ring (each rank sends to the next and receives from the one before): every message is
+    // between two ranks, so its curve is the pair's (group 2), the one predict times a send and its receive with.
+    const int64_t group = comms::describe(kind).p2p ? 2 : c.size();
     for (const comms::SweepRow& r : comms::sweep(c, o))
       if (r.bytes > 0 && r.time_us > 0)
-        points.push_back({op, c.size(), "", static_cast<double>(r.bytes), r.time_us * 1e-6});
+        points.push_back({op, group, "", static_cast<double>(r.bytes), r.time_us * 1e-6});
     if (progress && c.rank() == 0)
       std::fprintf(stderr, "reprise: collectives: %s swept on %d ranks\n", op.c_str(), c.size());
   }
