@@ -116,8 +116,11 @@ TEST(Analyze, EachClassOfFindingsIsPlannedForMeasurementWithItsTransformOrWhyNot
   ASSERT_TRUE(j.contains("measured"));
   EXPECT_EQ(j["measured"].size(), plan.size());
   EXPECT_FALSE(j.contains("windows"));
-  for (const auto& d : j["detectors"])
-    if (d["id"] == "dtype_churn") EXPECT_NE(d["transform"].get<std::string>().find("drop"), std::string::npos);
+  for (const auto& d : j["detectors"]) {
+    if (d["id"] == "dtype_churn") {
+      EXPECT_NE(d["transform"].get<std::string>().find("drop"), std::string::npos);
+    }
+  }
 }
 
 TEST(Analyze, WithoutTheSyncTheSameGapIsTheHosts) {
