@@ -71,26 +71,29 @@ case $CASE in
     check_json "$WORK/r.json" 'all(e["collectives_replayed"] == 20 for e in r["ranks"]) and any(t["name"] == "all_gather" and t["bytes"] == 8 and t["group_size"] == 2 for t in r["collective_timing"])'
     ;;
   calibrate_predict_np2)
-    # Both ranks run the sweep at once, then sweep every collective at 2 ranks; rank 0 writes the calibration, whose
-    # curves then time the collectives of a 2-rank prediction.
+    # Both ranks run the sweep at once, then sweep every collective (and send/recv, a pair's curve) at 2 ranks; rank 0
+    # writes the calibration, whose curves then time the collectives of a 2-rank prediction.
     "${MPI[@]}" -np 2 "$BIN/reprise" calibrate --quick --passes 1 --family memory --comms-max-bytes 64K \
       --out "$WORK/cal.json" --cluster-out "$WORK/machine.yaml" -q >/dev/null || fail "calibrate exited $?"
-    check_json "$WORK/cal.json" 'r["concurrent_ranks"] == 2 and r["memory_contention"].get("2", 1) >= 1 and {c["op"] for c in r["collectives"]} >= {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_allv"} and all(c["group"] == 2 and c["bandwidth"] > 0 and c["points"] > 10 for c in r["collectives"])'
+    check_json "$WORK/cal.json" 'r["concurrent_ranks"] == 2 and r["memory_contention"].get("2", 1) >= 1 and {c["op"] for c in r["collectives"]} >= {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_allv", "send"} and all(c["group"] == 2 and c["bandwidth"] > 0 and c["points"] > 10 for c in r["collectives"])'
     synth "$WORK/t" 2 2
     "$BIN/reprise" predict "$WORK/t" --cluster "$WORK/machine.yaml" --calibration "$WORK/cal.json" \
       --out "$WORK/p.json" -q >/dev/null || fail "predict exited $?"
     check_json "$WORK/p.json" 'r["world_size"] == 2 and r["families"]["collective"] > 0 and all(e["comm_busy_seconds"] > 0 for e in r["ranks"])'
     ;;
   capture_dlrm_np4)
-    "${MPI[@]}" -np 4 "$BIN/reprise" capture --workload dlrm --out "$WORK/cap" --batch 32 --rows 2000 --warmup 1 \
-      --steps 2 -q >/dev/null || fail "capture exited $?"
-    check_json "$WORK/cap/manifest.json" 'r["world_size"] == 4 and [e["rank"] for e in r["ranks"]] == [0, 1, 2, 3] and all(len(e["iteration_seconds"]) == 2 for e in r["ranks"])'
+    # An uneven sharding plan (rank 2 holds no table, rank 3 three) of tables with their own sizes and pooling: the
+    # embeddings go by all_to_allv with the plan's splits, and the capture replays with every collective.
+    "${MPI[@]}" -np 4 "$BIN/reprise" capture --workload dlrm --out "$WORK/cap" --batch 32 --shards 0,1,3,3,3 \
+      --table-rows 2000,500,3000,100,2000 --table-lookups 4,20,8,2,8 --warmup 1 --steps 2 -q >/dev/null ||
+      fail "capture exited $?"
+    check_json "$WORK/cap/manifest.json" 'r["world_size"] == 4 and [e["rank"] for e in r["ranks"]] == [0, 1, 2, 3] and all(len(e["iteration_seconds"]) == 2 for e in r["ranks"]) and r["shards"] == [0, 1, 3, 3, 3]'
     out=$("$BIN/reprise" inspect "$WORK/cap" 2>&1) || fail "inspect: $out"
     [ "$(grep -c '^== rank' <<<"$out")" = 4 ] || fail "inspect does not show 4 ranks: $out"
-    grep -q "all_to_all" <<<"$out" || fail "no all_to_all in: $out"
+    grep -q "all_to_allv" <<<"$out" || fail "no all_to_allv in: $out"
     "${MPI[@]}" -np 4 "$BIN/reprise" replay "$WORK/cap" --iterations 2 --out "$WORK/r.json" --timeout 200 -q ||
       fail "replay exited $?"
-    check_json "$WORK/r.json" 'r["world_size"] == 4 and all(e["collectives_selected"] > 0 and e["collectives_replayed"] == e["collectives_selected"] and e["coverage"] == 1 and "original_iteration_seconds" in e for e in r["ranks"]) and {t["name"] for t in r["collective_timing"]} == {"all_reduce", "all_to_all"}'
+    check_json "$WORK/r.json" 'r["world_size"] == 4 and all(e["collectives_selected"] > 0 and e["collectives_replayed"] == e["collectives_selected"] and e["coverage"] == 1 and "original_iteration_seconds" in e for e in r["ranks"]) and {t["name"] for t in r["collective_timing"]} == {"all_reduce", "all_to_allv"}'
     ;;
   gpt_3d_capture_np8)
     # tp 2 x pp 2 x dp 2 at tiny sizes: every rank's groups, collectives and 1F1B sends and receives

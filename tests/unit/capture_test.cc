@@ -554,6 +554,59 @@ TEST(Capture, AntiPatternStepsAreTimedWithAndWithoutIt) {
   EXPECT_THROW(workloads::check_options(o, 1), std::invalid_argument);
 }
 
+// A DLRM whose tables differ (rows, pooling) and whose sharding plan places them: each table this rank holds is an
+// embedding_bag over its own weight and indices; the plan and the lists are checked against the world first.
+TEST(Capture, DlrmTablesOfTheirOwnSizesAndAShardingPlan) {
+  const std::string dir = test::temp_dir() + "/dlrm-plan";
+  workloads::WorkloadOptions o;
+  o.name = "dlrm";
+  o.out_dir = dir;
+  o.warmup = 0;
+  o.steps = 1;
+  o.batch = 4;
+  o.dim = 8;
+  o.hidden = 16;
+  o.table_rows = {300, 50, 7};
+  o.table_lookups = {2, 5, 1};
+  o.shards = {0, 0, 0};
+  const workloads::CaptureReport rep = workloads::capture_workload(o);
+  EXPECT_NE(rep.description.find("tables 3 x 7..300 x 8, 1..5 lookups"), std::string::npos) << rep.description;
+  EXPECT_NE(rep.description.find("shards 0,0,0"), std::string::npos) << rep.description;
+  const TraceSet set = load_traces({dir});
+  std::multiset<std::pair<int64_t, int64_t>> bags;  // (weight rows, indices)
+  const Trace& t = set.ranks[0];
+  for (uint32_t n : ops_named(t, "aten::embedding_bag"))
+    bags.emplace(t.dims(input_tensor(t, n, 0))[0], t.dims(input_tensor(t, n, 1))[0]);
+  EXPECT_EQ(bags, (std::multiset<std::pair<int64_t, int64_t>>{{300, 4 * 2}, {50, 4 * 5}, {7, 4 * 1}}));
+  const std::string m = workloads::manifest_json(o, {rep}, 1);
+  EXPECT_NE(m.find("\"shards\": ["), std::string::npos) << m;
+
+  auto refused = [](const workloads::WorkloadOptions& w, int world) -> std::string {
+    try {
+      workloads::check_options(w, world);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  workloads::WorkloadOptions bad = o;
+  bad.table_lookups = {2, 5};
+  EXPECT_NE(refused(bad, 1).find("--table-lookups has 2 entries for 3 tables"), std::string::npos) << refused(bad, 1);
+  bad = o;
+  bad.table_rows = {300, 0, 7};
+  EXPECT_NE(refused(bad, 1).find("--table-rows: table 1 has 0, not a positive count"), std::string::npos);
+  bad = o;
+  bad.shards = {0, 2, 1};
+  EXPECT_NE(refused(bad, 2).find("--shards: table 1 has 2, not a rank of the 2 launched"), std::string::npos);
+  EXPECT_EQ(refused(o, 2), "");  // 3 tables over 2 ranks: a plan may place them unevenly
+  bad = o;
+  bad.shards.clear();
+  EXPECT_NE(refused(bad, 2).find("or --shards must place each table"), std::string::npos) << refused(bad, 2);
+  bad = {};
+  bad.shards = {0};
+  EXPECT_NE(refused(bad, 1).find("are dlrm's"), std::string::npos) << refused(bad, 1);
+}
+
 // Capture names and sizes tensors' dtypes from reprise/common/dtype.h: for every type this LibTorch has, the
 // table must say what c10 itself would (the ET type string is c10's type name).
 TEST(Capture, DtypeTableAgreesWithC10) {

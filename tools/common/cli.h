@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -12,6 +14,7 @@
 #include <regex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "reprise/common/error.h"
 #include "reprise/trace/output.h"
@@ -79,6 +82,27 @@ inline size_t parse_bytes(const std::string& s, const std::string& what) {
     throw UserError(bad);
   if (!(v >= 0) || v * mult > 1e18) throw UserError(bad);
   return static_cast<size_t>(v * mult);
+}
+
+// A list of integers as people write it: 0,1,1,0 (no spaces needed, none allowed inside a number); `what` names the
+// option in the error.
+inline std::vector<int64_t> parse_int_list(const std::string& s, const std::string& what) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t end = std::min(s.find(',', at), s.size());
+    const std::string item = s.substr(at, end - at);
+    size_t pos = 0;
+    try {
+      out.push_back(std::stoll(item, &pos));
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    if (pos == 0 || item.find_first_not_of(" ", pos) != std::string::npos)
+      throw UserError(what + ": bad list '" + s + "' (integers separated by commas, e.g. 0,1,1,0)");
+    at = end + 1;
+  }
+  return out;
 }
 
 // An output file is checked before any work starts, so a long run is not lost at the end: its folder exists and is

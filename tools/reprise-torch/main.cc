@@ -278,6 +278,12 @@ po::options_description capture_options(reprise::workloads::WorkloadOptions& w, 
       "rows", po::value(&w.rows)->default_value(0), "dlrm: rows per table")("dim", po::value(&w.dim)->default_value(0),
                                                                             "dlrm: embedding dimension")(
       "lookups", po::value(&w.lookups)->default_value(0), "dlrm: lookups per sample and table")(
+      "table-rows", po::value<std::string>(), "dlrm: rows of each table, e.g. 100000,5000,... (one per table)")(
+      "table-lookups", po::value<std::string>(),
+      "dlrm: lookups per sample of each table (pooling factors), e.g. 40,2,... (one per table)")(
+      "shards", po::value<std::string>(),
+      "dlrm: the sharding plan, the rank holding each table, e.g. 0,0,1,0 (one per table; default: rank r holds\n"
+      "the r-th block of tables / ranks); ranks holding different numbers exchange by all_to_allv")(
       "seq", po::value(&w.seq)->default_value(0), "gpt: sequence length")(
       "heads", po::value(&w.heads)->default_value(0), "gpt: attention heads")(
       "vocab", po::value(&w.vocab)->default_value(0), "gpt: vocabulary size")(
@@ -412,6 +418,10 @@ int cmd_capture(int argc, char** argv) {
                        " reached; ending this rank, and with it the launch (--timeout S sets another, 0 none)");
   w.lean = vm.count("lean") > 0;
   w.zero = vm.count("zero") > 0;
+  for (const auto& [name, list] : {std::pair<std::string, std::vector<int64_t>*>{"table-rows", &w.table_rows},
+                                   {"table-lookups", &w.table_lookups},
+                                   {"shards", &w.shards}})
+    if (vm.count(name)) *list = reprise::cli::parse_int_list(vm[name].as<std::string>(), "capture: --" + name);
   if (threads > 0) at::set_num_threads(threads);
   reprise::cli::ProgressLine line;
   if (!vm.count("quiet")) w.progress = [&line](const std::string& s) { line.message(s); };

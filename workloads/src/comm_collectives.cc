@@ -8,6 +8,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include <algorithm>
 #include <numeric>
 
 #include "reprise/capture/session.h"
@@ -67,6 +68,33 @@ class CommCollectives : public Collectives {
       throw std::invalid_argument("all_to_all: contiguous tensors of equal size, divisible by the group size");
     record({"all_to_all", "all_to_all", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()});
     run(args(comms::Kind::AllToAll, in, out, in.numel() / world_size()));
+  }
+
+  // PyTorch's all_to_all_single with split sizes records itself as alltoall_base, the splits in rows of dim 0.
+  void all_to_all_v(at::Tensor& out, const at::Tensor& in, const std::vector<int64_t>& out_splits,
+                    const std::vector<int64_t>& in_splits) override {
+    const size_t n = static_cast<size_t>(world_size());
+    auto rows = [](const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); };
+    if (!in.is_contiguous() || !out.is_contiguous() || in.dim() < 1 || out.dim() < 1 || in_splits.size() != n ||
+        out_splits.size() != n || rows(in_splits) != in.size(0) || rows(out_splits) != out.size(0) ||
+        std::any_of(in_splits.begin(), in_splits.end(), [](int64_t x) { return x < 0; }) ||
+        std::any_of(out_splits.begin(), out_splits.end(), [](int64_t x) { return x < 0; }) ||
+        (in.size(0) > 0 && out.size(0) > 0 && in.numel() / in.size(0) != out.numel() / out.size(0)))
+      throw std::invalid_argument(
+          "all_to_all_v: contiguous tensors, a split per rank summing to dim 0, rows of equal size");
+    const int64_t row = in.size(0) > 0 ? in.numel() / in.size(0) : out.size(0) > 0 ? out.numel() / out.size(0) : 0;
+    record({"all_to_allv", "alltoall_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()}, in_splits,
+           out_splits);
+    comms::Args a = args(comms::Kind::AllToAllV, in, out, 0);
+    auto elements = [row](const std::vector<int64_t>& splits, std::vector<size_t>& counts, std::vector<size_t>& at) {
+      for (int64_t x : splits) {
+        at.push_back(at.empty() ? 0 : at.back() + counts.back());
+        counts.push_back(static_cast<size_t>(x * row));
+      }
+    };
+    elements(in_splits, a.in_counts, a.in_displs);
+    elements(out_splits, a.out_counts, a.out_displs);
+    run(std::move(a));
   }
 
   // PyTorch's reduce_scatter_tensor and all_gather_into_tensor (what Megatron's distributed optimizer and ZeRO
@@ -163,7 +191,9 @@ class CommCollectives : public Collectives {
     comm_->start(a)->wait_on(a.stream);
   }
 
-  void record(const Record& r) const {
+  // all_to_allv's splits: rows of dim 0 per rank.
+  void record(const Record& r, const std::vector<int64_t>& in_splits = {},
+              const std::vector<int64_t>& out_splits = {}) const {
     capture::Session* s = capture::Session::active();
     if (!s) return;
     Collective c;
@@ -175,6 +205,8 @@ class CommCollectives : public Collectives {
     c.seq = r.seq;
     c.rank = r.rank;
     c.p2p = r.p2p;
+    c.in_splits = in_splits;
+    c.out_splits = out_splits;
     c.pg_name = info_.name;
     c.pg_desc = info_.desc;
     c.pg_size = static_cast<int64_t>(info_.ranks.size());

@@ -59,8 +59,9 @@ const std::vector<Entry>& registry() {
        nullptr},
       {"dlrm",
        "EmbeddingBag tables (model parallel, all_to_all) + MLPs (data parallel, all_reduce), dot interaction "
-       "(--batch --tables --rows --dim --lookups --hidden)",
-       detail::make_dlrm, nullptr},
+       "(--batch --tables --rows --dim --lookups --hidden); tables of their own sizes and pooling, placed by a "
+       "sharding plan (--table-rows --table-lookups --shards)",
+       detail::make_dlrm, detail::check_dlrm},
       {"gpt",
        "decoder blocks: causal attention, LayerNorm, GELU MLP, AdamW (--batch --seq --hidden --heads --layers "
        "--vocab); Megatron-style tensor, pipeline (1F1B) and data parallel (--tp --pp --dp --micro-batches), "
@@ -103,13 +104,14 @@ void check_options(const WorkloadOptions& o, int world_size) {
     throw std::invalid_argument("anti-pattern '" + o.anti_pattern + "': unknown (built in: sync, casts)");
   if (!o.anti_pattern.empty() && o.name != "mlp")
     throw std::invalid_argument("workload '" + o.name + "': anti-patterns are built into mlp only");
-  if (entry.check) {
-    entry.check(o, world_size);
-  } else if (o.tp != 1 || o.pp != 1 || (o.dp != 0 && o.dp != world_size) || o.micro_batches != 0 || o.zero) {
+  if (o.name != "gpt" &&
+      (o.tp != 1 || o.pp != 1 || (o.dp != 0 && o.dp != world_size) || o.micro_batches != 0 || o.zero))
     throw std::invalid_argument("workload '" + o.name +
                                 "': tensor and pipeline parallelism, micro-batches and ZeRO are gpt's; it is data "
                                 "parallel over the launch's ranks");
-  }
+  if (o.name != "dlrm" && (!o.table_rows.empty() || !o.table_lookups.empty() || !o.shards.empty()))
+    throw std::invalid_argument("workload '" + o.name + "': --table-rows, --table-lookups and --shards are dlrm's");
+  if (entry.check) entry.check(o, world_size);
 }
 
 std::vector<std::pair<std::string, std::string>> workload_list() {
@@ -204,6 +206,9 @@ std::string manifest_json(const WorkloadOptions& o, const std::vector<CaptureRep
   j["seed"] = o.seed;
   j["lean"] = o.lean;
   if (!o.anti_pattern.empty()) j["anti_pattern"] = o.anti_pattern;
+  if (!o.table_rows.empty()) j["table_rows"] = o.table_rows;
+  if (!o.table_lookups.empty()) j["table_lookups"] = o.table_lookups;
+  if (!o.shards.empty()) j["shards"] = o.shards;
   auto a = nlohmann::ordered_json::array();
   for (const CaptureReport& r : ranks) {
     a.push_back({{"rank", r.rank},

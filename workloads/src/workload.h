@@ -28,6 +28,10 @@ std::unique_ptr<Workload> make_dlrm(const WorkloadOptions& o, at::Device device)
 std::unique_ptr<Workload> make_gpt(const WorkloadOptions& o, at::Device device);
 // gpt's sizes and layout against a world of `world` ranks; throws std::invalid_argument.
 void check_gpt(const WorkloadOptions& o, int world);
+// dlrm's table lists and sharding plan against a world of `world` ranks; throws std::invalid_argument.
+void check_dlrm(const WorkloadOptions& o, int world);
+// dlrm's table count: --tables, else the length of a table list, else 8.
+int64_t dlrm_tables(const WorkloadOptions& o);
 
 // A parameter: leaf tensor that requires grad, initialised uniform in [-scale, scale].
 at::Tensor parameter(at::IntArrayRef shape, double scale, at::Device device);

@@ -39,6 +39,10 @@ class Collectives {
   virtual void all_reduce(at::Tensor& tensor) = 0;
   // Equal chunks: chunk r of `in` goes to rank r, chunk r of `out` comes from rank r (contiguous tensors).
   virtual void all_to_all(at::Tensor& out, const at::Tensor& in) = 0;
+  // Uneven chunks (PyTorch's all_to_all_single with split sizes): in_splits[r] rows of dim 0 of `in` go to rank r,
+  // out_splits[r] rows of `out` come from rank r, in rank order (contiguous tensors; a split may be 0).
+  virtual void all_to_all_v(at::Tensor& out, const at::Tensor& in, const std::vector<int64_t>& out_splits,
+                            const std::vector<int64_t>& in_splits) = 0;
   // `out` (in.numel() / size elements) = the sum over ranks of chunk `rank` of `in` (contiguous tensors).
   virtual void reduce_scatter(at::Tensor& out, const at::Tensor& in) = 0;
   // Chunk r of `out` (size * in.numel() elements) = rank r's `in` (contiguous tensors).
@@ -74,7 +78,12 @@ struct WorkloadOptions {
   // Sizes; 0 = the workload's default.
   int64_t batch = 0, hidden = 0, layers = 0;
   int64_t tables = 0, rows = 0, dim = 0, lookups = 0;  // dlrm
-  int64_t seq = 0, heads = 0, vocab = 0;               // gpt
+  // dlrm's tables one by one (each list empty, or one entry per table): rows, lookups per sample (pooling factor),
+  // and the sharding plan, the rank that holds each table. Without a plan rank r holds the r-th block of
+  // tables / world; with one a rank may hold any number (0 too), and the embeddings are exchanged by all_to_allv
+  // where the ranks hold different numbers.
+  std::vector<int64_t> table_rows, table_lookups, shards;
+  int64_t seq = 0, heads = 0, vocab = 0;  // gpt
   // gpt's parallelism (Megatron-style): tensor, pipeline and data parallel sizes (dp 0: the world / (tp * pp)),
   // micro-batches per step (0: 1 without a pipeline, else 2 * pp) and ZeRO (sharded optimizer over dp).
   int64_t tp = 1, pp = 1, dp = 0, micro_batches = 0;
