@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Predictions against measured replays (issue 13's bars), on this machine's CPU, one thread.
 
-  bench/predict.py [--case accuracy|distributed|speed|ranking ...] [--quick] [--repeats N] [--bin build/bin]
+  bench/predict.py [--case accuracy|distributed|speed|ranking|variants ...] [--quick] [--repeats N] [--bin build/bin]
                    [--work DIR] [--json FILE]
 
 accuracy     calibrate this machine once (reprise calibrate, as one rank and under mpirun on every core), then for mlp, dlrm and gpt at three sizes each and the
@@ -10,8 +10,10 @@ accuracy     calibrate this machine once (reprise calibrate, as one rank and und
 distributed  the built-in DLRM captured on 2 ranks, generated to 4 and 8 ranks (tables: reshard), replayed under
              mpirun and predicted.
 speed        a GPT captured on 2 ranks, scaled to 1,024 ranks, predicted: wall time and simulated ops per second.
-ranking      DLRM variants (batch sizes x world sizes) replayed and predicted: is the predicted fastest the measured
-             fastest, or within 5% of it? Kendall's tau of the two orders.
+ranking      DLRM sharding plans: 8 tables of their own sizes and pooling placed on 2 ranks in 8 ways (balanced,
+             blocks, everything on one rank, ...), each captured, replayed under mpirun and predicted: is the
+             predicted fastest plan the measured fastest, or within 5% of it? Kendall's tau of the two orders.
+variants     DLRM batch sizes x world sizes (1, 2 ranks), the same questions.
 
 Measurements are replays of the same process on a shared VM: each case is replayed --repeats times, interleaved
 across cases, and the median taken. Exit 1 when a bar is missed (accuracy geomean > 10%, distributed error > 15%,
@@ -210,17 +212,31 @@ def case_speed(b):
             "pass": wall < 10 and rate >= 1e6}
 
 
-def case_ranking(b):
-    items = []
-    for batch in (32, 64, 128, 256):
-        for world in (1, 2):
-            name = f"dlrm-b{batch}-w{world}"
-            items.append((name, b.capture(name, "dlrm", ["--batch", str(batch), "--rows", "20000"], world), world))
+# Eight tables as a recommendation model has them: sizes and pooling factors that differ by an order of magnitude.
+PLAN_ROWS = [40000, 30000, 5000, 20000, 2000, 10000, 1000, 8000]
+PLAN_LOOKUPS = [10, 60, 40, 5, 80, 20, 30, 2]
+
+
+def sharding_plans():
+    """Eight ways to place the tables on 2 ranks: what a sharding planner chooses between."""
+    return {
+        "round-robin": [t % 2 for t in range(8)],
+        "rows-alternate": [0, 1, 1, 0, 0, 1, 1, 0],  # largest tables by rows dealt to the ranks in turn
+        "pooling-alternate": [1, 1, 0, 0, 0, 0, 1, 1],  # the same by lookups per sample
+        "blocks": [t // 4 for t in range(8)],
+        "blocks-reversed": [1 - t // 4 for t in range(8)],
+        "two-largest-apart": [0, 1, 1, 1, 1, 0, 0, 0],
+        "six-on-1": [0, 1, 1, 1, 1, 1, 1, 0],
+        "all-on-0": [0] * 8,
+    }
+
+
+def ranking_of(b, items, title):
     b.calibrate()
     preds = {n: b.predict(p, n, np_) for n, p, np_ in items}
     rows = rows_of(b, items, preds)
-    report(rows, "ranking")
-    validate(b, items, "ranking")
+    report(rows, title)
+    validate(b, items, title.split()[0])
     meas = {r["name"]: r["measured"] for r in rows}
     pred = {r["name"]: r["predicted"] for r in rows}
     fp, fm = min(pred, key=pred.get), min(meas, key=meas.get)
@@ -239,9 +255,28 @@ def case_ranking(b):
             "pass": fp == fm or within}
 
 
+def case_ranking(b):
+    items = []
+    for plan, shards in sharding_plans().items():
+        name = f"dlrm-plan-{plan}"
+        args = ["--table-rows", ",".join(map(str, PLAN_ROWS)), "--table-lookups", ",".join(map(str, PLAN_LOOKUPS)),
+                "--shards", ",".join(map(str, shards))]
+        items.append((name, b.capture(name, "dlrm", args, 2), 2))
+    return ranking_of(b, items, "ranking of sharding plans")
+
+
+def case_variants(b):
+    items = []
+    for batch in (32, 64, 128, 256):
+        for world in (1, 2):
+            name = f"dlrm-b{batch}-w{world}"
+            items.append((name, b.capture(name, "dlrm", ["--batch", str(batch), "--rows", "20000"], world), world))
+    return ranking_of(b, items, "variants (batch x world size)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--case", action="append", choices=["accuracy", "distributed", "speed", "ranking"])
+    ap.add_argument("--case", action="append", choices=["accuracy", "distributed", "speed", "ranking", "variants"])
     ap.add_argument("--quick", action="store_true", help="fewer sizes, a quick calibration")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
@@ -253,7 +288,7 @@ def main():
     os.environ["OMP_NUM_THREADS"] = "1"
     b = Bench(a)
     results = {}
-    for c in a.case or ["accuracy", "distributed", "speed", "ranking"]:
+    for c in a.case or ["accuracy", "distributed", "speed", "ranking", "variants"]:
         results[c] = globals()[f"case_{c}"](b)
     print(f"\nwork folder: {a.work}")
     if a.json:
