@@ -4,13 +4,13 @@
 # rules, the plain-threshold baseline and the window classifier scored on its held-out steps. Writes
 # bench/out/analyze_eval.{txt,json}. --train first retrains the classifier Reprise ships
 # (analyze/models/window_model.json) on the corpus's training steps: the recipe of the shipped model.
-# Usage: bench/analyze_eval.sh [--copies N] [--seed S] [--train]   (defaults 48 and 1)
+# Usage: bench/analyze_eval.sh [--copies N] [--seed S] [--train]   (defaults 96 and 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
 SHARED=../shared/traces
 OUT=bench/out
-copies=48 seed=1 train=0
+copies=96 seed=1 train=0
 while [ $# -gt 0 ]; do
   case $1 in
     --train) train=1; shift ;;

@@ -18,14 +18,19 @@ using namespace detail;
 
 std::vector<double> features_of(const WindowStats& s) {
   const double dur = std::max(s.duration(), 1e-9);
-  double stretch = 0, chain_saving = 0, unaligned = 0, optimizer_launches = 0, multi = 0, zero = 0, data_idle = 0;
+  double stretch = 0, chain_saving = 0, unaligned = 0, unaligned_slow = 0, optimizer_launches = 0, single_launches = 0,
+         multi = 0, zero = 0, data_idle = 0;
   for (const Stretch& r : s.stretches) stretch += r.end - r.begin;
   for (const Chain& c : s.chains) chain_saving += c.saving_us();
   for (const GemmOp& g : s.gemm_ops)
-    if (!g.aligned) unaligned += g.device_us;
+    if (!g.aligned) {
+      unaligned += g.device_us;
+      unaligned_slow += std::max(0.0, g.device_us - aligned_gemm_us(*s.tl, g));
+    }
   for (const ScopeUse& u : s.optimizer) {
     optimizer_launches += double(u.work);
     if (u.multi_tensor) multi = 1;
+    if (!u.multi_tensor) single_launches += double(u.work);  // an optimizer step with no multi-tensor op of its own
   }
   for (const ScopeUse& u : s.zero_grad) zero += double(u.zero_ops ? u.zero_ops : u.memsets);
   for (const ScopeUse& u : s.data) data_idle += u.idle_us;
@@ -60,11 +65,13 @@ std::vector<double> features_of(const WindowStats& s) {
           s.gemm_us,
           s.gemm_fp32_us,
           unaligned,
+          unaligned_slow,
           s.comm_us,
           s.comm_exposed_us,
           s.comm_us > 0 ? 1 - s.comm_exposed_us / s.comm_us : 1,
           optimizer_launches,
           multi,
+          single_launches,
           zero,
           data_idle,
           s.skew};
@@ -116,11 +123,13 @@ const std::vector<std::string>& feature_names() {
                                               "gemm_us",
                                               "gemm_fp32_us",
                                               "gemm_unaligned_us",
+                                              "gemm_unaligned_slow_us",
                                               "comm_us",
                                               "comm_exposed_us",
                                               "comm_overlap_frac",
                                               "optimizer_launches",
                                               "optimizer_multi_tensor",
+                                              "optimizer_single_tensor_launches",
                                               "zero_grad_ops",
                                               "data_idle_us",
                                               "rank_skew"};

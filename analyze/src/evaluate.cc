@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -15,6 +16,7 @@
 #include "inject.h"
 #include "reprise/analyze/analyze.h"
 #include "reprise/common/error.h"
+#include "reprise/common/stats.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/write.h"
 
@@ -60,7 +62,7 @@ Options judge_only() {
 
 }  // namespace
 
-CorpusSummary make_corpus(const TraceSet& clean, const std::string& dir, const CorpusOptions& options) {
+CorpusSummary make_corpus(const std::vector<TraceSet>& jobs, const std::string& dir, const CorpusOptions& options) {
   if (options.copies < 1) throw UserError("analyze: --copies must be at least 1");
   if (options.test_every < 2) throw UserError("analyze: every test_every-th window is held out: at least 2");
   std::error_code ec;
@@ -76,74 +78,123 @@ CorpusSummary make_corpus(const TraceSet& clean, const std::string& dir, const C
                         {"classes", nlohmann::json::array()},
                         {"traces", nlohmann::json::array()}};
   for (const Detector* d : injectable) corpus["classes"].push_back(d->info.id);
-  size_t window_counter = 0;
-  for (size_t b = 0; b < clean.ranks.size(); ++b) {
-    const Trace& base = clean.ranks[b];
-    if (!base.kineto || base.kineto->events.empty()) {
-      summary.skipped.push_back(base.source + ": no Kineto timeline");
-      continue;
+  size_t window_counter = 0, b = 0;  // b: every input rank in order (file names and random seeds)
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    // The job's ranks that can serve, analyzed together: a step's skew is its rank's computation against the
+    // median rank's.
+    TraceSet job;
+    std::vector<size_t> base_index;
+    for (const Trace& base : jobs[j].ranks) {
+      const size_t index = b++;
+      if (!base.kineto || base.kineto->events.empty()) {
+        summary.skipped.push_back(base.source + ": no Kineto timeline");
+        continue;
+      }
+      job.ranks.push_back(clone(base));
+      base_index.push_back(index);
     }
-    // The clean steps, and what they already show (left out of those classes' scores).
-    TraceSet one;
-    one.ranks.push_back(clone(base));
-    const Analysis clean_analysis = analyze(one, judge_only());
-    std::vector<const Window*> steps;
-    for (const Window& w : clean_analysis.windows)
-      if (w.kind == WindowKind::Step) steps.push_back(&w);
-    const bool gpu = clean_analysis.ranks.front().gpu;
-    if (steps.empty() || !gpu) {
-      summary.skipped.push_back(base.source + (gpu ? ": no ProfilerSteps to label" : ": no GPU work"));
-      continue;
+    if (job.ranks.empty()) continue;
+    const Analysis clean_analysis = analyze(job, judge_only());
+    struct Rank {
+      std::vector<const Window*> steps;
+      std::map<std::string, std::vector<std::string>> present;  // by step: what the clean step already shows
+      std::map<std::string, bool> test;
+      std::map<std::string, double> compute;  // by step: the clean computation (us)
+    };
+    std::vector<Rank> ranks(job.ranks.size());
+    std::vector<size_t> usable;
+    std::map<std::string, std::vector<double>> step_compute;  // every usable rank's, by step
+    for (size_t r = 0; r < job.ranks.size(); ++r) {
+      const Trace& base = job.ranks[r];
+      const int rank = clean_analysis.ranks[r].rank;
+      for (const Window& w : clean_analysis.windows)
+        if (w.kind == WindowKind::Step && w.rank == rank) ranks[r].steps.push_back(&w);
+      const bool gpu = clean_analysis.ranks[r].gpu;
+      if (ranks[r].steps.empty() || !gpu) {
+        summary.skipped.push_back(base.source + (gpu ? ": no ProfilerSteps to label" : ": no GPU work"));
+        continue;
+      }
+      usable.push_back(r);
+      ++summary.bases;
+      const Timeline tl = build_timeline(base, rank);
+      for (const Window* w : ranks[r].steps) {
+        ranks[r].compute[w->name] = covered(tl.compute, w->begin_us, w->end_us);
+        step_compute[w->name].push_back(ranks[r].compute[w->name]);
+      }
     }
-    ++summary.bases;
-    std::map<std::string, std::vector<std::string>> present;
-    std::map<std::string, bool> test;
     for (const WindowVerdict& v : clean_analysis.verdicts) {
+      auto r =
+          std::find_if(usable.begin(), usable.end(), [&](size_t k) { return clean_analysis.ranks[k].rank == v.rank; });
+      if (r == usable.end()) continue;
       for (size_t k = 0; k < v.fired.size(); ++k)
-        if (v.fired[k]) present[v.window].push_back(detector_table()[k]->info.id);
-      test[v.window] = window_counter++ % size_t(options.test_every) == size_t(options.test_every) - 1;
+        if (v.fired[k]) ranks[*r].present[v.window].push_back(detector_table()[k]->info.id);
+      ranks[*r].test[v.window] = window_counter++ % size_t(options.test_every) == size_t(options.test_every) - 1;
     }
     for (int copy = 0; copy < options.copies; ++copy) {
-      std::mt19937_64 rng(options.seed * 1000003 + b * 7919 + static_cast<uint64_t>(copy));
-      Editor editor(base);
-      nlohmann::json windows = nlohmann::json::array();
-      for (size_t s = steps.size(); s-- > 0;) {
-        const Window& step = *steps[s];
-        InjectSite site{step.begin_us, step.end_us, &rng};
-        std::string injected, decoy;
-        const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-        if (u >= options.clean_share) {
-          const bool look_alike = u < options.clean_share + options.decoy_share;
-          std::vector<const Detector*> order = injectable;
-          std::shuffle(order.begin(), order.end(), rng);
-          for (const Detector* d : order) {
-            const auto& here = present[step.name];
-            if (std::find(here.begin(), here.end(), d->info.id) != here.end()) continue;
-            if (look_alike ? d->decoy && d->decoy(editor, site) : d->inject(editor, site)) {
-              (look_alike ? decoy : injected) = d->info.id;
-              break;
+      std::vector<std::unique_ptr<Editor>> editors(job.ranks.size());
+      std::vector<nlohmann::json> windows(job.ranks.size());
+      std::set<std::string> straggling;  // steps given a straggler on some rank: one a step, the others its median
+      for (size_t r : usable) {
+        const Trace& base = job.ranks[r];
+        Rank& rk = ranks[r];
+        std::mt19937_64 rng(options.seed * 1000003 + base_index[r] * 7919 + static_cast<uint64_t>(copy));
+        editors[r] = std::make_unique<Editor>(base);
+        Editor& editor = *editors[r];
+        windows[r] = nlohmann::json::array();
+        for (size_t s = rk.steps.size(); s-- > 0;) {
+          const Window& step = *rk.steps[s];
+          InjectSite site{step.begin_us, step.end_us, &rng};
+          std::string injected, decoy;
+          std::vector<std::string> present = rk.present[step.name];
+          const double added_before = editor.added_compute_us();
+          const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+          if (u >= options.clean_share) {
+            const bool look_alike = u < options.clean_share + options.decoy_share;
+            std::vector<const Detector*> order = injectable;
+            std::shuffle(order.begin(), order.end(), rng);
+            for (const Detector* d : order) {
+              if (std::find(present.begin(), present.end(), d->info.id) != present.end()) continue;
+              // A straggler needs other ranks to be slower than: one rank a step, in a job of several.
+              if (d == &kStraggler && (step_compute[step.name].size() < 3 || straggling.count(step.name))) continue;
+              if (look_alike ? d->decoy && d->decoy(editor, site) : d->inject(editor, site)) {
+                (look_alike ? decoy : injected) = d->info.id;
+                if (d == &kStraggler && !look_alike) straggling.insert(step.name);
+                break;
+              }
             }
           }
+          // Whatever was put in, a rank whose computation it raised past the straggler rule's bar (5% and 100 us
+          // over the median rank's clean computation) is a straggler in that step: known from what was added.
+          const auto& all = step_compute[step.name];
+          const double added = editor.added_compute_us() - added_before;
+          if (injected != "straggler" && all.size() > 1 && added >= 100 &&
+              rk.compute[step.name] + added >= 1.05 * median(all) &&
+              std::find(present.begin(), present.end(), "straggler") == present.end())
+            present.push_back("straggler");
+          ++summary.injected[injected];
+          if (!decoy.empty()) ++summary.decoys[decoy];
+          ++summary.windows;
+          summary.test_windows += rk.test[step.name];
+          windows[r].push_back({{"name", step.name},
+                                {"injected", injected},
+                                {"decoy", decoy},
+                                {"split", rk.test[step.name] ? "test" : "train"},
+                                {"present", present}});
         }
-        ++summary.injected[injected];
-        if (!decoy.empty()) ++summary.decoys[decoy];
-        ++summary.windows;
-        summary.test_windows += test[step.name];
-        windows.push_back({{"name", step.name},
-                           {"injected", injected},
-                           {"decoy", decoy},
-                           {"split", test[step.name] ? "test" : "train"},
-                           {"present", present[step.name]}});
       }
-      const std::string file = "b" + std::to_string(b) + "-c" + std::to_string(copy) + ".json.gz";
-      write_text_file(dir + "/" + file, kineto_json(editor));
-      ++summary.traces;
-      corpus["traces"].push_back({{"file", file},
-                                  {"base", base.kineto->source.empty() ? base.source : base.kineto->source},
-                                  {"rank", base.rank},
-                                  {"copy", copy},
-                                  {"windows", windows}});
-      if (options.progress) options.progress("corpus: " + file + " (" + std::to_string(summary.traces) + " traces)");
+      for (size_t r : usable) {
+        const Trace& base = job.ranks[r];
+        const std::string file = "b" + std::to_string(base_index[r]) + "-c" + std::to_string(copy) + ".json.gz";
+        write_text_file(dir + "/" + file, kineto_json(*editors[r]));
+        ++summary.traces;
+        corpus["traces"].push_back({{"file", file},
+                                    {"base", base.kineto->source.empty() ? base.source : base.kineto->source},
+                                    {"job", std::to_string(j) + "-c" + std::to_string(copy)},
+                                    {"rank", clean_analysis.ranks[r].rank},
+                                    {"copy", copy},
+                                    {"windows", windows[r]}});
+        if (options.progress) options.progress("corpus: " + file + " (" + std::to_string(summary.traces) + " traces)");
+      }
     }
   }
   if (summary.bases == 0)
@@ -255,31 +306,61 @@ CorpusData read_corpus(const std::string& dir, const std::function<void(const st
   } catch (const nlohmann::json::exception& e) {
     throw UserError(path + ": classes: " + e.what());
   }
-  for (const auto& entry : corpus["traces"]) {
+  // The traces of one job (its ranks, in one copy) are analyzed together, as they were made: a step's skew is its
+  // rank's computation against the median rank's. A trace without a job is a job of its own.
+  const nlohmann::json& traces = corpus["traces"];
+  std::vector<std::vector<size_t>> jobs;
+  std::map<std::string, size_t> job_of;
+  for (size_t i = 0; i < traces.size(); ++i) {
+    const nlohmann::json& entry = traces[i];
+    const auto job = entry.is_object() ? entry.find("job") : entry.end();
+    if (!entry.is_object() || job == entry.end() || !job->is_string()) {
+      jobs.push_back({i});
+      continue;
+    }
+    auto [it, fresh] = job_of.emplace(job->get<std::string>(), jobs.size());
+    if (fresh) jobs.emplace_back();
+    jobs[it->second].push_back(i);
+  }
+  for (const std::vector<size_t>& job : jobs) {
+    size_t at = job.front();
     try {
-      const std::string file = dir + "/" + entry.at("file").get<std::string>();
-      const Analysis a = analyze(load_traces({file}), judge_only());
-      std::map<std::string, const WindowVerdict*> by_name;
-      for (const WindowVerdict& v : a.verdicts) by_name[v.window] = &v;
-      for (const auto& w : entry.at("windows")) {
-        const std::string name = w.at("name").get<std::string>();
-        auto it = by_name.find(name);
-        if (it == by_name.end()) throw UserError(file + ": has no window " + name + " (the corpus is not its own)");
-        CorpusWindow cw;
-        cw.test = w.at("split").get<std::string>() == "test";
-        cw.injected = w.at("injected").get<std::string>();
-        cw.decoy = w.value("decoy", "");
-        for (const auto& p : w.at("present")) cw.present.push_back(p.get<std::string>());
-        cw.features = it->second->features;
-        cw.fired = it->second->fired;
-        cw.score = it->second->score;
-        data.windows.push_back(std::move(cw));
+      TraceSet set;
+      for (size_t i : job) {
+        at = i;
+        const std::string file = dir + "/" + traces[i].at("file").get<std::string>();
+        TraceSet one = load_traces({file});
+        if (one.ranks.size() != 1) throw UserError(file + ": not one rank's timeline (the corpus is not its own)");
+        one.ranks[0].rank = traces[i].value("rank", int64_t{0});
+        set.ranks.push_back(std::move(one.ranks[0]));
+      }
+      const Analysis a = analyze(set, judge_only());
+      std::map<std::pair<int, std::string>, const WindowVerdict*> by_name;
+      for (const WindowVerdict& v : a.verdicts) by_name[{v.rank, v.window}] = &v;
+      for (size_t k = 0; k < job.size(); ++k) {
+        at = job[k];
+        const nlohmann::json& entry = traces[job[k]];
+        for (const auto& w : entry.at("windows")) {
+          const std::string name = w.at("name").get<std::string>();
+          auto it = by_name.find({a.ranks[k].rank, name});
+          if (it == by_name.end())
+            throw UserError(set.ranks[k].source + ": has no window " + name + " (the corpus is not its own)");
+          CorpusWindow cw;
+          cw.test = w.at("split").get<std::string>() == "test";
+          cw.injected = w.at("injected").get<std::string>();
+          cw.decoy = w.value("decoy", "");
+          for (const auto& p : w.at("present")) cw.present.push_back(p.get<std::string>());
+          cw.features = it->second->features;
+          cw.fired = it->second->fired;
+          cw.score = it->second->score;
+          data.windows.push_back(std::move(cw));
+        }
+        ++data.traces;
       }
     } catch (const nlohmann::json::exception& e) {
-      throw UserError(path + ": trace " + std::to_string(data.traces) + ": " + e.what());
+      throw UserError(path + ": trace " + std::to_string(at) + ": " + e.what());
     }
-    ++data.traces;
-    if (progress) progress("read " + std::to_string(data.traces) + " of " + std::to_string(corpus["traces"].size()));
+    if (progress) progress("read " + std::to_string(data.traces) + " of " + std::to_string(traces.size()));
   }
   return data;
 }

@@ -115,6 +115,7 @@ int32_t Editor::gpu(KinetoCat cat, const std::string& name, int64_t corr, double
   e.correlation = corr;
   e.device = 0;
   e.bytes = bytes;
+  if (cat == KinetoCat::Kernel && classify_kernel(name) != WorkClass::Comm) added_compute_us_ += dur;
   for (int32_t i = static_cast<int32_t>(ev.size()) - 1; i >= 0; --i)
     if (ev[i].correlation == corr && host_side(ev[i].cat)) {
       e.launcher = i;

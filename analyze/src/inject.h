@@ -33,8 +33,13 @@ class Editor {
               int64_t bytes = -1);
   // A CPU op's recorded inputs (Kineto's Input Dims / Input type).
   void inputs(int32_t event, const std::vector<std::vector<int64_t>>& dims, const std::vector<std::string>& types);
-  // Renames an event.
+  // Renames an event; lengthens one by `us`.
   void rename(int32_t event, const std::string& name);
+  void stretch(int32_t event, double us) { t_.kineto->events[static_cast<size_t>(event)].dur += us; }
+
+  // The computation added so far (kernels other than communication, copies and memsets): what makes a rank slower
+  // than the others in a step whatever was injected, which the corpus labels from it (not from the detector).
+  double added_compute_us() const { return added_compute_us_; }
 
   const KinetoInfo& kineto() const { return *t_.kineto; }
   const Trace& trace() const { return t_; }
@@ -43,6 +48,7 @@ class Editor {
  private:
   Trace t_;  // a copy: its Kineto events are edited, new names interned into its strings
   int64_t next_corr_ = 1;
+  double added_compute_us_ = 0;
   int64_t host_pid_ = 0, host_tid_ = 0, gpu_pid_ = 0, main_stream_ = 7, comm_stream_ = 8;
   friend std::string kineto_json(const Editor& e);
 };

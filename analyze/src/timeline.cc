@@ -151,6 +151,11 @@ WorkClass classify_op(std::string_view name) {
   return WorkClass::Other;
 }
 
+double aligned_gemm_us(const Timeline& tl, const GemmOp& g) {
+  auto ref = tl.aligned_gemm_rate.find(g.dtype);
+  return ref != tl.aligned_gemm_rate.end() && ref->second > 0 ? g.flops / ref->second : 0.8 * g.device_us;
+}
+
 const char* gap_cause_name(GapCause c) {
   switch (c) {
     case GapCause::Host:

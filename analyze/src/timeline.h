@@ -114,6 +114,10 @@ struct GemmOp {  // a matmul-like CPU op with known shapes, or a GEMM kernel by 
   std::string dtype;
 };
 
+// The time a GEMM would take at the rate this trace's aligned GEMMs of its dtype reach (0.8 of its own time when
+// the trace has none): what unaligned_gemm holds an unaligned one to.
+double aligned_gemm_us(const Timeline& tl, const GemmOp& g);
+
 struct ScopeUse {  // an optimizer, zero_grad or data loader call inside the window, and what ran under it
   const Scope* scope = nullptr;
   size_t work = 0;      // device work launched inside it

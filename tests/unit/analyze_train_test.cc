@@ -13,8 +13,8 @@ namespace reprise {
 namespace {
 
 TEST(AnalyzeTrain, LearnsEveryInjectedClassOfItsTrainingWindows) {
-  TraceSet clean;
-  clean.ranks.push_back(test::read_back(test::clean_steps(8).text(), "clean8.json"));
+  std::vector<TraceSet> clean(1);  // one job of one rank
+  clean[0].ranks.push_back(test::read_back(test::clean_steps(8).text(), "clean8.json"));
   const std::string dir = test::temp_dir() + "/corpus";
   analyze::CorpusOptions o;
   o.copies = 8;

@@ -44,8 +44,9 @@ int cmd_analyze(int argc, char** argv) {
       "html", po::value(&html_out), "write a self-contained HTML report, worst windows first")(
       "perfetto", po::value(&perfetto_out), "write the timeline with the findings as a track (Perfetto, Chrome)")(
       "make-corpus", po::value(&corpus_out),
-      "write a labeled corpus to this folder: the TRACEs (clean, with steps) with anti-patterns injected")(
-      "copies", po::value(&co.copies)->default_value(24), "injected copies of each clean trace (--make-corpus)")(
+      "write a labeled corpus to this folder: the TRACEs (clean, with steps; each one run, all its ranks) with\n"
+      "anti-patterns injected")("copies", po::value(&co.copies)->default_value(24),
+                                "injected copies of each clean trace (--make-corpus)")(
       "seed", po::value(&co.seed)->default_value(1), "the corpus's random seed (--make-corpus)")(
       "evaluate", po::value(&evaluate_dir),
       "score the detectors, a threshold baseline and the window classifier on a corpus's held-out split")(
@@ -88,7 +89,9 @@ int cmd_analyze(int argc, char** argv) {
   if (!corpus_out.empty()) {
     co.progress = report;
     ReadOptions ro;
-    const analyze::CorpusSummary c = analyze::make_corpus(load_traces(inputs, ro), corpus_out, co);
+    std::vector<TraceSet> jobs;  // each input one run: its ranks together
+    for (const std::string& in : inputs) jobs.push_back(load_traces({in}, ro));
+    const analyze::CorpusSummary c = analyze::make_corpus(jobs, corpus_out, co);
     if (quiet) return 0;
     for (const std::string& why : c.skipped) std::printf("skipped %s\n", why.c_str());
     std::printf("%zu clean trace(s), %zu injected trace(s), %zu steps (%zu held out):\n", c.bases, c.traces, c.windows,

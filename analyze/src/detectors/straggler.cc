@@ -1,4 +1,5 @@
 // One rank computes longer than the others in the same step, and they wait for it at the next collective.
+#include <algorithm>
 #include <cstdio>
 
 #include "../detector.h"
@@ -19,12 +20,55 @@ bool find(const WindowStats& s, Finding& f) {
   return true;
 }
 
+// The window's computation on this rank: its kernels other than communication.
+double compute_in(const Editor& e, const InjectSite& s) {
+  double us = 0;
+  for (const KinetoEvent& k : e.kineto().events)
+    if (k.cat == KinetoCat::Kernel && k.ts >= s.begin && k.ts < s.end &&
+        classify_kernel(e.trace().str(k.name)) != WorkClass::Comm)
+      us += k.dur;
+  return us;
+}
+
+// This rank gets more work than the others (an uneven shard): an extra embedding kernel of 20% of the step's
+// computation (at least 400 us) launched mid-step, delaying what follows. Only the rank's own timeline changes: the
+// skew is its computation against the median rank's, so the corpus injects it into one rank of a job.
+bool inject(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, false);
+  if (t < 0) return false;
+  const double extra = std::max(400.0, 0.2 * compute_in(e, s)), start = std::max(e.drain(t), t + 8);
+  const double delay = (start - t) + extra + 20;
+  e.shift(t, delay, delay);
+  e.op("aten::embedding_bag", t, 9);
+  const int64_t corr = e.runtime("cudaLaunchKernel", t + 1, 6);
+  e.gpu(KinetoCat::Kernel, "EmbeddingBag_updateOutputKernel_sum_mean", corr, start, extra);
+  return true;
+}
+
+// A longer step that is not a straggler: this rank waits as long at a collective (another rank was late), its
+// computation unchanged.
+bool decoy(Editor& e, const InjectSite& s) {
+  const auto& ev = e.kineto().events;
+  int32_t comm = -1;
+  for (int32_t i = 0; i < static_cast<int32_t>(ev.size()); ++i)
+    if (ev[i].cat == KinetoCat::Kernel && ev[i].ts >= s.begin && ev[i].ts < s.end && ev[i].launcher >= 0 &&
+        classify_kernel(e.trace().str(ev[i].name)) == WorkClass::Comm)
+      comm = i;  // the step's last collective
+  if (comm < 0) return false;
+  const double wait = std::max(400.0, 0.2 * compute_in(e, s)), end = ev[comm].ts + ev[comm].dur;
+  e.shift(end, wait, wait);  // what follows the collective, on the host and the GPU, waits with it
+  e.stretch(comm, wait);
+  return true;
+}
+
 }  // namespace
 
 const Detector kStraggler{{"straggler", "straggler rank",
                            "a rank whose computation in a step is 5% and 100 us or more over the median rank's",
                            "balance the work (sharding, sequence lengths, embedding tables), check the rank's host",
                            "the rank's step at the median rank's computation time"},
-                          find};
+                          find,
+                          inject,
+                          decoy};
 
 }  // namespace reprise::analyze::detail

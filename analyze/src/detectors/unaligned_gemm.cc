@@ -16,10 +16,7 @@ bool find(const WindowStats& s, Finding& f) {
     if (g.aligned) continue;
     ++n;
     unaligned_us += g.device_us;
-    auto ref = s.tl->aligned_gemm_rate.find(g.dtype);
-    const double expected =
-        ref != s.tl->aligned_gemm_rate.end() && ref->second > 0 ? g.flops / ref->second : 0.8 * g.device_us;
-    saving += std::max(0.0, g.device_us - expected);
+    saving += std::max(0.0, g.device_us - aligned_gemm_us(*s.tl, g));
     const KinetoEvent& e = s.tl->event(g.event);
     all.push_back({e.ts, e.ts + e.dur,
                    std::string(s.tl->name(g.event)) + " " + std::to_string(g.m) + "x" + std::to_string(g.k) + "x" +

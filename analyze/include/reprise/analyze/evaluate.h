@@ -32,8 +32,11 @@ struct CorpusSummary {
 
 // Writes DIR/corpus.json (reprise-corpus/1: each file's steps, what was injected in each, its split, and the classes
 // the clean step already shows, which are left out of that class's scores) and the injected traces as Kineto JSON.
-// Each rank of `clean` is a clean trace; those without ProfilerSteps are skipped (no step to label).
-CorpusSummary make_corpus(const TraceSet& clean, const std::string& dir, const CorpusOptions& options = {});
+// Each job is a clean trace set (one input: a trace, or the ranks of one run); its ranks are analyzed together, so a
+// step's cross-rank skew is known, and stragglers are injected into one rank of a step of a job of 3 ranks or more.
+// Ranks without ProfilerSteps or GPU work are skipped (nothing to label). Each injected rank is a file; the ranks of
+// one job and copy share a "job" name, and are read back together.
+CorpusSummary make_corpus(const std::vector<TraceSet>& jobs, const std::string& dir, const CorpusOptions& options = {});
 
 // Precision, recall and F1 of `predicted`, and the area under the ROC curve of `score` (ties count half); NaN where
 // undefined (no positive prediction, no positive or no negative window).
