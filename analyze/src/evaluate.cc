@@ -60,6 +60,126 @@ Options judge_only() {
   return o;
 }
 
+// One run's ranks as injection starts from them: those with a Kineto timeline, analyzed together (a step's skew is
+// its rank's computation against the median rank's), and of those the ones with steps and GPU work to label.
+struct CleanRank {
+  size_t index = 0;  // the rank's place over every input's ranks: its files' names and its random seeds
+  int rank = 0;
+  std::vector<const Window*> steps;
+  std::map<std::string, std::vector<std::string>> present;  // by step: the classes the clean step already shows
+  std::map<std::string, bool> test;                         // by step: held out
+  std::map<std::string, double> compute;                    // by step: the clean computation (us)
+};
+struct CleanJob {
+  TraceSet set;
+  Analysis analysis;
+  std::vector<CleanRank> ranks;  // parallel to set.ranks
+  std::vector<size_t> usable;    // those with steps and GPU work
+};
+
+CleanJob clean_job(const TraceSet& in, size_t& next_index, size_t& window_counter, const CorpusOptions& o,
+                   CorpusSummary& summary) {
+  CleanJob job;
+  std::vector<size_t> index;
+  for (const Trace& base : in.ranks) {
+    const size_t i = next_index++;
+    if (!base.kineto || base.kineto->events.empty()) {
+      summary.skipped.push_back(base.source + ": no Kineto timeline");
+      continue;
+    }
+    job.set.ranks.push_back(clone(base));
+    index.push_back(i);
+  }
+  if (job.set.ranks.empty()) return job;
+  job.analysis = analyze(job.set, judge_only());
+  job.ranks.resize(job.set.ranks.size());
+  for (size_t r = 0; r < job.set.ranks.size(); ++r) {
+    CleanRank& c = job.ranks[r];
+    c.index = index[r];
+    c.rank = job.analysis.ranks[r].rank;
+    for (const Window& w : job.analysis.windows)
+      if (w.kind == WindowKind::Step && w.rank == c.rank) c.steps.push_back(&w);
+    const bool gpu = job.analysis.ranks[r].gpu;
+    if (c.steps.empty() || !gpu) {
+      summary.skipped.push_back(job.set.ranks[r].source + (gpu ? ": no ProfilerSteps to label" : ": no GPU work"));
+      continue;
+    }
+    job.usable.push_back(r);
+    ++summary.bases;
+    const Timeline tl = build_timeline(job.set.ranks[r], c.rank);
+    for (const Window* w : c.steps) c.compute[w->name] = covered(tl.compute, w->begin_us, w->end_us);
+  }
+  for (const WindowVerdict& v : job.analysis.verdicts) {
+    auto r = std::find_if(job.usable.begin(), job.usable.end(), [&](size_t k) { return job.ranks[k].rank == v.rank; });
+    if (r == job.usable.end()) continue;
+    for (size_t k = 0; k < v.fired.size(); ++k)
+      if (v.fired[k]) job.ranks[*r].present[v.window].push_back(detector_table()[k]->info.id);
+    job.ranks[*r].test[v.window] = window_counter++ % size_t(o.test_every) == size_t(o.test_every) - 1;
+  }
+  return job;
+}
+
+// One step of one rank in one copy: what went in, and how much computation it added.
+struct Labeled {
+  std::string name, injected, decoy;
+  std::vector<std::string> present;
+  double added_us = 0;
+};
+
+// Injects into every step of one rank, each left clean, given one class or given a class's decoy; a straggler goes
+// into one rank of a step at most (`straggling`), in a run of 3 ranks or more.
+std::vector<Labeled> inject_rank(Editor& editor, const CleanJob& job, size_t r,
+                                 const std::vector<const Detector*>& injectable, std::set<std::string>& straggling,
+                                 std::mt19937_64& rng, const CorpusOptions& o) {
+  const CleanRank& c = job.ranks[r];
+  std::vector<Labeled> out;
+  for (size_t s = c.steps.size(); s-- > 0;) {
+    const Window& step = *c.steps[s];
+    InjectSite site{step.begin_us, step.end_us, &rng};
+    Labeled l;
+    l.name = step.name;
+    l.present = c.present.count(step.name) ? c.present.at(step.name) : std::vector<std::string>{};
+    const double added_before = editor.added_compute_us();
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    if (u >= o.clean_share) {
+      const bool look_alike = u < o.clean_share + o.decoy_share;
+      std::vector<const Detector*> order = injectable;
+      std::shuffle(order.begin(), order.end(), rng);
+      for (const Detector* d : order) {
+        if (std::find(l.present.begin(), l.present.end(), d->info.id) != l.present.end()) continue;
+        if (d == &kStraggler && (job.usable.size() < 3 || straggling.count(step.name))) continue;
+        if (look_alike ? d->decoy && d->decoy(editor, site) : d->inject(editor, site)) {
+          (look_alike ? l.decoy : l.injected) = d->info.id;
+          if (d == &kStraggler && !look_alike) straggling.insert(step.name);
+          break;
+        }
+      }
+    }
+    l.added_us = editor.added_compute_us() - added_before;
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+// Whatever went in, a rank whose computation in a step is then 5% and 100 us over the median rank's (clean plus
+// added, over the run's labeled ranks: the straggler rule's bar) is a straggler there; known from what was added,
+// not from the rule. Such a step is labeled as showing `straggler` unless one was injected into it, and an injected
+// one that others' additions kept under the bar is left out of the class's scores the same way.
+void label_stragglers(const CleanJob& job, std::vector<std::vector<Labeled>>& steps) {
+  std::map<std::string, std::vector<double>> total;
+  for (size_t r : job.usable)
+    for (const Labeled& l : steps[r]) total[l.name].push_back(job.ranks[r].compute.at(l.name) + l.added_us);
+  for (size_t r : job.usable)
+    for (Labeled& l : steps[r]) {
+      const std::vector<double>& all = total[l.name];
+      if (all.size() < 2) continue;
+      const double mid = median(all), over = job.ranks[r].compute.at(l.name) + l.added_us - mid;
+      const bool straggles = over >= 100 && over >= 0.05 * mid;
+      const bool shown = std::find(l.present.begin(), l.present.end(), "straggler") != l.present.end();
+      if (straggles != (l.injected == "straggler") && !shown) l.present.push_back("straggler");
+    }
+}
+
 }  // namespace
 
 CorpusSummary make_corpus(const std::vector<TraceSet>& jobs, const std::string& dir, const CorpusOptions& options) {
@@ -78,121 +198,48 @@ CorpusSummary make_corpus(const std::vector<TraceSet>& jobs, const std::string& 
                         {"classes", nlohmann::json::array()},
                         {"traces", nlohmann::json::array()}};
   for (const Detector* d : injectable) corpus["classes"].push_back(d->info.id);
-  size_t window_counter = 0, b = 0;  // b: every input rank in order (file names and random seeds)
+  size_t window_counter = 0, next_index = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
-    // The job's ranks that can serve, analyzed together: a step's skew is its rank's computation against the
-    // median rank's.
-    TraceSet job;
-    std::vector<size_t> base_index;
-    for (const Trace& base : jobs[j].ranks) {
-      const size_t index = b++;
-      if (!base.kineto || base.kineto->events.empty()) {
-        summary.skipped.push_back(base.source + ": no Kineto timeline");
-        continue;
-      }
-      job.ranks.push_back(clone(base));
-      base_index.push_back(index);
-    }
-    if (job.ranks.empty()) continue;
-    const Analysis clean_analysis = analyze(job, judge_only());
-    struct Rank {
-      std::vector<const Window*> steps;
-      std::map<std::string, std::vector<std::string>> present;  // by step: what the clean step already shows
-      std::map<std::string, bool> test;
-      std::map<std::string, double> compute;  // by step: the clean computation (us)
-    };
-    std::vector<Rank> ranks(job.ranks.size());
-    std::vector<size_t> usable;
-    std::map<std::string, std::vector<double>> step_compute;  // every usable rank's, by step
-    for (size_t r = 0; r < job.ranks.size(); ++r) {
-      const Trace& base = job.ranks[r];
-      const int rank = clean_analysis.ranks[r].rank;
-      for (const Window& w : clean_analysis.windows)
-        if (w.kind == WindowKind::Step && w.rank == rank) ranks[r].steps.push_back(&w);
-      const bool gpu = clean_analysis.ranks[r].gpu;
-      if (ranks[r].steps.empty() || !gpu) {
-        summary.skipped.push_back(base.source + (gpu ? ": no ProfilerSteps to label" : ": no GPU work"));
-        continue;
-      }
-      usable.push_back(r);
-      ++summary.bases;
-      const Timeline tl = build_timeline(base, rank);
-      for (const Window* w : ranks[r].steps) {
-        ranks[r].compute[w->name] = covered(tl.compute, w->begin_us, w->end_us);
-        step_compute[w->name].push_back(ranks[r].compute[w->name]);
-      }
-    }
-    for (const WindowVerdict& v : clean_analysis.verdicts) {
-      auto r =
-          std::find_if(usable.begin(), usable.end(), [&](size_t k) { return clean_analysis.ranks[k].rank == v.rank; });
-      if (r == usable.end()) continue;
-      for (size_t k = 0; k < v.fired.size(); ++k)
-        if (v.fired[k]) ranks[*r].present[v.window].push_back(detector_table()[k]->info.id);
-      ranks[*r].test[v.window] = window_counter++ % size_t(options.test_every) == size_t(options.test_every) - 1;
-    }
+    const CleanJob job = clean_job(jobs[j], next_index, window_counter, options, summary);
     for (int copy = 0; copy < options.copies; ++copy) {
       std::vector<std::unique_ptr<Editor>> editors(job.ranks.size());
-      std::vector<nlohmann::json> windows(job.ranks.size());
-      std::set<std::string> straggling;  // steps given a straggler on some rank: one a step, the others its median
-      for (size_t r : usable) {
-        const Trace& base = job.ranks[r];
-        Rank& rk = ranks[r];
-        std::mt19937_64 rng(options.seed * 1000003 + base_index[r] * 7919 + static_cast<uint64_t>(copy));
-        editors[r] = std::make_unique<Editor>(base);
-        Editor& editor = *editors[r];
-        windows[r] = nlohmann::json::array();
-        for (size_t s = rk.steps.size(); s-- > 0;) {
-          const Window& step = *rk.steps[s];
-          InjectSite site{step.begin_us, step.end_us, &rng};
-          std::string injected, decoy;
-          std::vector<std::string> present = rk.present[step.name];
-          const double added_before = editor.added_compute_us();
-          const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-          if (u >= options.clean_share) {
-            const bool look_alike = u < options.clean_share + options.decoy_share;
-            std::vector<const Detector*> order = injectable;
-            std::shuffle(order.begin(), order.end(), rng);
-            for (const Detector* d : order) {
-              if (std::find(present.begin(), present.end(), d->info.id) != present.end()) continue;
-              // A straggler needs other ranks to be slower than: one rank a step, in a job of several.
-              if (d == &kStraggler && (step_compute[step.name].size() < 3 || straggling.count(step.name))) continue;
-              if (look_alike ? d->decoy && d->decoy(editor, site) : d->inject(editor, site)) {
-                (look_alike ? decoy : injected) = d->info.id;
-                if (d == &kStraggler && !look_alike) straggling.insert(step.name);
-                break;
-              }
-            }
-          }
-          // Whatever was put in, a rank whose computation it raised past the straggler rule's bar (5% and 100 us
-          // over the median rank's clean computation) is a straggler in that step: known from what was added.
-          const auto& all = step_compute[step.name];
-          const double added = editor.added_compute_us() - added_before;
-          if (injected != "straggler" && all.size() > 1 && added >= 100 &&
-              rk.compute[step.name] + added >= 1.05 * median(all) &&
-              std::find(present.begin(), present.end(), "straggler") == present.end())
-            present.push_back("straggler");
-          ++summary.injected[injected];
-          if (!decoy.empty()) ++summary.decoys[decoy];
-          ++summary.windows;
-          summary.test_windows += rk.test[step.name];
-          windows[r].push_back({{"name", step.name},
-                                {"injected", injected},
-                                {"decoy", decoy},
-                                {"split", rk.test[step.name] ? "test" : "train"},
-                                {"present", present}});
-        }
+      std::vector<std::vector<Labeled>> steps(job.ranks.size());
+      std::set<std::string> straggling;
+      // Ranks in a shuffled order, so a step's straggler is not always the first rank to draw the class.
+      std::vector<size_t> order = job.usable;
+      std::mt19937_64 shuffle(options.seed * 1000003 + j * 104729 + static_cast<uint64_t>(copy));
+      std::shuffle(order.begin(), order.end(), shuffle);
+      for (size_t r : order) {
+        std::mt19937_64 rng(options.seed * 1000003 + job.ranks[r].index * 7919 + static_cast<uint64_t>(copy));
+        editors[r] = std::make_unique<Editor>(job.set.ranks[r]);
+        steps[r] = inject_rank(*editors[r], job, r, injectable, straggling, rng, options);
       }
-      for (size_t r : usable) {
-        const Trace& base = job.ranks[r];
-        const std::string file = "b" + std::to_string(base_index[r]) + "-c" + std::to_string(copy) + ".json.gz";
+      label_stragglers(job, steps);
+      for (size_t r : job.usable) {
+        const CleanRank& c = job.ranks[r];
+        nlohmann::json windows = nlohmann::json::array();
+        for (const Labeled& l : steps[r]) {
+          const bool test = c.test.count(l.name) && c.test.at(l.name);
+          ++summary.injected[l.injected];
+          if (!l.decoy.empty()) ++summary.decoys[l.decoy];
+          ++summary.windows;
+          summary.test_windows += test;
+          windows.push_back({{"name", l.name},
+                             {"injected", l.injected},
+                             {"decoy", l.decoy},
+                             {"split", test ? "test" : "train"},
+                             {"present", l.present}});
+        }
+        const Trace& base = job.set.ranks[r];
+        const std::string file = "b" + std::to_string(c.index) + "-c" + std::to_string(copy) + ".json.gz";
         write_text_file(dir + "/" + file, kineto_json(*editors[r]));
         ++summary.traces;
         corpus["traces"].push_back({{"file", file},
                                     {"base", base.kineto->source.empty() ? base.source : base.kineto->source},
                                     {"job", std::to_string(j) + "-c" + std::to_string(copy)},
-                                    {"rank", clean_analysis.ranks[r].rank},
+                                    {"rank", c.rank},
                                     {"copy", copy},
-                                    {"windows", windows[r]}});
+                                    {"windows", windows}});
         if (options.progress) options.progress("corpus: " + file + " (" + std::to_string(summary.traces) + " traces)");
       }
     }
@@ -332,6 +379,10 @@ CorpusData read_corpus(const std::string& dir, const std::function<void(const st
         TraceSet one = load_traces({file});
         if (one.ranks.size() != 1) throw UserError(file + ": not one rank's timeline (the corpus is not its own)");
         one.ranks[0].rank = traces[i].value("rank", int64_t{0});
+        for (const Trace& t : set.ranks)
+          if (t.rank == one.ranks[0].rank)
+            throw UserError(path + ": trace " + std::to_string(i) + ": rank " + std::to_string(t.rank) +
+                            " twice in job " + traces[i].value("job", std::string("?")));
         set.ranks.push_back(std::move(one.ranks[0]));
       }
       const Analysis a = analyze(set, judge_only());

@@ -147,6 +147,12 @@ void Editor::inputs(int32_t event, const std::vector<std::vector<int64_t>>& dims
 
 void Editor::rename(int32_t event, const std::string& name) { t_.kineto->events[event].name = t_.strings.intern(name); }
 
+void Editor::stretch(int32_t event, double us) {
+  KinetoEvent& e = t_.kineto->events[static_cast<size_t>(event)];
+  e.dur += us;
+  if (e.cat == KinetoCat::Kernel && classify_kernel(t_.str(e.name)) != WorkClass::Comm) added_compute_us_ += us;
+}
+
 std::string kineto_json(const Editor& ed) {
   const Trace& t = ed.trace();
   const KinetoInfo& k = ed.kineto();

@@ -33,9 +33,10 @@ class Editor {
               int64_t bytes = -1);
   // A CPU op's recorded inputs (Kineto's Input Dims / Input type).
   void inputs(int32_t event, const std::vector<std::vector<int64_t>>& dims, const std::vector<std::string>& types);
-  // Renames an event; lengthens one by `us`.
+  // Renames an event.
   void rename(int32_t event, const std::string& name);
-  void stretch(int32_t event, double us) { t_.kineto->events[static_cast<size_t>(event)].dur += us; }
+  // Lengthens an event by `us` (a compute kernel's counts as added computation).
+  void stretch(int32_t event, double us);
 
   // The computation added so far (kernels other than communication, copies and memsets): what makes a rank slower
   // than the others in a step whatever was injected, which the corpus labels from it (not from the detector).

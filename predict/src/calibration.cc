@@ -144,6 +144,13 @@ std::vector<OpSample> samples_from_trace(const Trace& t, const std::vector<std::
   return out;
 }
 
+std::pair<std::string, int64_t> curve_of(std::string_view op, int64_t group) {
+  comms::Kind kind;
+  if (!comms::parse_kind(op, kind)) return {std::string(op), group};
+  if (comms::describe(kind).p2p) return {"send", 2};
+  return {comms::describe(kind).name, group};
+}
+
 CollectiveCurve fit_collective(const std::vector<CommPoint>& points, double factor) {
   if (points.empty()) throw UserError("collective fit: no points");
   std::vector<CommPoint> pts = points;
@@ -338,10 +345,7 @@ std::vector<CommPoint> read_comm_sweeps(const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
     const json j = detail::read_json(path);
     try {
-      std::string op = j.at("op");
-      int64_t group = j.at("world_size");
-      comms::Kind kind;
-      if (comms::parse_kind(op, kind) && comms::describe(kind).p2p) op = "send", group = 2;  // a ring of pairs
+      const auto [op, group] = curve_of(j.at("op").get<std::string>(), j.at("world_size").get<int64_t>());
       const std::string level = j.value("level", "");
       for (const json& r : j.at("rows")) {
         CommPoint p{op, group, level, r.at("bytes").get<double>(), r.at("time_us").get<double>() * 1e-6};

@@ -140,13 +140,16 @@ double CostModel::collective(const Collective& c, const std::vector<int64_t>& gr
   const double factor = c.p2p ? 1.0 : comms::describe(kind).busbw_factor(static_cast<int>(n));
   const LinkLevel& level = impl_->cluster.level_for(group);
   if (impl_->cal) {
-    // The collective's own curve, else (all_to_allv) the curve of the collective it varies. A send and its receive
-    // are one message: both take the pair's `send` curve (group 2, swept as a ring of pairs).
-    const std::string own = c.p2p ? std::string("send") : std::string(comms::describe(kind).name);
+    // The collective's own curve (curve_of: a send and its receive take the pair's), else (all_to_allv) the curve
+    // of the collective it varies. A curve of no level was measured on one machine: a pair across a wider level is
+    // not timed by it.
+    const auto [own, curve_group] = curve_of(c.name, static_cast<int64_t>(n));
+    const bool inner = &level == &impl_->cluster.levels.front();
     const CollectiveCurve* best = nullptr;
     for (const std::string& op : {own, own == "all_to_allv" ? std::string("all_to_all") : own})
       for (const CollectiveCurve& k : impl_->cal->collectives)
-        if (!best && k.op == op && k.group == static_cast<int64_t>(n) && (k.level.empty() || k.level == level.name))
+        if (!best && k.op == op && k.group == curve_group &&
+            (k.level == level.name || (k.level.empty() && (inner || !comms::describe(kind).p2p))))
           best = &k;
     if (best) {
       if (sigma) *sigma = best->sigma;

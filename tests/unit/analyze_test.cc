@@ -681,6 +681,11 @@ TEST(AnalyzeInject, AStragglerIsOneRankComputingLongerAndItsDecoyOneWaitingLonge
     const analyze::Analysis a = analyze::analyze(set, o);
     if (decoy) {
       EXPECT_TRUE(a.findings.empty()) << analyze::analysis_json(a, false);
+      for (const analyze::Window& w : a.windows) {  // the step it launched the collective in waits 2,000 us longer
+        if (w.kind == analyze::WindowKind::Step && w.name == "ProfilerStep#2") {
+          EXPECT_DOUBLE_EQ(w.end_us - w.begin_us, w.rank == 2 ? 12000 : 10000) << w.rank;  // to the next step
+        }
+      }
       continue;
     }
     ASSERT_EQ(a.findings.size(), 1u) << analyze::analysis_json(a, false);

@@ -605,6 +605,9 @@ TEST(Capture, DlrmTablesOfTheirOwnSizesAndAShardingPlan) {
   bad = {};
   bad.shards = {0};
   EXPECT_NE(refused(bad, 1).find("are dlrm's"), std::string::npos) << refused(bad, 1);
+  bad = o;
+  bad.table_lookups = {2, int64_t{1} << 62, 1};  // the indices' count would overflow
+  EXPECT_NE(refused(bad, 1).find("table 1: batch 4 x 1 ranks x"), std::string::npos) << refused(bad, 1);
 }
 
 // Capture names and sizes tensors' dtypes from reprise/common/dtype.h: for every type this LibTorch has, the

@@ -412,6 +412,17 @@ TEST(Cli, CaptureHelpNamesEveryFileAndItsRequiredOptions) {
   Result missing = run("capture --out " + reprise::test::temp_dir() + "/c -q");
   EXPECT_EQ(missing.status, 2) << missing.out;
   EXPECT_NE(missing.out.find("--workload NAME is required"), std::string::npos) << missing.out;
+  // dlrm's lists: integers separated by commas, one per table, each one line naming the option when it is not.
+  const std::string dlrm = "capture --workload dlrm --out " + reprise::test::temp_dir() + "/d -q ";
+  for (const char* list : {"0,,1", "", "99999999999999999999"}) {
+    Result bad = run(dlrm + "--shards '" + list + "'");
+    EXPECT_EQ(bad.status, 2) << list << ": " << bad.out;
+    EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1) << bad.out;
+    EXPECT_NE(bad.out.find("capture: --shards: bad list '" + std::string(list) + "'"), std::string::npos) << bad.out;
+  }
+  Result wrong = run(dlrm + "--tables 4 --table-rows 10,20");
+  EXPECT_EQ(wrong.status, 2) << wrong.out;
+  EXPECT_NE(wrong.out.find("--table-rows has 2 entries for 4 tables"), std::string::npos) << wrong.out;
 #endif
 }
 

@@ -249,6 +249,12 @@ TEST(CostModelCollective, ASendAndItsReceiveTakeThePairsSendCurve) {
   EXPECT_DOUBLE_EQ(m.collective(recv, {0, 3}), m.collective(send, {0, 3}));
   // The curve is a pair's: an all_reduce of two ranks does not take it.
   EXPECT_NE(m.collective(all_reduce(1 << 20), {0, 3}), m.collective(send, {0, 3}));
+  // Measured on one machine (no level): a pair on two nodes goes over InfiniBand's figures instead.
+  const CostModel nodes(shipped("h100-sxm-8x16"), &cal);
+  EXPECT_DOUBLE_EQ(nodes.collective(send, {0, 1}), 30e-6 + (1 << 20) / 5e9);
+  EXPECT_DOUBLE_EQ(nodes.collective(send, {0, 8}), 5e-6 + (1 << 20) / (50e9 * 0.8));
+  EXPECT_EQ(curve_of("recv", 8), (std::pair<std::string, int64_t>{"send", 2}));
+  EXPECT_EQ(curve_of("allreduce", 4), (std::pair<std::string, int64_t>{"all_reduce", 4}));
 }
 
 }  // namespace

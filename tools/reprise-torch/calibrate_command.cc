@@ -91,11 +91,11 @@ std::vector<CommPoint> sweep_collectives(comms::Communicator& world, size_t max_
     o.device = device;
     const std::string op = comms::describe(kind).name;
     // A send is swept as a ring (each rank sends to the next and receives from the one before): every message is
-    // between two ranks, so its curve is the pair's (group 2), the one predict times a send and its receive with.
-    const int64_t group = comms::describe(kind).p2p ? 2 : c.size();
+    // between two ranks, so its curve is the pair's (curve_of), the one predict times a send and its receive with.
+    const auto [name, group] = curve_of(op, c.size());
     for (const comms::SweepRow& r : comms::sweep(c, o))
       if (r.bytes > 0 && r.time_us > 0)
-        points.push_back({op, group, "", static_cast<double>(r.bytes), r.time_us * 1e-6});
+        points.push_back({name, group, "", static_cast<double>(r.bytes), r.time_us * 1e-6});
     if (progress && c.rank() == 0)
       std::fprintf(stderr, "reprise: collectives: %s swept on %d ranks\n", op.c_str(), c.size());
   }

@@ -8,7 +8,6 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
-#include <algorithm>
 #include <numeric>
 
 #include "reprise/capture/session.h"
@@ -27,6 +26,15 @@ comms::DType comm_dtype(at::ScalarType t) {
 
 void require_contiguous(const char* op, const at::Tensor& t) {
   if (!t.is_contiguous()) throw std::invalid_argument(std::string(op) + ": the tensor must be contiguous");
+}
+
+// An input and an output: both contiguous, of one dtype (the collective runs in the input's).
+void require_pair(const char* op, const at::Tensor& out, const at::Tensor& in) {
+  require_contiguous(op, in);
+  require_contiguous(op, out);
+  if (in.scalar_type() != out.scalar_type())
+    throw std::invalid_argument(std::string(op) + ": input " + c10::toString(in.scalar_type()) + " and output " +
+                                c10::toString(out.scalar_type()) + " must be of one dtype");
 }
 
 // What record_param_comms writes of one operation; the group's fields are added by record().
@@ -64,6 +72,7 @@ class CommCollectives : public Collectives {
   }
 
   void all_to_all(at::Tensor& out, const at::Tensor& in) override {
+    require_pair("all_to_all", out, in);
     if (!in.is_contiguous() || !out.is_contiguous() || in.numel() != out.numel() || in.numel() % world_size() != 0)
       throw std::invalid_argument("all_to_all: contiguous tensors of equal size, divisible by the group size");
     record({"all_to_all", "all_to_all", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()});
@@ -73,33 +82,36 @@ class CommCollectives : public Collectives {
   // PyTorch's all_to_all_single with split sizes records itself as alltoall_base, the splits in rows of dim 0.
   void all_to_all_v(at::Tensor& out, const at::Tensor& in, const std::vector<int64_t>& out_splits,
                     const std::vector<int64_t>& in_splits) override {
+    require_pair("all_to_all_v", out, in);
     const size_t n = static_cast<size_t>(world_size());
-    auto rows = [](const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); };
-    if (!in.is_contiguous() || !out.is_contiguous() || in.dim() < 1 || out.dim() < 1 || in_splits.size() != n ||
-        out_splits.size() != n || rows(in_splits) != in.size(0) || rows(out_splits) != out.size(0) ||
-        std::any_of(in_splits.begin(), in_splits.end(), [](int64_t x) { return x < 0; }) ||
-        std::any_of(out_splits.begin(), out_splits.end(), [](int64_t x) { return x < 0; }) ||
-        (in.size(0) > 0 && out.size(0) > 0 && in.numel() / in.size(0) != out.numel() / out.size(0)))
-      throw std::invalid_argument(
-          "all_to_all_v: contiguous tensors, a split per rank summing to dim 0, rows of equal size");
-    const int64_t row = in.size(0) > 0 ? in.numel() / in.size(0) : out.size(0) > 0 ? out.numel() / out.size(0) : 0;
+    auto check = [&](const char* which, const at::Tensor& t, const std::vector<int64_t>& splits) {
+      int64_t rows = 0;
+      bool negative = false;
+      for (int64_t x : splits) rows += x, negative |= x < 0;
+      if (t.dim() < 1 || splits.size() != n || negative || rows != t.size(0))
+        throw std::invalid_argument(std::string("all_to_all_v: ") + which + ": " + std::to_string(splits.size()) +
+                                    " splits for " + std::to_string(n) + " ranks, none negative, must add up to its " +
+                                    (t.dim() < 1 ? "dim 0 (it has none)" : std::to_string(t.size(0)) + " rows"));
+    };
+    check("in", in, in_splits);
+    check("out", out, out_splits);
+    if (in.size(0) > 0 && out.size(0) > 0 && in.numel() / in.size(0) != out.numel() / out.size(0))
+      throw std::invalid_argument("all_to_all_v: rows of " + std::to_string(in.numel() / in.size(0)) + " and " +
+                                  std::to_string(out.numel() / out.size(0)) + " elements: they must be the same");
     record({"all_to_allv", "alltoall_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()}, in_splits,
            out_splits);
+    // Counts and displacements per peer as replay sizes a trace's all_to_allv.
     comms::Args a = args(comms::Kind::AllToAllV, in, out, 0);
-    auto elements = [row](const std::vector<int64_t>& splits, std::vector<size_t>& counts, std::vector<size_t>& at) {
-      for (int64_t x : splits) {
-        at.push_back(at.empty() ? 0 : at.back() + counts.back());
-        counts.push_back(static_cast<size_t>(x * row));
-      }
-    };
-    elements(in_splits, a.in_counts, a.in_displs);
-    elements(out_splits, a.out_counts, a.out_displs);
+    size_t in_elems = 0, out_elems = 0;
+    comms::size_from_trace(comms::Kind::AllToAllV, {in.numel(), out.numel(), in_splits, out_splits}, world_size(), a,
+                           in_elems, out_elems);
     run(std::move(a));
   }
 
   // PyTorch's reduce_scatter_tensor and all_gather_into_tensor (what Megatron's distributed optimizer and ZeRO
   // call) record themselves as _reduce_scatter_base and _allgather_base.
   void reduce_scatter(at::Tensor& out, const at::Tensor& in) override {
+    require_pair("reduce_scatter", out, in);
     if (!in.is_contiguous() || !out.is_contiguous() || in.numel() != out.numel() * world_size())
       throw std::invalid_argument("reduce_scatter: contiguous tensors, the input group size times the output");
     record({"reduce_scatter", "_reduce_scatter_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()});
@@ -107,6 +119,7 @@ class CommCollectives : public Collectives {
   }
 
   void all_gather(at::Tensor& out, const at::Tensor& in) override {
+    require_pair("all_gather", out, in);
     if (!in.is_contiguous() || !out.is_contiguous() || out.numel() != in.numel() * world_size())
       throw std::invalid_argument("all_gather: contiguous tensors, the output group size times the input");
     record({"all_gather", "_allgather_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()});

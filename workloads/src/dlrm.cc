@@ -162,6 +162,16 @@ void check_dlrm(const WorkloadOptions& o, int world) {
             (v == &o.shards ? ", not a rank of the " + std::to_string(world) + " launched" : ", not a positive count"));
     }
   }
+  // Each table's indices for the global batch: batch x ranks x lookups, which must stay a sane tensor size.
+  const int64_t batch = or_default(o.batch, 128), lookups = or_default(o.lookups, 20);
+  for (int64_t t = 0; t < tables; ++t) {
+    const int64_t k = o.table_lookups.empty() ? lookups : o.table_lookups[static_cast<size_t>(t)];
+    int64_t n = 0;
+    if (__builtin_mul_overflow(batch, int64_t{world}, &n) || __builtin_mul_overflow(n, k, &n) || n > (int64_t{1} << 40))
+      throw std::invalid_argument("dlrm: table " + std::to_string(t) + ": batch " + std::to_string(batch) + " x " +
+                                  std::to_string(world) + " ranks x " + std::to_string(k) +
+                                  " lookups is over 2^40 indices");
+  }
   if (o.shards.empty() && tables % world != 0)
     throw std::invalid_argument("dlrm: the table count (" + std::to_string(tables) +
                                 ") must be a multiple of the world size (" + std::to_string(world) +

@@ -51,12 +51,15 @@ bool decoy(Editor& e, const InjectSite& s) {
   const auto& ev = e.kineto().events;
   int32_t comm = -1;
   for (int32_t i = 0; i < static_cast<int32_t>(ev.size()); ++i)
-    if (ev[i].cat == KinetoCat::Kernel && ev[i].ts >= s.begin && ev[i].ts < s.end && ev[i].launcher >= 0 &&
-        classify_kernel(e.trace().str(ev[i].name)) == WorkClass::Comm)
-      comm = i;  // the step's last collective
+    if (ev[i].cat == KinetoCat::Kernel && ev[i].launcher >= 0 && ev[ev[i].launcher].ts >= s.begin &&
+        ev[ev[i].launcher].ts < s.end && classify_kernel(e.trace().str(ev[i].name)) == WorkClass::Comm &&
+        (comm < 0 || ev[ev[i].launcher].ts > ev[ev[comm].launcher].ts))
+      comm = i;  // the last collective the step launched
   if (comm < 0) return false;
-  const double wait = std::max(400.0, 0.2 * compute_in(e, s)), end = ev[comm].ts + ev[comm].dur;
-  e.shift(end, wait, wait);  // what follows the collective, on the host and the GPU, waits with it
+  const double wait = std::max(400.0, 0.2 * compute_in(e, s));
+  const KinetoEvent& launch = ev[ev[comm].launcher];
+  // What was launched after the collective (the host waits with it at the step's end), on the host and the GPU.
+  e.shift(launch.ts + launch.dur, wait, wait);
   e.stretch(comm, wait);
   return true;
 }

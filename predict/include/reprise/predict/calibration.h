@@ -13,7 +13,9 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "reprise/predict/cluster.h"
@@ -47,6 +49,11 @@ struct CollectiveCurve {
   int points = 0;
   double seconds(double bytes, double factor) const;
 };
+
+// The curve a collective's sweep is fitted to and a prediction times it by: (op, group size), the op as the comms
+// descriptors name it. A send and a receive are one message between two ranks: both take the pair's "send" curve
+// (group 2), whatever the world a sweep's ring ran on. Unknown names are returned as they are.
+std::pair<std::string, int64_t> curve_of(std::string_view op, int64_t group);
 
 // One size of a collective sweep (reprise comms --json rows).
 struct CommPoint {
