@@ -1,13 +1,16 @@
 // Point-to-point replay across ranks, under mpirun -np 4: a pipeline's sends and receives (lone and batched, a
 // pair exchanging large messages both ways at once) replayed over MPI, and traces whose pairs disagree ending every
-// rank with one line before anything runs.
+// rank with one line before anything runs. Also the workloads' uneven all_to_all_v, checked row by row.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <numeric>
 
 #include "../common/p2p_trace.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/replay/replay.h"
+#include "reprise/workloads/workloads.h"
 
 namespace reprise::replay {
 namespace {
@@ -108,6 +111,40 @@ TEST(ReplayP2pMpi, AReceiveWithNoSendIsAHangFoundBeforeItHappens) {
                      "rank-2.json): the pipeline would hang"),
             std::string::npos)
       << msg;
+}
+
+}  // namespace
+}  // namespace reprise::replay
+
+namespace reprise::replay {
+namespace {
+
+// The workloads' all_to_all_v (what a DLRM's uneven sharding plan exchanges by): rank s sends s + d + 1 rows to rank
+// d (rank 0 none to rank 3), each row tagged with its sender, receiver, index and column; every row arrives where the
+// splits say, in rank order.
+TEST(WorkloadsMpi, AllToAllVPutsEveryRowWhereItsSplitsSay) {
+  NEED_FOUR_RANKS();
+  std::unique_ptr<workloads::Collectives> c = workloads::make_collectives(*g_world, at::Device(at::kCPU));
+  const int r = c->rank();
+  const int64_t width = 3;
+  auto rows = [](int from, int to) -> int64_t { return from == 0 && to == 3 ? 0 : from + to + 1; };
+  auto tag = [](int from, int to, int64_t i, int64_t w) { return float(1000 * from + 100 * to + 10 * i + w); };
+  std::vector<int64_t> in_splits, out_splits;
+  for (int p = 0; p < 4; ++p) in_splits.push_back(rows(r, p)), out_splits.push_back(rows(p, r));
+  at::Tensor in = at::empty({std::accumulate(in_splits.begin(), in_splits.end(), int64_t{0}), width});
+  at::Tensor out = at::full({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0}), width}, -1.0);
+  int64_t k = 0;
+  for (int d = 0; d < 4; ++d)
+    for (int64_t i = 0; i < rows(r, d); ++i, ++k)
+      for (int64_t w = 0; w < width; ++w) in[k][w] = tag(r, d, i, w);
+  c->all_to_all_v(out, in, out_splits, in_splits);
+  k = 0;
+  for (int s = 0; s < 4; ++s)
+    for (int64_t i = 0; i < rows(s, r); ++i, ++k)
+      for (int64_t w = 0; w < width; ++w)
+        ASSERT_EQ(out[k][w].item<float>(), tag(s, r, i, w)) << "row " << k << " from rank " << s;
+  // Splits not one per rank are refused on every rank before anything is sent.
+  EXPECT_THROW(c->all_to_all_v(out, in, out_splits, std::vector<int64_t>(3, 1)), std::invalid_argument);
 }
 
 }  // namespace
