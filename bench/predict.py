@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Predictions against measured replays (issue 13's bars), on this machine's CPU, one thread.
 
-  bench/predict.py [--case accuracy|distributed|speed|ranking|variants ...] [--quick] [--repeats N] [--bin build/bin]
+  bench/predict.py [--case accuracy|distributed|parallel|speed|ranking|variants ...] [--quick] [--repeats N] [--bin build/bin]
                    [--work DIR] [--json FILE]
 
 accuracy     calibrate this machine once (reprise calibrate, as one rank and under mpirun on every core), then for mlp, dlrm and gpt at three sizes each and the
              shared traces that replay on a CPU: capture, replay (--repeats replays, the median of their medians),
              predict with the calibration; errors and their geometric mean (reprise validate's definitions).
 distributed  the built-in DLRM captured on 2 ranks, generated to 4 and 8 ranks (tables: reshard), replayed under
+             mpirun and predicted.
+parallel     gpt with 2 pipeline stages (send/recv) and with 2 tensor-parallel ranks, each on 2 ranks: replayed under
              mpirun and predicted.
 speed        a GPT captured on 2 ranks, scaled to 1,024 ranks, predicted: wall time and simulated ops per second.
 ranking      DLRM sharding plans: 8 tables of their own sizes and pooling placed on 2 ranks in 8 ways (balanced,
@@ -189,6 +191,22 @@ def case_distributed(b):
     return {"rows": rows, "worst_abs_error": worst, "pass": worst <= 0.15}
 
 
+def case_parallel(b):
+    """gpt's pipeline (2 stages, 1F1B over send/recv) and tensor parallelism (2 ranks, all_reduce inside each block),
+    each captured on 2 ranks, replayed under mpirun and predicted with the every-core calibration (send/recv by
+    their own fitted curve)."""
+    items = []
+    for name, layout in (("gpt-pp2", ["--pp", "2"]), ("gpt-tp2", ["--tp", "2"])):
+        items.append((name, b.capture(name, "gpt", ["--layers", "4"] + layout, 2), 2))
+    b.calibrate()
+    preds = {n: b.predict(p, n, np_) for n, p, np_ in items}
+    rows = rows_of(b, items, preds)
+    worst = max(abs(r["error"]) for r in rows)
+    report(rows, f"pipeline and tensor parallel over MPI (worst |error| {100 * worst:.1f}%, the distributed bar 15%)")
+    validate(b, items, "parallel")
+    return {"rows": rows, "worst_abs_error": worst, "pass": worst <= 0.15}
+
+
 def case_speed(b):
     src = b.capture("gpt-2", "gpt", [], 2)
     cfg = os.path.join(b.work, "gpt-1024.yaml")
@@ -276,7 +294,8 @@ def case_variants(b):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--case", action="append", choices=["accuracy", "distributed", "speed", "ranking", "variants"])
+    ap.add_argument("--case", action="append",
+                    choices=["accuracy", "distributed", "parallel", "speed", "ranking", "variants"])
     ap.add_argument("--quick", action="store_true", help="fewer sizes, a quick calibration")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
@@ -288,7 +307,7 @@ def main():
     os.environ["OMP_NUM_THREADS"] = "1"
     b = Bench(a)
     results = {}
-    for c in a.case or ["accuracy", "distributed", "speed", "ranking", "variants"]:
+    for c in a.case or ["accuracy", "distributed", "parallel", "speed", "ranking", "variants"]:
         results[c] = globals()[f"case_{c}"](b)
     print(f"\nwork folder: {a.work}")
     if a.json:
