@@ -10,6 +10,14 @@
 namespace reprise::workloads::detail {
 namespace {
 
+// Table t's rows and lookups per sample: its own entry, else --rows / --lookups, else the defaults.
+int64_t table_rows(const WorkloadOptions& o, int64_t t) {
+  return o.table_rows.empty() ? or_default(o.rows, 50000) : o.table_rows[static_cast<size_t>(t)];
+}
+int64_t table_lookups(const WorkloadOptions& o, int64_t t) {
+  return o.table_lookups.empty() ? or_default(o.lookups, 20) : o.table_lookups[static_cast<size_t>(t)];
+}
+
 class Dlrm : public Workload {
  public:
   Dlrm(const WorkloadOptions& o, at::Device d) : o_(o) {
@@ -50,9 +58,8 @@ class Dlrm : public Workload {
   }
   std::string describe() const override {
     std::string s = "dlrm: batch " + std::to_string(B_) + " per rank, tables " + std::to_string(T_) + " x " +
-                    range(o_.table_rows, or_default(o_.rows, 50000)) + " x " + std::to_string(D_) + ", " +
-                    range(o_.table_lookups, or_default(o_.lookups, 20)) + " lookups, mlp " + std::to_string(H_) +
-                    ", world " + std::to_string(W_);
+                    range(table_rows) + " x " + std::to_string(D_) + ", " + range(table_lookups) + " lookups, mlp " +
+                    std::to_string(H_) + ", world " + std::to_string(W_);
     if (!o_.shards.empty()) {
       s += ", shards";
       for (size_t t = 0; t < o_.shards.size(); ++t) s += (t ? "," : " ") + std::to_string(o_.shards[t]);
@@ -114,17 +121,13 @@ class Dlrm : public Workload {
   }
 
  private:
-  int64_t rows(int64_t t) const {
-    return o_.table_rows.empty() ? or_default(o_.rows, 50000) : o_.table_rows[static_cast<size_t>(t)];
-  }
-  int64_t lookups(int64_t t) const {
-    return o_.table_lookups.empty() ? or_default(o_.lookups, 20) : o_.table_lookups[static_cast<size_t>(t)];
-  }
+  int64_t rows(int64_t t) const { return table_rows(o_, t); }
+  int64_t lookups(int64_t t) const { return table_lookups(o_, t); }
   // "50000", or "1000..100000" for tables of different sizes.
-  static std::string range(const std::vector<int64_t>& v, int64_t fallback) {
-    if (v.empty()) return std::to_string(fallback);
-    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-    return *lo == *hi ? std::to_string(*lo) : std::to_string(*lo) + ".." + std::to_string(*hi);
+  std::string range(int64_t (*of)(const WorkloadOptions&, int64_t)) const {
+    int64_t lo = of(o_, 0), hi = lo;
+    for (int64_t t = 1; t < T_; ++t) lo = std::min(lo, of(o_, t)), hi = std::max(hi, of(o_, t));
+    return lo == hi ? std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
   }
 
   WorkloadOptions o_;
@@ -163,9 +166,9 @@ void check_dlrm(const WorkloadOptions& o, int world) {
     }
   }
   // Each table's indices for the global batch: batch x ranks x lookups, which must stay a sane tensor size.
-  const int64_t batch = or_default(o.batch, 128), lookups = or_default(o.lookups, 20);
+  const int64_t batch = or_default(o.batch, 128);
   for (int64_t t = 0; t < tables; ++t) {
-    const int64_t k = o.table_lookups.empty() ? lookups : o.table_lookups[static_cast<size_t>(t)];
+    const int64_t k = table_lookups(o, t);
     int64_t n = 0;
     if (__builtin_mul_overflow(batch, int64_t{world}, &n) || __builtin_mul_overflow(n, k, &n) || n > (int64_t{1} << 40))
       throw std::invalid_argument("dlrm: table " + std::to_string(t) + ": batch " + std::to_string(batch) + " x " +
