@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Predictions against measured replays (issue 13's bars), on this machine's CPU, one thread.
 
-  bench/predict.py [--case accuracy|distributed|parallel|speed|ranking|variants ...] [--quick] [--repeats N] [--bin build/bin]
-                   [--work DIR] [--json FILE]
+  bench/predict.py [--case accuracy|distributed|parallel|speed|ranking|variants|gpu ...] [--quick] [--repeats N]
+                   [--bin build/bin] [--work DIR] [--json FILE]
 
 accuracy     calibrate this machine once (reprise calibrate, as one rank and under mpirun on every core), then for mlp, dlrm and gpt at three sizes each and the
              shared traces that replay on a CPU: capture, replay (--repeats replays, the median of their medians),
@@ -16,6 +16,9 @@ ranking      DLRM sharding plans: 8 tables of their own sizes and pooling placed
              blocks, everything on one rank, ...), each captured, replayed under mpirun and predicted: is the
              predicted fastest plan the measured fastest, or within 5% of it? Kendall's tau of the two orders.
 variants     DLRM batch sizes x world sizes (1, 2 ranks), the same questions.
+gpu          on a GPU (cuda:0): calibrate there (`reprise calibrate --device cuda`, the float sweep), then mlp,
+             dlrm and gpt at GPU-bound sizes (float, as the workloads run), captured on the GPU, replayed and predicted
+             with that calibration; errors and their geometric mean (issue 13's goal: 5%, then 3%).
 
 Measurements are replays of the same process on a shared VM: each case is replayed --repeats times, interleaved
 across cases, and the median taken. Exit 1 when a bar is missed (accuracy geomean > 10%, distributed error > 15%,
@@ -48,6 +51,16 @@ class Bench:
         self.cal = os.path.join(self.work, "calibration.json")
         self.cal_busy = os.path.join(self.work, "calibration-busy.json")
         self.cluster = os.path.join(self.work, "machine.yaml")
+
+    def calibrate_gpu(self):
+        """The GPU's sweep (one rank, no collectives: a one-GPU machine has nothing to sweep them over)."""
+        cal = os.path.join(self.work, "calibration-gpu.json")
+        if not os.path.exists(cal):
+            t0 = time.time()
+            run([self.reprise, "calibrate", "--device", "cuda", "--out", cal, "--cluster-out", self.cluster,
+                 "--passes", "3", "-q"] + (["--quick"] if self.a.quick else []))
+            print(f"calibrated the GPU in {time.time() - t0:.0f} s: {cal}", flush=True)
+        self.cal = cal
 
     def calibrate(self):
         """Microbenchmarks, and collective sweeps over MPI at 2, 4 and 8 ranks (the distributed cases' sizes)."""
@@ -172,6 +185,29 @@ def case_accuracy(b):
     return {"rows": rows, "geomean_abs_error": g, "pass": g <= 0.10}
 
 
+def case_gpu(b):
+    sizes = {
+        "mlp": [["--batch", "1024", "--hidden", "2048", "--layers", "8"],
+                ["--batch", "2048", "--hidden", "4096", "--layers", "8"]],
+        "dlrm": [["--batch", "4096", "--tables", "8", "--rows", "200000", "--dim", "128", "--hidden", "1024"]],
+        "gpt": [["--batch", "8", "--seq", "512", "--hidden", "1024", "--heads", "16", "--layers", "4", "--vocab", "8192"],
+                ["--batch", "16", "--seq", "512", "--hidden", "1024", "--heads", "16", "--layers", "4",
+                 "--vocab", "8192"]],
+    }
+    items = []
+    for w, variants in sizes.items():
+        for k, args in enumerate(variants[:1] if b.a.quick else variants):
+            name = f"{w}-gpu-{k}"
+            items.append((name, b.capture(name, w, args + ["--device", "cuda"]), 1))
+    b.calibrate_gpu()
+    preds = {n: b.predict(p, n, np_) for n, p, np_ in items}
+    rows = rows_of(b, items, preds)
+    g = gmean_abs([r["error"] for r in rows])
+    report(rows, f"gpu (calibrated on this GPU; geomean |error| {100 * g:.1f}%, goal 5%)")
+    validate(b, items, "gpu")
+    return {"rows": rows, "geomean_abs_error": g, "pass": g <= 0.05}
+
+
 def case_distributed(b):
     src = b.capture("dlrm-2", "dlrm", ["--batch", "32", "--rows", "2000"], 2)
     items = [("dlrm-2-ranks", src, 2)]
@@ -294,7 +330,7 @@ def case_variants(b):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--case", action="append",
-                    choices=["accuracy", "distributed", "parallel", "speed", "ranking", "variants"])
+                    choices=["accuracy", "distributed", "parallel", "speed", "ranking", "variants", "gpu"])
     ap.add_argument("--quick", action="store_true", help="fewer sizes, a quick calibration")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
