@@ -11,8 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PREFIX=$PWD/.gpu-deps/prefix
 MA=x86_64-linux-gnu
-unpack() {  # unpack HEADER PACKAGE...: the packages, unless the machine has HEADER
-  if [ -z "${GPU_DEPS_FORCE:-}" ] && { [ -e "/usr/include/$1" ] || [ -e "/usr/local/include/$1" ]; }; then return; fi
+unpack() {  # unpack FILE PACKAGE...: the packages, unless the machine has FILE (a header, or an absolute path)
+  if [ -z "${GPU_DEPS_FORCE:-}" ] && { [ -e "/usr/include/$1" ] || [ -e "/usr/local/include/$1" ] || [ -e "$1" ]; }; then
+    return
+  fi
   shift
   for p in "$@"; do
     for d in .gpu-deps/"${p}"_*.deb; do [ -e "$d" ] && dpkg -x "$d" "$PREFIX" && echo "-- unpacked $(basename "$d")"; done
@@ -20,7 +22,8 @@ unpack() {  # unpack HEADER PACKAGE...: the packages, unless the machine has HEA
 }
 if [ ! -d "$PREFIX" ]; then
   mkdir -p "$PREFIX"
-  unpack boost/program_options.hpp libboost1.74-dev libboost-program-options1.74-dev libboost-program-options1.74.0
+  # Boost's headers alone (no program_options library) are not enough.
+  unpack /usr/lib/$MA/libboost_program_options.so libboost1.74-dev libboost-program-options1.74-dev libboost-program-options1.74.0
   unpack simdjson.h libsimdjson-dev libsimdjson14
   unpack yaml-cpp/yaml.h libyaml-cpp-dev libyaml-cpp0.7
   unpack nlohmann/json.hpp nlohmann-json3-dev
