@@ -3,6 +3,7 @@
 #include "reprise/analyze/train.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -74,7 +75,7 @@ WindowModel train_window_model(const CorpusData& data, const TrainOptions& o) {
       if (p.grad().defined()) p.mutable_grad().zero_();
     loss.backward();
     {
-      at::NoGradGuard no_grad;
+      c10::NoGradGuard no_grad;
       const double c1 = 1 - std::pow(beta1, epoch), c2 = 1 - std::pow(beta2, epoch);
       for (size_t k = 0; k < params.size(); ++k) {
         at::Tensor g = params[k].grad() + o.weight_decay * params[k];
