@@ -81,15 +81,15 @@ echo "== two streams: $(python3 -c "import json; r=json.load(open('$W/two_stream
 tail -3 "$W/two_streams.txt"
 
 stamp "3. analyze --measure: an injected sync (issue 14's bar: measured / real within 20%)"
-timeout 120 bench/analyze_measure.py --case python --anti-pattern sync --device cuda --batch 4096 --hidden 1024 \
+timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern sync --device cuda --batch 4096 --hidden 1024 \
   --pairs 3 --bin $B --work /tmp/analyze_measure --json "$W/analyze_measure_sync.json" 2>&1 | tail -6
 
 stamp "4. host time on the GPU"
-timeout 100 bench/host_time.py --case python --device cuda --pairs 3 --bin $B --work /tmp/host_time \
+timeout 100 python3 bench/host_time.py --case python --device cuda --pairs 3 --bin $B --work /tmp/host_time \
   --json "$W/host_time_cuda.json" 2>&1 | tail -6
 
 stamp "5. calibrate on the GPU, predict at GPU-bound sizes"
-timeout 200 bench/predict.py --case gpu --quick --repeats 3 --bin $B --work /tmp/predict_gpu \
+timeout 200 python3 bench/predict.py --case gpu --quick --repeats 3 --bin $B --work /tmp/predict_gpu \
   --json "$W/predict_gpu.json" 2>&1 | tail -10
 cp /tmp/predict_gpu/gpu.html "$W/" 2>/dev/null
 

@@ -126,8 +126,21 @@ void install_memory_tracking() {
   });
 }
 
+void start_allocator(at::Device device) {
+#ifdef REPRISE_TORCH_CUDA
+  if (!device.is_cuda()) return;
+  // One small allocation starts it, on every LibTorch version (1.13 starts it with CUDA itself). It starts every
+  // device's at once, so once per process is enough.
+  static std::once_flag once;
+  std::call_once(once, [device] { (void)at::empty({1}, at::TensorOptions().device(device).dtype(at::kByte)); });
+#else
+  (void)device;
+#endif
+}
+
 int64_t memory_in_use(at::Device device) {
 #ifdef REPRISE_TORCH_CUDA
+  start_allocator(device);
   if (device.is_cuda())
     return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
         .allocated_bytes[0 /* aggregate over pools */]
@@ -139,6 +152,7 @@ int64_t memory_in_use(at::Device device) {
 
 int64_t memory_peak(at::Device device) {
 #ifdef REPRISE_TORCH_CUDA
+  start_allocator(device);
   if (device.is_cuda())
     return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
         .allocated_bytes[0 /* aggregate over pools */]
@@ -151,6 +165,7 @@ int64_t memory_peak(at::Device device) {
 void reset_memory_peak(at::Device device) {
 #ifdef REPRISE_TORCH_CUDA
   if (device.is_cuda()) {
+    start_allocator(device);
     c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
     return;
   }

@@ -18,6 +18,7 @@
 #include "invariants.h"
 #include "reprise/common/clock.h"
 #include "reprise/common/error.h"
+#include "reprise/common/files.h"
 #include "reprise/trace/output.h"
 #include "reprise/trace/write.h"
 #include "reprise/version.h"
@@ -144,11 +145,11 @@ Loaded load_source(const std::string& source, const GenerateOptions& o) {
 void move_into_place(const std::string& tmp, const std::string& out) {
   std::error_code ec;
   if (fs::exists(out, ec) && renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) == 0) {
-    fs::remove_all(tmp, ec);
+    remove_tree(tmp);
     return;
   }
   // No old bundle, or a file system that cannot swap.
-  if (fs::exists(out, ec)) fs::remove_all(out, ec);
+  if (fs::exists(out, ec)) remove_tree(out);
   fs::rename(tmp, out, ec);
   if (ec) throw UserError(out + ": cannot move the bundle into place: " + ec.message());
 }
@@ -275,7 +276,7 @@ GenerateReport finish(Loaded& l, const Config& c, const GenerateOptions& o, doub
 
   const std::string tmp = o.out + ".tmp-" + std::to_string(::getpid());
   std::error_code ec;
-  fs::remove_all(tmp, ec);
+  remove_tree(tmp);
   const RemovedOnSignal guard(tmp);
   try {
     fs::create_directories(fs::path(tmp) / "traces", ec);
@@ -301,7 +302,7 @@ GenerateReport finish(Loaded& l, const Config& c, const GenerateOptions& o, doub
     write_manifest(written);
     move_into_place(tmp, o.out);
   } catch (...) {
-    fs::remove_all(tmp, ec);
+    remove_tree(tmp);
     throw;
   }
   GenerateReport report;

@@ -8,6 +8,7 @@
 
 #include "plan.h"
 #include "reprise/common/memory.h"
+#include "reprise/device/device.h"
 #include "reprise/trace/summary.h"
 
 #ifdef REPRISE_TORCH_CUDA
@@ -38,6 +39,7 @@ int64_t available_memory(at::Device device) {
 #ifdef REPRISE_TORCH_CUDA
   if (device.is_cuda()) {
     c10::cuda::CUDAGuard guard(device.index());
+    device::start_allocator(device);
     size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) != cudaSuccess) return -1;
     // memory the caching allocator holds but no tensor uses is free to this process

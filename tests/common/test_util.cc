@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "reprise/common/files.h"
 #include "reprise/trace/read.h"
 
 namespace reprise::test {
@@ -105,8 +106,7 @@ std::string temp_dir() {
     char tmpl[] = "/tmp/reprise-test-XXXXXX";
     auto* d = new std::string(mkdtemp(tmpl));
     std::atexit([] {
-      std::error_code ec;
-      if (!std::getenv("REPRISE_KEEP_TEST_FILES")) std::filesystem::remove_all(*dir, ec);
+      if (!std::getenv("REPRISE_KEEP_TEST_FILES")) remove_tree(*dir);
     });
     return d;
   }();

@@ -15,6 +15,7 @@
 #include "reprise/analyze/analyze.h"
 #include "reprise/analyze/evaluate.h"
 #include "reprise/common/error.h"
+#include "reprise/common/files.h"
 #include "reprise/common/stats.h"
 #include "reprise/generators/generate.h"
 #include "reprise/replay/replay.h"
@@ -38,8 +39,7 @@ struct WorkDir {
     if (ec) throw UserError("analyze: cannot create " + path.string() + ": " + ec.message());
   }
   ~WorkDir() {
-    std::error_code ec;
-    if (!keep) fs::remove_all(path, ec);
+    if (!keep) remove_tree(path.string());
   }
 };
 

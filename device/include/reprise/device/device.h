@@ -12,6 +12,10 @@ namespace reprise::device {
 // Installs the counting CPU allocator (once per process; tensors allocated before keep their deleters).
 void install_memory_tracking();
 
+// Starts the device's allocator, so that its statistics can be read (LibTorch 2.x starts the CUDA caching allocator
+// at the first CUDA allocation and refuses its statistics before that: "Invalid device argument"). No-op off CUDA.
+void start_allocator(at::Device device);
+
 // Bytes of tensor memory live now on `device`, and the peak since the last reset.
 int64_t memory_in_use(at::Device device);
 int64_t memory_peak(at::Device device);
