@@ -83,9 +83,11 @@ tail -3 "$W/two_streams.txt"
 stamp "3. analyze --measure: an injected sync (issue 14's bar: measured / real within 20%)"
 timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern sync --device cuda --batch 4096 --hidden 1024 \
   --pairs 3 --bin $B --work /tmp/analyze_measure --json "$W/analyze_measure_sync.json" 2>&1 | tail -6
+timeout 60 $B/reprise analyze /tmp/analyze_measure/capture-0 --json "$W/analyze_sync_capture.json" 2>&1 | head -30
+tar czf "$W/sync_capture.tgz" -C /tmp/analyze_measure capture-0 2>/dev/null
 
 stamp "4. host time on the GPU"
-timeout 100 python3 bench/host_time.py --case python --device cuda --pairs 3 --bin $B --work /tmp/host_time \
+timeout 100 python3 bench/host_time.py --case python --case cpp --device cuda --pairs 3 --bin $B --work /tmp/host_time \
   --json "$W/host_time_cuda.json" 2>&1 | tail -6
 
 stamp "5. calibrate on the GPU, predict at GPU-bound sizes"

@@ -36,8 +36,11 @@ Cluster measured_cluster(const Calibration& c, const std::string& name, int64_t 
   for (const OpSample& s : c.samples) {
     if (s.seconds <= 0) continue;
     if (s.family == OpFamily::Gemm) {
-      double& peak = d.matrix_flops[s.dtype.empty() ? "Float" : s.dtype];
-      peak = std::max(peak, achieved(c, s));
+      // Only rates the device showed: a GEMM its host overhead dominates says nothing (a GPU's small sizes).
+      if (const double a = achieved(c, s); a > 0) {
+        double& peak = d.matrix_flops[s.dtype.empty() ? "Float" : s.dtype];
+        peak = std::max(peak, a);
+      }
     } else if (s.family == OpFamily::Memory && s.bytes >= (1 << 20)) {
       mem = std::max(mem, achieved(c, s));
     }

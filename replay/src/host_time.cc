@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "compiler.h"
+#include "reprise/common/stats.h"
 
 namespace reprise::replay::detail {
 namespace {
@@ -103,7 +104,7 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
   };
   for (size_t s = 0; s < steps; ++s)
     if (const Node* m = marker(s)) covered[s] = m->ts_us, known[s] = 1;
-  double recorded_us = 0;
+  std::vector<double> gap_us(p.instrs.size(), 0), tail_us(steps, 0), step_gaps_us(steps, 0);
   for (const StepUnit& unit : p.units) {
     const Node& n = t.nodes[unit.node];
     const uint32_t in = instr_of[unit.node];
@@ -117,23 +118,42 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
       known[s] = 0;  // where it began and ended is unknown: so are the gaps on both sides of it
     }
     if (in == kNone32) continue;
-    p.instrs[in].host_ns = ns(pending[s]);
-    recorded_us += pending[s];
+    gap_us[in] = pending[s];
+    step_gaps_us[s] += pending[s];
     pending[s] = 0;
   }
   for (size_t s = 0; s < steps && !p.truncated; ++s) {  // truncated: what followed the last op is not replayed
     const Node* m = marker(s);
     if (m && known[s]) pending[s] += host_time_between(covered[s], m->ts_us + m->dur_us, waits);
-    p.step_tail_ns[s] = ns(pending[s]);
-    recorded_us += pending[s];
+    tail_us[s] = pending[s];
+    step_gaps_us[s] += pending[s];
   }
+  // The instrumentation's cost: a step recorded under the observers (the ET's, Kineto's) ran longer than the same
+  // step without them (the capture manifest's time), and the callbacks that cost the difference ran between the
+  // ops. That excess is taken out of the step's gaps (never below none); without both times the gaps stay whole.
+  std::vector<double> keep(steps, 1);
+  const double plain_us = o.original_iteration_seconds.empty() ? 0 : median(o.original_iteration_seconds) * 1e6;
+  double recorded_us = 0, removed_us = 0;
+  for (size_t s = 0; s < steps; ++s) {
+    const Node* m = marker(s);
+    if (plain_us > 0 && m && !p.truncated && step_gaps_us[s] > 0) {
+      const double excess = std::min(std::max(0.0, m->dur_us - plain_us), step_gaps_us[s]);
+      keep[s] = 1 - excess / step_gaps_us[s];
+      removed_us += excess;
+    }
+    recorded_us += step_gaps_us[s] * keep[s];
+    p.step_tail_ns[s] = ns(tail_us[s] * keep[s]);
+  }
+  for (const StepUnit& unit : p.units)
+    if (const uint32_t in = instr_of[unit.node]; in != kNone32) p.instrs[in].host_ns = ns(gap_us[in] * keep[unit.step]);
   if (r.timed_ops > 0) r.source = source_of(t);
   r.recorded_seconds = recorded_us * 1e-6 / static_cast<double>(std::max<size_t>(steps, 1));
+  r.instrumentation_seconds = removed_us * 1e-6 / static_cast<double>(std::max<size_t>(steps, 1));
   r.seconds = r.recorded_seconds * r.scale;
   if (r.timed_ops == 0) {
     for (Instr& in : p.instrs) in.host_ns = 0;
     std::fill(p.step_tail_ns.begin(), p.step_tail_ns.end(), 0);
-    r.recorded_seconds = r.seconds = 0;
+    r.recorded_seconds = r.seconds = r.instrumentation_seconds = 0;
     if (r.scale > 0)
       p.warnings.push_back(
           "host time cannot be re-spent: the trace has no op times (no Kineto trace or capture "

@@ -25,6 +25,7 @@ json host_time_json(const HostTimeReport& h) {
           {"source", h.source},
           {"seconds_per_iteration", h.seconds},
           {"recorded_seconds_per_iteration", h.recorded_seconds},
+          {"instrumentation_seconds_per_iteration", h.instrumentation_seconds},
           {"timed_ops", h.timed_ops},
           {"untimed_ops", h.untimed_ops},
           {"reason", h.reason}};
@@ -257,8 +258,11 @@ void print_host_time(std::FILE* out, const HostTimeReport& h) {
   }
   char scale[32] = "";
   if (h.mode == "scale") std::snprintf(scale, sizeof scale, " x%g", h.scale);
-  std::fprintf(out, "  host time    %s%s (%s): %s per iteration re-spent (%s, %s ops timed)\n", h.mode.c_str(), scale,
-               why.c_str(), human_seconds(h.seconds).c_str(), h.source.c_str(), ops.c_str());
+  std::string less;
+  if (h.instrumentation_seconds > 0)
+    less = ", less " + human_seconds(h.instrumentation_seconds) + " of the observers' cost";
+  std::fprintf(out, "  host time    %s%s (%s): %s per iteration re-spent (%s, %s ops timed%s)\n", h.mode.c_str(),
+               scale, why.c_str(), human_seconds(h.seconds).c_str(), h.source.c_str(), ops.c_str(), less.c_str());
 }
 
 void print_collectives(std::FILE* out, const ReplayResult& r) {

@@ -129,7 +129,11 @@ struct HostTimeReport {
   // Where the op times came from: "kineto", "capture timeline", "python profiler" (KinetoInfo::producer), or
   // "none" when no replayed op has one.
   std::string source = "none";
-  double recorded_seconds = 0;             // host time between the replayed ops the trace shows, per iteration
+  double recorded_seconds = 0;             // host time between the replayed ops the trace shows, per iteration,
+                                           // less instrumentation_seconds
+  // Per iteration: how much longer the recorded step ran than the original uninstrumented one (a capture's
+  // manifest), taken out of the gaps as the observers' cost; 0 when either time is unknown.
+  double instrumentation_seconds = 0;
   double seconds = 0;                      // re-spent per iteration: scale x recorded_seconds
   int64_t timed_ops = 0, untimed_ops = 0;  // replayed ops with and without their original times
   std::string reason;                      // "given", or why the device's default is what it is
