@@ -88,7 +88,7 @@ tar czf "$W/sync_capture.tgz" -C /tmp/analyze_measure capture-0 2>/dev/null
 
 stamp "4. host time on the GPU"
 timeout 100 python3 bench/host_time.py --case python --case cpp --device cuda --pairs 3 --bin $B --work /tmp/host_time \
-  --json "$W/host_time_cuda.json" 2>&1 | tail -6
+  --json "$W/host_time_cuda.json" 2>&1 | grep -v " pair "
 
 stamp "5. calibrate on the GPU, predict at GPU-bound sizes"
 timeout 200 python3 bench/predict.py --case gpu --quick --repeats 3 --bin $B --work /tmp/predict_gpu \

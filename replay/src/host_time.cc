@@ -129,19 +129,18 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
     step_gaps_us[s] += pending[s];
   }
   // The instrumentation's cost: a step recorded under the observers (the ET's, Kineto's) ran longer than the same
-  // step without them (the capture manifest's time), and the callbacks that cost the difference ran between the
-  // ops. That excess is taken out of the step's gaps (never below none); without both times the gaps stay whole.
+  // step without them (the capture manifest's time). Their callbacks run around every op, inside the recorded spans
+  // and between them alike, so the gaps are scaled by the plain step over the recorded one (a launch-bound step on
+  // a GPU recorded 3x as long as it ran: taking the whole excess out of its gaps left none, keeping them all doubled
+  // the step; the ratio gave it back within a few percent). Without both times the gaps stay whole.
   std::vector<double> keep(steps, 1);
   const double plain_us = o.original_iteration_seconds.empty() ? 0 : median(o.original_iteration_seconds) * 1e6;
   double recorded_us = 0, removed_us = 0;
   for (size_t s = 0; s < steps; ++s) {
     const Node* m = marker(s);
-    if (plain_us > 0 && m && !p.truncated && step_gaps_us[s] > 0) {
-      const double excess = std::min(std::max(0.0, m->dur_us - plain_us), step_gaps_us[s]);
-      keep[s] = 1 - excess / step_gaps_us[s];
-      removed_us += excess;
-    }
+    if (plain_us > 0 && m && !p.truncated && m->dur_us > plain_us) keep[s] = plain_us / m->dur_us;
     recorded_us += step_gaps_us[s] * keep[s];
+    removed_us += step_gaps_us[s] * (1 - keep[s]);
     p.step_tail_ns[s] = ns(tail_us[s] * keep[s]);
   }
   for (const StepUnit& unit : p.units)

@@ -131,8 +131,8 @@ struct HostTimeReport {
   std::string source = "none";
   double recorded_seconds = 0;             // host time between the replayed ops the trace shows, per iteration,
                                            // less instrumentation_seconds
-  // Per iteration: how much longer the recorded step ran than the original uninstrumented one (a capture's
-  // manifest), taken out of the gaps as the observers' cost; 0 when either time is unknown.
+  // Per iteration: the gaps' share of the observers' cost, left out. The gaps are scaled by the original
+  // uninstrumented step (a capture's manifest) over the recorded one when that ran longer; 0 when either is unknown.
   double instrumentation_seconds = 0;
   double seconds = 0;                      // re-spent per iteration: scale x recorded_seconds
   int64_t timed_ops = 0, untimed_ops = 0;  // replayed ops with and without their original times
