@@ -18,8 +18,10 @@ FULL=0
 mkdir -p "$W"
 T0=$SECONDS
 stamp() { echo "==> [$((SECONDS - T0)) s] $*"; }
+want() { [ -z "${GPU_CHECK_ONLY:-}" ] || [[ " $GPU_CHECK_ONLY " == *" $1 "* ]]; }  # GPU_CHECK_ONLY="2 4": those
 stamp "build"
-targets=(programs replay_tests capture_tests)
+targets=(programs)
+want 1 && targets+=(replay_tests capture_tests)
 [ $FULL = 1 ] && targets=()
 bash scripts/gpu-build.sh "${targets[@]}" >"$W/build.log" 2>&1 ||
   { grep -E -A3 "error:|Error " "$W/build.log" | head -80; tail -5 "$W/build.log"; exit 1; }
@@ -30,6 +32,7 @@ wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__
 export REPRISE_PYTHON=python3 PYTHONUNBUFFERED=1
 B=build-gpu/bin
 
+if want 1; then
 stamp "1. the test binaries' exit status"
 for t in replay_tests capture_tests; do
   timeout 240 $B/$t >"$W/$t.log" 2>&1
@@ -74,26 +77,39 @@ EOF
   for p in plain gtest_empty gtest_cuda; do $probe/build/$p >/dev/null 2>&1; echo "== probe $p: exit $?"; done
 fi
 
+fi
+
+if want 2; then
 stamp "2. compute on two streams"
 timeout 90 python3 capture/python/examples/two_streams.py "$W/two_streams" >"$W/two_streams.txt" 2>&1 &&
   timeout 60 $B/reprise replay "$W/two_streams" -q --out "$W/two_streams_replay.json" >>"$W/two_streams.txt" 2>&1
 echo "== two streams: $(python3 -c "import json; r=json.load(open('$W/two_streams_replay.json')); print('compute_streams', r.get('compute_streams'), 'coverage', r['coverage'], 'replay/original', r.get('replay_over_original'))" 2>&1 | tail -1)"
 tail -3 "$W/two_streams.txt"
 
+fi
+
+if want 3; then
 stamp "3. analyze --measure: an injected sync (issue 14's bar: measured / real within 20%)"
 timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern sync --device cuda --batch 4096 --hidden 1024 \
   --pairs 3 --bin $B --work /tmp/analyze_measure --json "$W/analyze_measure_sync.json" 2>&1 | tail -6
 timeout 60 $B/reprise analyze /tmp/analyze_measure/capture-0 --json "$W/analyze_sync_capture.json" 2>&1 | head -30
 tar czf "$W/sync_capture.tgz" -C /tmp/analyze_measure capture-0 2>/dev/null
 
+fi
+
+if want 4; then
 stamp "4. host time on the GPU"
 timeout 100 python3 bench/host_time.py --case python --case cpp --device cuda --pairs 3 --bin $B --work /tmp/host_time \
   --json "$W/host_time_cuda.json" 2>&1 | grep -v " pair "
 
+fi
+
+if want 5; then
 stamp "5. calibrate on the GPU, predict at GPU-bound sizes"
 timeout 200 python3 bench/predict.py --case gpu --quick --repeats 3 --bin $B --work /tmp/predict_gpu \
   --json "$W/predict_gpu.json" 2>&1 | tail -10
 cp /tmp/predict_gpu/gpu.html "$W/" 2>/dev/null
+fi
 
 if [ $FULL = 1 ]; then
   stamp "the older checks"
