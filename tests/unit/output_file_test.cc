@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "reprise/common/files.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/output.h"
 #include "reprise/trace/read.h"
@@ -323,6 +324,26 @@ TEST(OutputFile, HandlersOnlyWhileSomethingIsRegistered) {
   });
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// remove_tree (the test binaries' clean-up and analyze --measure's work folder): everything under the folder goes,
+// a link goes as a link and what it points to stays, a missing path is nothing to do.
+TEST(RemoveTree, RemovesNestedFoldersAndLinksButNotWhatTheyPointTo) {
+  const fs::path dir = test_dir(), keep = dir / "kept", tree = dir / "tree";
+  fs::create_directories(tree / "a" / "b" / "c");
+  fs::create_directories(keep);
+  write_file((keep / "file").string(), "kept");
+  write_file((tree / "a" / "b" / "c" / "deep").string(), "x");
+  write_file((tree / "top").string(), "x");
+  fs::create_directory_symlink(keep, tree / "a" / "link");
+  fs::create_symlink(tree / "nowhere", tree / "dangling");
+  EXPECT_TRUE(remove_tree(tree.string()));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(tree)));
+  EXPECT_TRUE(fs::exists(keep / "file")) << "a link is removed, never followed";
+  EXPECT_TRUE(remove_tree((dir / "missing").string())) << "nothing to remove is not a failure";
+  write_file((dir / "plain").string(), "x");
+  EXPECT_TRUE(remove_tree((dir / "plain").string())) << "a file alone";
+  EXPECT_FALSE(fs::exists(dir / "plain"));
 }
 
 }  // namespace

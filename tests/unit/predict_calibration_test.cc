@@ -291,6 +291,19 @@ TEST(MeasuredCluster, CarriesTheAchievedRatesAndReadsBackAsYaml) {
   EXPECT_EQ(linked.description.find("estimated"), std::string::npos);
 }
 
+TEST(MeasuredCluster, GemmsTheHostOverheadDominatesLeaveNoPeakOfZero) {
+  // A GPU's sweep: every GEMM faster than 4x the op overhead says nothing of the device's rate. The description
+  // once carried `matrix: {Float: 0}`, which predict then refused.
+  Calibration cal = known_calibration();
+  cal.device = "cuda:0";
+  for (OpSample& s : cal.samples)
+    if (s.family == OpFamily::Gemm) s.seconds = 2 * cal.default_overhead;
+  const Cluster k = measured_cluster(cal, "measured", 1);
+  EXPECT_EQ(k.device.kind, "gpu");
+  for (const auto& [dtype, peak] : k.device.matrix_flops) EXPECT_GT(peak, 0) << dtype;
+  EXPECT_NO_THROW(parse_cluster(cluster_yaml(k), "<measured>"));
+}
+
 TEST(MeasuredCluster, TheTableNamesEachFamilyAndCurve) {
   Calibration cal = known_calibration();
   cal.collectives.push_back(fit_collective(sweep_points(0, 1), kFactor));

@@ -721,6 +721,37 @@ TEST(ReplayHostTime, RecordedRespendsTheGapsBetweenOpsOnly) {
   EXPECT_EQ(h.untimed_ops, 1);
 }
 
+TEST(ReplayHostTime, AStepRecordedSlowerThanItRanKeepsItsShareOfTheGaps) {
+  const Trace t = trace_with_host_gaps();  // the recorded step: 20.04 ms, 20 ms of it between ops
+  auto planned = [&t](std::vector<double> original, HostTimeReport& h) {
+    ReplayOptions o = quick();
+    o.host_time_scale = 1;
+    o.original_iteration_seconds = std::move(original);
+    Plan p = detail::compile_plan(t, o);
+    h = detail::plan_host_time(t, o, p);
+    int64_t ns = 0;
+    for (const detail::Instr& in : p.instrs) ns += in.host_ns;
+    for (int64_t tail : p.step_tail_ns) ns += tail;
+    return ns;
+  };
+  HostTimeReport h;
+  // Uninstrumented, the step ran in a quarter of the recorded time: a quarter of each gap is the framework's.
+  EXPECT_EQ(planned({0.00501}, h), 5'000'000);
+  EXPECT_NEAR(h.seconds, 0.005, 1e-12);
+  EXPECT_NEAR(h.recorded_seconds, 0.005, 1e-12);
+  EXPECT_NEAR(h.instrumentation_seconds, 0.015, 1e-12);
+  ReplayResult r;
+  r.host_time = h;
+  auto j = nlohmann::json::parse(result_json(r));
+  EXPECT_NEAR(j["host_time"]["instrumentation_seconds_per_iteration"].get<double>(), 0.015, 1e-12);
+  // The median of the original's steps is the one compared.
+  EXPECT_EQ(planned({0.02, 0.00501, 0.001}, h), 5'000'000);
+  // An original as slow as the recorded step, or slower, or unknown: the gaps stay whole.
+  EXPECT_EQ(planned({0.030}, h), 20'000'000);
+  EXPECT_EQ(h.instrumentation_seconds, 0);
+  EXPECT_EQ(planned({}, h), 20'000'000);
+}
+
 TEST(ReplayHostTime, ReplayedIterationsTakeTheRespentTime) {
   const Trace t = trace_with_host_gaps();
   ReplayOptions o = quick();
