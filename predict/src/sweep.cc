@@ -45,6 +45,9 @@ class Sweep {
   TraceBuilder& b() { return b_; }
   const SweepOptions& options() const { return o_; }
   bool quick() const { return o_.quick; }
+  // A GPU's whole sweep reaches the sizes its training steps run (GEMMs to 8192, tensors to 256 MiB): below them a
+  // GPU op is mostly its launch, and rates fitted there say nothing of a GPU-bound step.
+  bool gpu_sized() const { return !o_.quick && o_.device.rfind("cuda", 0) == 0; }
   void op(std::string_view schema, const std::vector<Value>& inputs, const std::vector<Value>& outputs) {
     b_.op(schema, inputs, outputs);
     ++ops_;
@@ -67,9 +70,13 @@ class Sweep {
 
 // Matrix sizes: m over a wide range (batch rows), n and k over layer widths; at most `budget` FLOPs per op.
 void gemms(Sweep& s) {
-  const double budget = s.quick() ? 2e8 : 4e9;
-  const Shape ms = s.quick() ? Shape{1, 64, 512} : Shape{1, 8, 32, 128, 512, 2048};
-  const Shape ns = s.quick() ? Shape{64, 512} : Shape{32, 128, 512, 1024, 4096};
+  const double budget = s.quick() ? 2e8 : s.gpu_sized() ? 1.2e12 : 4e9;
+  const Shape ms = s.quick()       ? Shape{1, 64, 512}
+                   : s.gpu_sized() ? Shape{1, 8, 32, 128, 512, 2048, 8192, 16384}
+                                   : Shape{1, 8, 32, 128, 512, 2048};
+  const Shape ns = s.quick()       ? Shape{64, 512}
+                   : s.gpu_sized() ? Shape{32, 128, 512, 1024, 4096, 8192}
+                                   : Shape{32, 128, 512, 1024, 4096};
   TraceBuilder& b = s.b();
   for (int64_t m : ms)
     for (int64_t n : ns)
@@ -83,8 +90,10 @@ void gemms(Sweep& s) {
           s.op("aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
                {s.in({m, k}), s.in({n, k}), s.in({n})}, {s.fresh({m, n})});
       }
-  for (int64_t batch : {4, 16, 64})
-    for (int64_t m : {16, 64, 256})
+  const Shape batches = s.gpu_sized() ? Shape{4, 16, 64, 256} : Shape{4, 16, 64};
+  const Shape seqs = s.gpu_sized() ? Shape{16, 64, 256, 1024} : Shape{16, 64, 256};
+  for (int64_t batch : batches)
+    for (int64_t m : seqs)
       for (int64_t k : {16, 64, 256}) {
         if (s.quick() && (batch != 16 || m == 16)) continue;
         const int64_t n = m;  // attention: scores [b, s, s] = q [b, s, d] x k^T [b, d, s]; then [b, s, s] x v [b, s, d]
@@ -98,10 +107,11 @@ void gemms(Sweep& s) {
 // Elementwise, reductions and normalizations over [rows, cols] at sizes from one element to 16 MiB.
 void memory_ops(Sweep& s) {
   TraceBuilder& b = s.b();
-  const std::vector<Shape> shapes =
+  std::vector<Shape> shapes =
       s.quick() ? std::vector<Shape>{{1, 1}, {64, 256}, {1024, 1024}}
                 : std::vector<Shape>{{1, 1},      {1, 64},      {16, 64},     {64, 256},   {256, 256},
                                      {256, 1024}, {1024, 1024}, {2048, 2048}, {4096, 1024}};
+  if (s.gpu_sized()) shapes.insert(shapes.end(), {{4096, 4096}, {16384, 4096}});
   for (const Shape& x : shapes) {
     const Value a = s.in(x), c = s.in(x, "", 1);
     auto unary = [&](std::string_view schema) { s.op(schema, {a}, {s.fresh(x)}); };

@@ -522,6 +522,28 @@ TEST(CalibrationSweep, EveryOpHasAFamilyModelAndWork) {
     }
 }
 
+// A GPU's whole sweep reaches GPU-bound sizes; the CPU's stays small enough for a CPU, and quick stays quick on both.
+TEST(CalibrationSweep, AGpusSweepReachesTheSizesItsStepsRun) {
+  auto largest = [](const std::string& device, bool quick, OpFamily family, bool flops) {
+    SweepOptions o;
+    o.device = device;
+    o.quick = quick;
+    const Trace tr = calibration_sweep(o);
+    double most = 0;
+    for (uint32_t i = 0; i < tr.nodes.size(); ++i) {
+      if (tr.nodes[i].kind != NodeKind::Operator) continue;
+      const OpWork w = op_work(tr, i);
+      if (w.family == family) most = std::max(most, flops ? w.flops : w.bytes);
+    }
+    return most;
+  };
+  EXPECT_GE(largest("cuda:0", false, OpFamily::Gemm, true), 2.0 * 8192 * 8192 * 8192);
+  EXPECT_LE(largest("cpu", false, OpFamily::Gemm, true), 4e9);
+  EXPECT_EQ(largest("cuda:0", true, OpFamily::Gemm, true), largest("cpu", true, OpFamily::Gemm, true));
+  EXPECT_GE(largest("cuda:0", false, OpFamily::Memory, false), 3.0 * 16384 * 4096 * 4);  // two in, one out
+  EXPECT_LT(largest("cpu", false, OpFamily::Memory, false), 3.0 * 16384 * 4096 * 4);
+}
+
 TEST(CalibrationSweep, OneFamilyHoldsOnlyThatFamilysOps) {
   SweepOptions o;
   o.quick = true;

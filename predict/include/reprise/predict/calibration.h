@@ -89,6 +89,7 @@ struct SweepOptions {
   std::string device = "cpu";         // as the trace records tensors: "cpu", "cuda:0"
   std::string dtype = "float";        // ET type spelling: "float", "c10::BFloat16", "c10::Half"
   bool quick = false;                 // a few sizes per op (tests, a first look)
+                                      // (the whole sweep on "cuda..." adds GPU-sized GEMMs, bmm and tensors)
   std::vector<std::string> families;  // of sweep_families(); empty = all
 };
 Trace calibration_sweep(const SweepOptions& options);
