@@ -107,10 +107,10 @@ void gemms(Sweep& s) {
 // Elementwise, reductions and normalizations over [rows, cols] at sizes from one element to 16 MiB.
 void memory_ops(Sweep& s) {
   TraceBuilder& b = s.b();
-  std::vector<Shape> shapes =
-      s.quick() ? std::vector<Shape>{{1, 1}, {64, 256}, {1024, 1024}}
-                : std::vector<Shape>{{1, 1},      {1, 64},      {16, 64},     {64, 256},   {256, 256},
-                                     {256, 1024}, {1024, 1024}, {2048, 2048}, {4096, 1024}};
+  std::vector<Shape> shapes = s.quick()
+                                  ? std::vector<Shape>{{1, 1}, {64, 256}, {1024, 1024}}
+                                  : std::vector<Shape>{{1, 1},      {1, 64},      {16, 64},     {64, 256},   {256, 256},
+                                                       {256, 1024}, {1024, 1024}, {2048, 2048}, {4096, 1024}};
   if (s.gpu_sized()) shapes.insert(shapes.end(), {{4096, 4096}, {16384, 4096}});
   for (const Shape& x : shapes) {
     const Value a = s.in(x), c = s.in(x, "", 1);

@@ -261,8 +261,8 @@ void print_host_time(std::FILE* out, const HostTimeReport& h) {
   std::string less;
   if (h.instrumentation_seconds > 0)
     less = ", less " + human_seconds(h.instrumentation_seconds) + " of the observers' cost";
-  std::fprintf(out, "  host time    %s%s (%s): %s per iteration re-spent (%s, %s ops timed%s)\n", h.mode.c_str(),
-               scale, why.c_str(), human_seconds(h.seconds).c_str(), h.source.c_str(), ops.c_str(), less.c_str());
+  std::fprintf(out, "  host time    %s%s (%s): %s per iteration re-spent (%s, %s ops timed%s)\n", h.mode.c_str(), scale,
+               why.c_str(), human_seconds(h.seconds).c_str(), h.source.c_str(), ops.c_str(), less.c_str());
 }
 
 void print_collectives(std::FILE* out, const ReplayResult& r) {

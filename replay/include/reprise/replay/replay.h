@@ -129,8 +129,8 @@ struct HostTimeReport {
   // Where the op times came from: "kineto", "capture timeline", "python profiler" (KinetoInfo::producer), or
   // "none" when no replayed op has one.
   std::string source = "none";
-  double recorded_seconds = 0;             // host time between the replayed ops the trace shows, per iteration,
-                                           // less instrumentation_seconds
+  double recorded_seconds = 0;  // host time between the replayed ops the trace shows, per iteration,
+                                // less instrumentation_seconds
   // Per iteration: the gaps' share of the observers' cost, left out. The gaps are scaled by the original
   // uninstrumented step (a capture's manifest) over the recorded one when that ran longer; 0 when either is unknown.
   double instrumentation_seconds = 0;
