@@ -177,12 +177,17 @@ def case_accuracy(b):
         else:
             print(f"shared trace {rel} absent: left out")
     b.calibrate()
+    return accuracy_of(b, items, "accuracy", "calibrated microbenchmarks", "bar", 0.10)
+
+
+def accuracy_of(b, items, title, what, kind, bar):
+    """Predicted against measured for one-rank items, their errors' geometric mean against `bar`."""
     preds = {n: b.predict(p, n, np_) for n, p, np_ in items}
     rows = rows_of(b, items, preds)
     g = gmean_abs([r["error"] for r in rows])
-    report(rows, f"accuracy (calibrated microbenchmarks; geomean |error| {100 * g:.1f}%, bar 10%)")
-    validate(b, items, "accuracy")
-    return {"rows": rows, "geomean_abs_error": g, "pass": g <= 0.10}
+    report(rows, f"{title} ({what}; geomean |error| {100 * g:.1f}%, {kind} {100 * bar:.0f}%)")
+    validate(b, items, title)
+    return {"rows": rows, "geomean_abs_error": g, "pass": g <= bar}
 
 
 def case_gpu(b):
@@ -200,12 +205,7 @@ def case_gpu(b):
             name = f"{w}-gpu-{k}"
             items.append((name, b.capture(name, w, args + ["--device", "cuda"]), 1))
     b.calibrate_gpu()
-    preds = {n: b.predict(p, n, np_) for n, p, np_ in items}
-    rows = rows_of(b, items, preds)
-    g = gmean_abs([r["error"] for r in rows])
-    report(rows, f"gpu (calibrated on this GPU; geomean |error| {100 * g:.1f}%, goal 5%)")
-    validate(b, items, "gpu")
-    return {"rows": rows, "geomean_abs_error": g, "pass": g <= 0.05}
+    return accuracy_of(b, items, "gpu", "calibrated on this GPU", "goal", 0.05)
 
 
 def case_distributed(b):
