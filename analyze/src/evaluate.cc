@@ -119,6 +119,32 @@ CleanJob clean_job(const TraceSet& in, size_t& next_index, size_t& window_counte
   return job;
 }
 
+// A job as a compiler that fuses elementwise work would leave it (torch.compile, fused ops): each chain of
+// elementwise kernels one kernel where the chain began, as long as its longest member; the rest as it was. Clean
+// bases for unfused_elementwise, which every step of the shared traces already shows.
+TraceSet fused_set(const TraceSet& in) {
+  TraceSet out;
+  for (size_t r = 0; r < in.ranks.size(); ++r) {
+    const Trace& base = in.ranks[r];
+    if (!base.kineto || base.kineto->events.empty()) {
+      out.ranks.push_back(clone(base));  // clean_job says why it cannot serve
+      continue;
+    }
+    const Timeline tl = build_timeline(base, static_cast<int>(r));
+    Editor ed(base);
+    for (const Chain& c : elementwise_chains(tl, 0, tl.work.size())) {
+      std::vector<int32_t> events;
+      for (size_t w : c.members) events.push_back(tl.work[w].event);
+      ed.fuse(events);
+    }
+    Trace fused;
+    fused.source = base.source;
+    read_kineto_text(kineto_json(ed), base.kineto->source.empty() ? base.source : base.kineto->source, fused);
+    out.ranks.push_back(std::move(fused));
+  }
+  return out;
+}
+
 // One step of one rank in one copy: what went in, and how much computation it added.
 struct Labeled {
   std::string name, injected, decoy;
@@ -199,8 +225,11 @@ CorpusSummary make_corpus(const std::vector<TraceSet>& jobs, const std::string& 
                         {"traces", nlohmann::json::array()}};
   for (const Detector* d : injectable) corpus["classes"].push_back(d->info.id);
   size_t window_counter = 0, next_index = 0;
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    const CleanJob job = clean_job(jobs[j], next_index, window_counter, options, summary);
+  const size_t inputs = jobs.size();
+  for (size_t j = 0; j < inputs * (options.fused_bases ? 2 : 1); ++j) {
+    const bool fused = j >= inputs;
+    const CleanJob job = fused ? clean_job(fused_set(jobs[j - inputs]), next_index, window_counter, options, summary)
+                               : clean_job(jobs[j], next_index, window_counter, options, summary);
     for (int copy = 0; copy < options.copies; ++copy) {
       std::vector<std::unique_ptr<Editor>> editors(job.ranks.size());
       std::vector<std::vector<Labeled>> steps(job.ranks.size());
@@ -235,7 +264,8 @@ CorpusSummary make_corpus(const std::vector<TraceSet>& jobs, const std::string& 
         write_text_file(dir + "/" + file, kineto_json(*editors[r]));
         ++summary.traces;
         corpus["traces"].push_back({{"file", file},
-                                    {"base", base.kineto->source.empty() ? base.source : base.kineto->source},
+                                    {"base", (base.kineto->source.empty() ? base.source : base.kineto->source) +
+                                                 (fused ? " (elementwise fused)" : "")},
                                     {"job", std::to_string(j) + "-c" + std::to_string(copy)},
                                     {"rank", c.rank},
                                     {"copy", copy},

@@ -37,6 +37,9 @@ class Editor {
   void rename(int32_t event, const std::string& name);
   // Lengthens an event by `us` (a compute kernel's counts as added computation).
   void stretch(int32_t event, double us);
+  // Fuses GPU kernels (a chain, in order) into the first: as long and named as the longest member, where the first
+  // began; the others, and the runtime calls that launched them, are left out of the written trace.
+  void fuse(const std::vector<int32_t>& kernels);
 
   // The computation added so far (kernels other than communication, copies and memsets): what makes a rank slower
   // than the others in a step whatever was injected, which the corpus labels from it (not from the detector).
@@ -50,6 +53,7 @@ class Editor {
   Trace t_;  // a copy: its Kineto events are edited, new names interned into its strings
   int64_t next_corr_ = 1;
   double added_compute_us_ = 0;
+  std::vector<uint8_t> removed_;  // by event: left out of kineto_json (empty: none)
   int64_t host_pid_ = 0, host_tid_ = 0, gpu_pid_ = 0, main_stream_ = 7, comm_stream_ = 8;
   friend std::string kineto_json(const Editor& e);
 };

@@ -430,6 +430,39 @@ void scan_ops(const Timeline& tl, double begin, double end, size_t first, size_t
 
 }  // namespace
 
+std::vector<Chain> elementwise_chains(const Timeline& tl, size_t first, size_t last) {
+  std::vector<Chain> chains;
+  std::map<int64_t, Chain> open;
+  auto close_chain = [&](Chain& c) {
+    if (c.members.size() >= kMinChain) chains.push_back(c);
+    c = Chain{};
+  };
+  for (size_t w = first; w < last; ++w) {
+    const Work& x = tl.work[w];
+    Chain& c = open[x.stream];
+    // A copy (a conversion's kernel) is not arithmetic to fuse, and an optimizer step's kernels are the optimizer's
+    // (single_tensor_optimizer): both end a chain.
+    const std::string_view op = x.cpu_op >= 0 ? tl.name(x.cpu_op) : std::string_view();
+    const double launched = x.launch_ts >= 0 ? x.launch_ts : x.begin;
+    if (x.cls != WorkClass::Elementwise || op == "aten::copy_" || op == "aten::_to_copy" ||
+        inside(tl.optimizer, launched)) {
+      close_chain(c);
+      continue;
+    }
+    if (c.members.empty()) {
+      c.begin = x.begin;
+      c.end = x.end;
+    }
+    c.members.push_back(w);
+    c.end = std::max(c.end, x.end);
+    c.busy_us += x.end - x.begin;
+    c.longest_us = std::max(c.longest_us, x.end - x.begin);
+  }
+  for (auto& [stream, c] : open) close_chain(c);
+  std::sort(chains.begin(), chains.end(), [](const Chain& a, const Chain& b) { return a.begin < b.begin; });
+  return chains;
+}
+
 WindowStats window_stats(const Timeline& tl, double begin, double end) {
   WindowStats s;
   s.tl = &tl;
@@ -563,35 +596,7 @@ WindowStats window_stats(const Timeline& tl, double begin, double end) {
   // Conversions and GEMMs with shapes, among the CPU ops.
   scan_ops(tl, begin, end, first, last, &s.conversions, s.gemm_ops);
 
-  // Elementwise chains, per stream.
-  std::map<int64_t, Chain> open;
-  auto close_chain = [&](Chain& c) {
-    if (c.members.size() >= kMinChain) s.chains.push_back(c);
-    c = Chain{};
-  };
-  for (size_t w = first; w < last; ++w) {
-    const Work& x = tl.work[w];
-    Chain& c = open[x.stream];
-    // A copy (a conversion's kernel) is not arithmetic to fuse, and an optimizer step's kernels are the optimizer's
-    // (single_tensor_optimizer): both end a chain.
-    const std::string_view op = x.cpu_op >= 0 ? tl.name(x.cpu_op) : std::string_view();
-    const double launched = x.launch_ts >= 0 ? x.launch_ts : x.begin;
-    if (x.cls != WorkClass::Elementwise || op == "aten::copy_" || op == "aten::_to_copy" ||
-        inside(tl.optimizer, launched)) {
-      close_chain(c);
-      continue;
-    }
-    if (c.members.empty()) {
-      c.begin = x.begin;
-      c.end = x.end;
-    }
-    c.members.push_back(w);
-    c.end = std::max(c.end, x.end);
-    c.busy_us += x.end - x.begin;
-    c.longest_us = std::max(c.longest_us, x.end - x.begin);
-  }
-  for (auto& [stream, c] : open) close_chain(c);
-  std::sort(s.chains.begin(), s.chains.end(), [](const Chain& a, const Chain& b) { return a.begin < b.begin; });
+  s.chains = elementwise_chains(tl, first, last);
 
   // Optimizer, zero_grad and data loader calls that start inside the window.
   auto op_at = [&](double ts) {

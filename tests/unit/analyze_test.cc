@@ -625,6 +625,61 @@ TEST(AnalyzeCorpus, MadeThenEvaluatedWithEveryInjectionFound) {
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(x), {}), std::string(std::istreambuf_iterator<char>(y), {}));
 }
 
+// Every step of this trace has a chain of four elementwise kernels (the shared traces' steps all have chains): its
+// fused variant, each chain one kernel, gives unfused_elementwise the clean steps it is injected into and scored on.
+TEST(AnalyzeCorpus, FusedBasesGiveUnfusedElementwiseCleanSteps) {
+  Kineto k;
+  for (int s = 0; s < 8; ++s) {
+    const double at = 10000.0 * s;
+    k.op("ProfilerStep#" + std::to_string(s + 1), at, 9900);
+    for (int i = 0; i < 100; ++i)
+      k.gpu(i >= 40 && i < 44 ? "void at::native::vectorized_elementwise_kernel<4, mul_functor>"
+                              : "cutlass_80_tensorop_gemm",
+            at + 100 * i, 5, at + 400 + 100 * i, i == 42 ? 150 : 100);
+  }
+  TraceSet clean;
+  clean.ranks.push_back(read_back(k.text(), "chains.json"));
+  const std::string dir = test::temp_dir() + "/fused-corpus";
+  analyze::CorpusOptions o;
+  o.copies = 40;
+  const analyze::CorpusSummary c = analyze::make_corpus(job_of(clean), dir, o);
+  EXPECT_EQ(c.bases, 2u);  // as it is, and fused
+  std::ifstream f(dir + "/corpus.json");
+  const nlohmann::json corpus = nlohmann::json::parse(f);
+  size_t fused_traces = 0, injected = 0;
+  for (const nlohmann::json& t : corpus["traces"]) {
+    const bool fused = t["base"].get<std::string>().find("(elementwise fused)") != std::string::npos;
+    fused_traces += fused;
+    for (const nlohmann::json& w : t["windows"]) {
+      const bool shown = std::find(w["present"].begin(), w["present"].end(), "unfused_elementwise") != w["present"].end();
+      EXPECT_EQ(shown, !fused) << t["file"] << " " << w["name"];
+      injected += w["injected"] == "unfused_elementwise";
+    }
+  }
+  EXPECT_EQ(fused_traces, 40u);
+  EXPECT_GT(injected, 0u);
+  // A fused chain is one kernel as long as its longest member, where the chain began; its other launches are gone.
+  Trace fused;
+  for (const nlohmann::json& t : corpus["traces"])
+    if (t["base"].get<std::string>().find("fused") != std::string::npos && t["copy"] == 0)
+      read_kineto(dir + "/" + t["file"].get<std::string>(), fused);
+  ASSERT_TRUE(fused.kineto);
+  size_t kernels = 0, launches = 0;
+  for (const KinetoEvent& e : fused.kineto->events) {
+    kernels += e.cat == KinetoCat::Kernel;
+    launches += e.cat == KinetoCat::Runtime;
+  }
+  EXPECT_EQ(launches, kernels);
+  const analyze::Evaluation e = analyze::evaluate_corpus(dir);
+  bool scored = false;
+  for (const analyze::ClassEvaluation& ce : e.classes) {
+    EXPECT_EQ(ce.rules.fn, 0u) << ce.detector;
+    EXPECT_EQ(ce.rules.fp, 0u) << ce.detector;
+    if (ce.detector == "unfused_elementwise") scored = ce.test_positive > 0;
+  }
+  EXPECT_TRUE(scored) << "held-out unfused_elementwise steps";
+}
+
 TEST(AnalyzeCorpus, BadCorpusIsOneLineNamingTheFile) {
   const std::string dir = test::temp_dir();
   try {

@@ -43,6 +43,26 @@ bool inject(Editor& e, const InjectSite& s) {
   }
   return true;
 }
+
+// As many elementwise kernels, each pair cut off by a reduction (a norm's statistics, a loss): no three in a row.
+bool decoy(Editor& e, const InjectSite& s) {
+  const double t = s.launch_point(e, false);
+  if (t < 0) return false;
+  const double d = std::max(20.0, 0.012 * s.length()), start = std::max(e.drain(t), t + 7);
+  const double delay = (start - t) + 9 * d + 90;
+  e.shift(t, delay, delay);
+  const char* ops[] = {"mul", "add", "sum", "tanh", "mul", "mean", "add", "sigmoid", "sum"};
+  for (int i = 0; i < 9; ++i) {
+    const bool reduce = i % 3 == 2;
+    e.op(std::string("aten::") + ops[i], t + 10 * i, 9);
+    const int64_t corr = e.runtime("cudaLaunchKernel", t + 10 * i + 2, 5);
+    e.gpu(KinetoCat::Kernel,
+          std::string(reduce ? "void at::native::reduce_kernel<512, 1, " : "void at::native::vectorized_elementwise_kernel<4, ") +
+              ops[i] + "_functor>",
+          corr, start + d * i, d);
+  }
+  return true;
+}
 }  // namespace
 
 const Detector kUnfusedElementwise{
@@ -51,6 +71,7 @@ const Detector kUnfusedElementwise{
      "fuse the chain (torch.compile, a fused op such as F.gelu/addcmul/a fused optimizer, a custom kernel)",
      "each chain as one op costing its longest member"},
     find,
-    inject};
+    inject,
+    decoy};
 
 }  // namespace reprise::analyze::detail

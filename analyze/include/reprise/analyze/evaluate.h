@@ -20,6 +20,9 @@ struct CorpusOptions {
   double clean_share = 0.3;  // steps left as they were
   double decoy_share = 0.2;  // steps given a look-alike that is not the pattern (a hard negative)
   int test_every = 4;        // every 4th clean step (across all inputs) is held out, in every copy
+  // Each input also as a fused variant (its elementwise chains one kernel each): clean steps for
+  // unfused_elementwise, which real traces seldom have.
+  bool fused_bases = true;
   std::function<void(const std::string&)> progress;
 };
 
