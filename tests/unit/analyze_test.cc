@@ -603,13 +603,13 @@ TEST(AnalyzeCorpus, MadeThenEvaluatedWithEveryInjectionFound) {
   analyze::CorpusOptions o;
   o.copies = 6;
   const analyze::CorpusSummary c = analyze::make_corpus(job_of(clean), dir, o);
-  EXPECT_EQ(c.bases, 1u);
-  EXPECT_EQ(c.traces, 6u);
-  EXPECT_EQ(c.windows, 48u);
-  EXPECT_EQ(c.test_windows, 12u);  // steps 4 and 8 of each copy
+  EXPECT_EQ(c.bases, 2u);  // the trace and its fused variant (the same here: it has no elementwise chains)
+  EXPECT_EQ(c.traces, 12u);
+  EXPECT_EQ(c.windows, 96u);
+  EXPECT_EQ(c.test_windows, 24u);  // steps 4 and 8 of each copy of each
   const analyze::Evaluation e = analyze::evaluate_corpus(dir);
-  EXPECT_EQ(e.windows, 48u);
-  EXPECT_EQ(e.test, 12u);
+  EXPECT_EQ(e.windows, 96u);
+  EXPECT_EQ(e.test, 24u);
   size_t injected_positives = 0;
   for (const analyze::ClassEvaluation& ce : e.classes) {
     injected_positives += ce.test_positive;
@@ -627,9 +627,9 @@ TEST(AnalyzeCorpus, MadeThenEvaluatedWithEveryInjectionFound) {
 
 // Every step of this trace has a chain of four elementwise kernels (the shared traces' steps all have chains): its
 // fused variant, each chain one kernel, gives unfused_elementwise the clean steps it is injected into and scored on.
-TEST(AnalyzeCorpus, FusedBasesGiveUnfusedElementwiseCleanSteps) {
+Kineto steps_with_chains(int steps) {
   Kineto k;
-  for (int s = 0; s < 8; ++s) {
+  for (int s = 0; s < steps; ++s) {
     const double at = 10000.0 * s;
     k.op("ProfilerStep#" + std::to_string(s + 1), at, 9900);
     for (int i = 0; i < 100; ++i)
@@ -637,11 +637,56 @@ TEST(AnalyzeCorpus, FusedBasesGiveUnfusedElementwiseCleanSteps) {
                               : "cutlass_80_tensorop_gemm",
             at + 100 * i, 5, at + 400 + 100 * i, i == 42 ? 150 : 100);
   }
+  return k;
+}
+
+// A chain fused: one kernel where the chain began, as long as its longest member; the others and their launches gone.
+TEST(AnalyzeInject, FusingAChainLeavesOneKernelAsLongAsItsLongest) {
+  const Trace chains = read_back(steps_with_chains(2).text(), "chains.json");
+  const analyze::detail::Timeline tl = analyze::detail::build_timeline(chains, 0);
+  const std::vector<analyze::detail::Chain> found = analyze::detail::elementwise_chains(tl, 0, tl.work.size());
+  ASSERT_EQ(found.size(), 2u);
+  analyze::detail::Editor editor(chains);
+  for (const analyze::detail::Chain& c : found) {
+    EXPECT_EQ(c.members.size(), 4u);
+    std::vector<int32_t> events;
+    for (size_t w : c.members) events.push_back(tl.work[w].event);
+    editor.fuse(events);
+  }
+  const Trace fused = read_back(analyze::detail::kineto_json(editor), "fused.json");
+  std::vector<std::pair<double, double>> elementwise;
+  size_t kernels = 0, launches = 0;
+  for (const KinetoEvent& e : fused.kineto->events) {
+    kernels += e.cat == KinetoCat::Kernel;
+    launches += e.cat == KinetoCat::Runtime;
+    if (e.cat == KinetoCat::Kernel && fused.str(e.name).find("elementwise") != std::string_view::npos)
+      elementwise.emplace_back(e.ts, e.dur);
+  }
+  EXPECT_EQ(kernels, 2u * 97);
+  EXPECT_EQ(launches, kernels);
+  const std::vector<std::pair<double, double>> expected{{4400, 150}, {14400, 150}};
+  EXPECT_EQ(elementwise, expected);
+  TraceSet before, after;
+  before.ranks.push_back(clone(chains));
+  after.ranks.push_back(clone(fused));
+  auto classes = [](const TraceSet& set) {
+    std::set<std::string> out;
+    for (const analyze::Finding& f : analyze::analyze(set, {}).findings) out.insert(f.detector);
+    return out;
+  };
+  EXPECT_TRUE(classes(before).count("unfused_elementwise"));
+  EXPECT_FALSE(classes(after).count("unfused_elementwise"));
+}
+
+// Every step of this trace has a chain of four elementwise kernels (the shared traces' steps all have chains): its
+// fused variant gives unfused_elementwise the clean steps it is injected into and scored on.
+TEST(AnalyzeCorpus, FusedBasesGiveUnfusedElementwiseCleanSteps) {
   TraceSet clean;
-  clean.ranks.push_back(read_back(k.text(), "chains.json"));
+  clean.ranks.push_back(read_back(steps_with_chains(8).text(), "chains.json"));
   const std::string dir = test::temp_dir() + "/fused-corpus";
   analyze::CorpusOptions o;
   o.copies = 40;
+  o.test_every = 2;
   const analyze::CorpusSummary c = analyze::make_corpus(job_of(clean), dir, o);
   EXPECT_EQ(c.bases, 2u);  // as it is, and fused
   std::ifstream f(dir + "/corpus.json");
@@ -658,18 +703,6 @@ TEST(AnalyzeCorpus, FusedBasesGiveUnfusedElementwiseCleanSteps) {
   }
   EXPECT_EQ(fused_traces, 40u);
   EXPECT_GT(injected, 0u);
-  // A fused chain is one kernel as long as its longest member, where the chain began; its other launches are gone.
-  Trace fused;
-  for (const nlohmann::json& t : corpus["traces"])
-    if (t["base"].get<std::string>().find("fused") != std::string::npos && t["copy"] == 0)
-      read_kineto(dir + "/" + t["file"].get<std::string>(), fused);
-  ASSERT_TRUE(fused.kineto);
-  size_t kernels = 0, launches = 0;
-  for (const KinetoEvent& e : fused.kineto->events) {
-    kernels += e.cat == KinetoCat::Kernel;
-    launches += e.cat == KinetoCat::Runtime;
-  }
-  EXPECT_EQ(launches, kernels);
   const analyze::Evaluation e = analyze::evaluate_corpus(dir);
   bool scored = false;
   for (const analyze::ClassEvaluation& ce : e.classes) {
@@ -766,6 +799,7 @@ TEST(AnalyzeCorpus, AJobOfSeveralRanksIsInjectedAndReadTogether) {
   const std::string dir = test::temp_dir() + "/job-corpus";
   analyze::CorpusOptions o;
   o.copies = 12;
+  o.fused_bases = false;  // one job: the run as it is
   const analyze::CorpusSummary c = analyze::make_corpus(job_of(job), dir, o);
   EXPECT_EQ(c.bases, 4u);
   EXPECT_EQ(c.traces, 48u);
