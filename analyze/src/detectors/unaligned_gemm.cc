@@ -1,6 +1,7 @@
 // GEMMs whose M, N or K is not a multiple of 8: tensor cores want aligned tiles, so such GEMMs run below the rate
 // the same trace's aligned GEMMs reach.
 #include <algorithm>
+#include <cmath>
 
 #include "../detector.h"
 
@@ -34,17 +35,25 @@ bool find(const WindowStats& s, Finding& f) {
   return true;
 }
 
-// Four aligned fp16 GEMMs (1024^3, which set this trace's aligned rate for fp16) and four with every dimension off a
-// multiple of 8, queued behind the window's work; the unaligned ones run at `slowdown` times the aligned ones' time
-// per FLOP. The host launches them and waits as long as the GPU takes, so the rest of the window keeps its shape.
+// Four aligned fp16 GEMMs (rows x 1024 x 1024) and four with every dimension off a multiple of 8, queued behind the
+// window's work; the unaligned ones run at `slowdown` times the aligned ones' time per FLOP. Every GEMM injected, in
+// any window of any trace, runs at one rate (kRate): the trace's aligned rate, the median over its aligned GEMMs, is
+// then that rate whichever windows were given GEMMs, and a decoy's unaligned GEMMs at it lose nothing (with the
+// GEMMs' time fixed by the window and their FLOPs fixed by the shape, windows of other lengths gave other rates, and
+// a decoy in the slower one read as slow). The GEMMs' rows grow with the window, so the pattern keeps its share. The
+// host launches them and waits as long as the GPU takes, so the rest of the window keeps its shape.
 // `large`: the unaligned GEMMs three times the FLOPs (about 1.44x each dimension).
 bool gemms(Editor& e, const InjectSite& s, double slowdown, bool large) {
   const double t = s.launch_point(e, false);
   if (t < 0) return false;
-  const double aligned_us = std::max(150.0, 0.05 * s.length()) / 4;  // each
-  const double flops = 2.0 * 1024 * 1024 * 1024;
-  const int64_t m = large ? 1443 : 1001, n = large ? 1475 : 1023, k = large ? 1477 : 1025;
-  const double unaligned_us = slowdown * aligned_us * (2.0 * m * n * k / flops);
+  constexpr double kRate = 2.0 * 1024 * 1024 * 1024 / 40.0;  // FLOPs per microsecond: a 1024^3 GEMM in 40 us
+  const double target_us = std::max(150.0, 0.05 * s.length()) / 4;  // each aligned GEMM, about
+  const int64_t rows = 8 * std::max<int64_t>(1, std::llround(target_us * kRate / (2.0 * 1024 * 1024) / 8));
+  const int64_t n = large ? 1475 : 1023, k = large ? 1477 : 1025;
+  int64_t m = std::llround(static_cast<double>(rows) * (large ? 1443.0 : 1001.0) / 1024.0);
+  if (m % 8 == 0) ++m;
+  const double aligned_us = 2.0 * static_cast<double>(rows) * 1024 * 1024 / kRate;
+  const double unaligned_us = slowdown * 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / kRate;
   const double start = std::max(e.drain(t), t + 8 * 10 + 4);
   const double end = start + 4 * (aligned_us + unaligned_us);
   e.shift(t, end - t, end - t);
@@ -53,7 +62,7 @@ bool gemms(Editor& e, const InjectSite& s, double slowdown, bool large) {
     const bool aligned = i % 2 == 0;
     const int32_t op = e.op("aten::mm", t + 10 * i, 9);
     if (aligned)
-      e.inputs(op, {{1024, 1024}, {1024, 1024}}, {"c10::Half", "c10::Half"});
+      e.inputs(op, {{rows, 1024}, {1024, 1024}}, {"c10::Half", "c10::Half"});
     else
       e.inputs(op, {{m, k}, {k, n}}, {"c10::Half", "c10::Half"});
     const int64_t corr = e.runtime("cudaLaunchKernel", t + 10 * i + 1, 6);
@@ -66,7 +75,6 @@ bool gemms(Editor& e, const InjectSite& s, double slowdown, bool large) {
   }
   return true;
 }
-
 bool inject(Editor& e, const InjectSite& s) { return gemms(e, s, 3.0, false); }
 // As much GEMM time, unaligned too, but at the aligned GEMMs' rate (three times the FLOPs): nothing lost to the shapes.
 bool decoy(Editor& e, const InjectSite& s) { return gemms(e, s, 1.0, true); }
