@@ -696,7 +696,8 @@ TEST(AnalyzeCorpus, FusedBasesGiveUnfusedElementwiseCleanSteps) {
     const bool fused = t["base"].get<std::string>().find("(elementwise fused)") != std::string::npos;
     fused_traces += fused;
     for (const nlohmann::json& w : t["windows"]) {
-      const bool shown = std::find(w["present"].begin(), w["present"].end(), "unfused_elementwise") != w["present"].end();
+      const bool shown =
+          std::find(w["present"].begin(), w["present"].end(), "unfused_elementwise") != w["present"].end();
       EXPECT_EQ(shown, !fused) << t["file"] << " " << w["name"];
       injected += w["injected"] == "unfused_elementwise";
     }

@@ -45,8 +45,8 @@ int cmd_analyze(int argc, char** argv) {
       "perfetto", po::value(&perfetto_out), "write the timeline with the findings as a track (Perfetto, Chrome)")(
       "make-corpus", po::value(&corpus_out),
       "write a labeled corpus to this folder: the TRACEs (clean, with steps; each one run, all its ranks) and\n"
-      "their fused variants (each elementwise chain one kernel) with anti-patterns injected")("copies", po::value(&co.copies)->default_value(24),
-                                "injected copies of each clean trace (--make-corpus)")(
+      "their fused variants (each elementwise chain one kernel) with anti-patterns injected")(
+      "copies", po::value(&co.copies)->default_value(24), "injected copies of each clean trace (--make-corpus)")(
       "seed", po::value(&co.seed)->default_value(1), "the corpus's random seed (--make-corpus)")(
       "evaluate", po::value(&evaluate_dir),
       "score the detectors, a threshold baseline and the window classifier on a corpus's held-out split")(

@@ -46,14 +46,15 @@ bool find(const WindowStats& s, Finding& f) {
 bool gemms(Editor& e, const InjectSite& s, double slowdown, bool large) {
   const double t = s.launch_point(e, false);
   if (t < 0) return false;
-  constexpr double kRate = 2.0 * 1024 * 1024 * 1024 / 40.0;  // FLOPs per microsecond: a 1024^3 GEMM in 40 us
+  constexpr double kRate = 2.0 * 1024 * 1024 * 1024 / 40.0;         // FLOPs per microsecond: a 1024^3 GEMM in 40 us
   const double target_us = std::max(150.0, 0.05 * s.length()) / 4;  // each aligned GEMM, about
   const int64_t rows = 8 * std::max<int64_t>(1, std::llround(target_us * kRate / (2.0 * 1024 * 1024) / 8));
   const int64_t n = large ? 1475 : 1023, k = large ? 1477 : 1025;
   int64_t m = std::llround(static_cast<double>(rows) * (large ? 1443.0 : 1001.0) / 1024.0);
   if (m % 8 == 0) ++m;
   const double aligned_us = 2.0 * static_cast<double>(rows) * 1024 * 1024 / kRate;
-  const double unaligned_us = slowdown * 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / kRate;
+  const double unaligned_us =
+      slowdown * 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / kRate;
   const double start = std::max(e.drain(t), t + 8 * 10 + 4);
   const double end = start + 4 * (aligned_us + unaligned_us);
   e.shift(t, end - t, end - t);

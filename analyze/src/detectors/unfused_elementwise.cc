@@ -57,7 +57,8 @@ bool decoy(Editor& e, const InjectSite& s) {
     e.op(std::string("aten::") + ops[i], t + 10 * i, 9);
     const int64_t corr = e.runtime("cudaLaunchKernel", t + 10 * i + 2, 5);
     e.gpu(KinetoCat::Kernel,
-          std::string(reduce ? "void at::native::reduce_kernel<512, 1, " : "void at::native::vectorized_elementwise_kernel<4, ") +
+          std::string(reduce ? "void at::native::reduce_kernel<512, 1, "
+                             : "void at::native::vectorized_elementwise_kernel<4, ") +
               ops[i] + "_functor>",
           corr, start + d * i, d);
   }
