@@ -130,9 +130,10 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
   }
   // The instrumentation's cost: a step recorded under the observers (the ET's, Kineto's) ran longer than the same
   // step without them (the capture manifest's time). Their callbacks run around every op, inside the recorded spans
-  // and between them alike, so the gaps are scaled by the plain step over the recorded one (a launch-bound step on
-  // a GPU recorded 3x as long as it ran: taking the whole excess out of its gaps left none, keeping them all doubled
-  // the step; the ratio gave it back within a few percent). Without both times the gaps stay whole.
+  // and between them, so the gaps are scaled by the plain step over the recorded one: an estimate. A launch-bound
+  // Python step on an H100, recorded 7x as long as it ran, replayed at 2.1x its original with the gaps whole, 0.25x
+  // with the whole excess taken out of them and 0.67x scaled (docs/performance.md, "Host time"): the observers cost
+  // more inside the ops' spans than between them. Without both times the gaps stay whole.
   std::vector<double> keep(steps, 1);
   const double plain_us = o.original_iteration_seconds.empty() ? 0 : median(o.original_iteration_seconds) * 1e6;
   double recorded_us = 0, removed_us = 0;
