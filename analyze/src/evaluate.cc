@@ -140,6 +140,7 @@ TraceSet fused_set(const TraceSet& in) {
     Trace fused;
     fused.source = base.source;
     read_kineto_text(kineto_json(ed), base.kineto->source.empty() ? base.source : base.kineto->source, fused);
+    fused.rank = base.rank;  // as the run's reader numbered it, whatever the Kineto header says
     out.ranks.push_back(std::move(fused));
   }
   return out;
