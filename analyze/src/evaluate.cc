@@ -131,12 +131,13 @@ TraceSet fused_set(const TraceSet& in) {
       continue;
     }
     const Timeline tl = build_timeline(base, static_cast<int>(r));
-    Editor ed(base);
+    std::vector<std::vector<int32_t>> chains;
     for (const Chain& c : elementwise_chains(tl, 0, tl.work.size())) {
-      std::vector<int32_t> events;
-      for (size_t w : c.members) events.push_back(tl.work[w].event);
-      ed.fuse(events);
+      chains.emplace_back();
+      for (size_t w : c.members) chains.back().push_back(tl.work[w].event);
     }
+    Editor ed(base);
+    ed.fuse(chains);
     Trace fused;
     fused.source = base.source;
     read_kineto_text(kineto_json(ed), base.kineto->source.empty() ? base.source : base.kineto->source, fused);

@@ -153,26 +153,27 @@ void Editor::stretch(int32_t event, double us) {
   if (e.cat == KinetoCat::Kernel && classify_kernel(t_.str(e.name)) != WorkClass::Comm) added_compute_us_ += us;
 }
 
-void Editor::fuse(const std::vector<int32_t>& kernels) {
+void Editor::fuse(const std::vector<std::vector<int32_t>>& chains) {
   auto& ev = t_.kineto->events;
-  if (kernels.size() < 2) return;
-  if (removed_.empty()) removed_.assign(ev.size(), 0);
   removed_.resize(ev.size(), 0);
-  std::map<int64_t, size_t> launch;  // correlation -> runtime call
+  std::map<int64_t, size_t> launch;  // correlation -> runtime call, once for every chain
   for (size_t i = 0; i < ev.size(); ++i)
     if ((ev[i].cat == KinetoCat::Runtime || ev[i].cat == KinetoCat::Driver) && ev[i].correlation >= 0)
       launch.emplace(ev[i].correlation, i);
-  int32_t longest = kernels.front();
-  for (int32_t k : kernels)
-    if (ev[static_cast<size_t>(k)].dur > ev[static_cast<size_t>(longest)].dur) longest = k;
-  KinetoEvent& first = ev[static_cast<size_t>(kernels.front())];
-  first.dur = ev[static_cast<size_t>(longest)].dur;
-  first.name = ev[static_cast<size_t>(longest)].name;
-  for (size_t i = 1; i < kernels.size(); ++i) {
-    const size_t k = static_cast<size_t>(kernels[i]);
-    removed_[k] = 1;
-    auto l = launch.find(ev[k].correlation);
-    if (ev[k].correlation >= 0 && l != launch.end()) removed_[l->second] = 1;
+  for (const std::vector<int32_t>& kernels : chains) {
+    if (kernels.size() < 2) continue;
+    int32_t longest = kernels.front();
+    for (int32_t k : kernels)
+      if (ev[static_cast<size_t>(k)].dur > ev[static_cast<size_t>(longest)].dur) longest = k;
+    KinetoEvent& first = ev[static_cast<size_t>(kernels.front())];
+    first.dur = ev[static_cast<size_t>(longest)].dur;
+    first.name = ev[static_cast<size_t>(longest)].name;
+    for (size_t i = 1; i < kernels.size(); ++i) {
+      const size_t k = static_cast<size_t>(kernels[i]);
+      removed_[k] = 1;
+      auto l = launch.find(ev[k].correlation);
+      if (ev[k].correlation >= 0 && l != launch.end()) removed_[l->second] = 1;
+    }
   }
 }
 

@@ -37,9 +37,9 @@ class Editor {
   void rename(int32_t event, const std::string& name);
   // Lengthens an event by `us` (a compute kernel's counts as added computation).
   void stretch(int32_t event, double us);
-  // Fuses GPU kernels (a chain, in order) into the first: as long and named as the longest member, where the first
-  // began; the others, and the runtime calls that launched them, are left out of the written trace.
-  void fuse(const std::vector<int32_t>& kernels);
+  // Fuses each chain of GPU kernels (events, in order) into its first: as long and named as the longest member,
+  // where the first began; the others, and the runtime calls that launched them, are left out of the written trace.
+  void fuse(const std::vector<std::vector<int32_t>>& chains);
 
   // The computation added so far (kernels other than communication, copies and memsets): what makes a rank slower
   // than the others in a step whatever was injected, which the corpus labels from it (not from the detector).

@@ -646,13 +646,14 @@ TEST(AnalyzeInject, FusingAChainLeavesOneKernelAsLongAsItsLongest) {
   const analyze::detail::Timeline tl = analyze::detail::build_timeline(chains, 0);
   const std::vector<analyze::detail::Chain> found = analyze::detail::elementwise_chains(tl, 0, tl.work.size());
   ASSERT_EQ(found.size(), 2u);
-  analyze::detail::Editor editor(chains);
+  std::vector<std::vector<int32_t>> events;
   for (const analyze::detail::Chain& c : found) {
     EXPECT_EQ(c.members.size(), 4u);
-    std::vector<int32_t> events;
-    for (size_t w : c.members) events.push_back(tl.work[w].event);
-    editor.fuse(events);
+    events.emplace_back();
+    for (size_t w : c.members) events.back().push_back(tl.work[w].event);
   }
+  analyze::detail::Editor editor(chains);
+  editor.fuse(events);
   const Trace fused = read_back(analyze::detail::kineto_json(editor), "fused.json");
   std::vector<std::pair<double, double>> elementwise;
   size_t kernels = 0, launches = 0;

@@ -150,22 +150,14 @@ int cmd_analyze_measure(int argc, char** argv) {
     rep.iterations = iterations;
     rep.host_time_scale = host_scale;  // both sides alike: the fixed variants keep the op times (drop closes them)
     rep.threads = threads;
-    if (!original_bundle.capture_manifest.empty()) {
+    if (threads == 0 && !original_bundle.capture_manifest.empty()) {
       auto m = nlohmann::json::parse(original_bundle.capture_manifest, nullptr, false);
-      if (threads == 0 && m.is_object() && m.contains("threads") && m["threads"].is_number_integer())
-        rep.threads = m["threads"];
-      // The original's uninstrumented step, as a replay of the capture folder takes it: the host time both sides
-      // re-spend leaves out the observers' share (docs/replay.md, "Host time").
-      if (m.is_object() && m.contains("ranks") && m["ranks"].is_array())
-        for (const auto& r : m["ranks"])
-          if (r.is_object() && r.value("rank", -1) == 0 && r.contains("iteration_seconds") &&
-              r["iteration_seconds"].is_array()) {
-            std::vector<double> v;
-            for (const auto& x : r["iteration_seconds"])
-              if (x.is_number()) v.push_back(x.get<double>());
-            if (!v.empty()) rep.original_iteration_seconds = {median(v)};
-          }
+      if (m.is_object() && m.contains("threads") && m["threads"].is_number_integer()) rep.threads = m["threads"];
     }
+    // The original's step time as a replay of the bundle takes it (the capture's uninstrumented steps): the host time
+    // both sides re-spend leaves out the observers' share (docs/replay.md, "Host time").
+    for (const gen::RankExpectation& x : original_bundle.expected)
+      if (x.rank == 0 && !x.iteration_seconds.empty()) rep.original_iteration_seconds = {median(x.iteration_seconds)};
     // Each class's fixed variant, and whether it kept the op times (host time re-spent on both sides or neither).
     struct Variant {
       analyze::MeasuredFix* fix;
