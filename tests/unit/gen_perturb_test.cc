@@ -309,6 +309,61 @@ TEST(Perturb, RewrittenTracesRoundTripThroughEt) {
   EXPECT_EQ(back.iterations.size(), t.iterations.size());
 }
 
+// mm, mul, add, tanh, mul, mm, add, mul, then add_, mul_, add_ inside an optimizer step: op k at 10k us, 4 us long
+// (tanh 8 us).
+Trace elementwise_runs() {
+  TraceBuilder b;
+  const int64_t step = b.annotation("ProfilerStep#1", b.roots());
+  b.set_parent(step);
+  const TensorSpec xs = spec(b, {4, 8}), ws = spec(b, {8, 8});
+  auto unary = [&](const char* name) {
+    b.op(std::string(name) + "(Tensor self) -> Tensor", {b.tensor(xs)}, {b.tensor(spec(b, {4, 8}))});
+  };
+  b.op(kMm, {b.tensor(xs), b.tensor(ws)}, {b.tensor(spec(b, {4, 8}))});
+  for (const char* n : {"aten::mul", "aten::add", "aten::tanh", "aten::mul"}) unary(n);
+  b.op(kMm, {b.tensor(xs), b.tensor(ws)}, {b.tensor(spec(b, {4, 8}))});
+  for (const char* n : {"aten::add", "aten::mul"}) unary(n);
+  b.set_parent(b.annotation("Optimizer.step#SGD.step", step));
+  for (const char* n : {"aten::add_", "aten::mul_", "aten::add_"}) unary(n);
+  Trace t = b.finish();
+  int k = 0;
+  for (Node& n : t.nodes)
+    if (n.kind == NodeKind::Operator) {
+      n.ts_us = 10.0 * k++;
+      n.dur_us = t.name(n) == "aten::tanh" ? 8 : 4;
+    }
+  return t;
+}
+
+TEST(Perturb, FuseKeepsEachRunsLongestMemberAndClosesTheRunsTime) {
+  Workspace ws = apply(elementwise_runs(), "  fuse: {ops: '^aten::(mul|add|tanh|add_|mul_)$', outside: 'Optimizer'}\n");
+  const Trace& t = ws.roles[0];
+  // The first run of four became its tanh; two in a row stay; the optimizer's three are outside.
+  EXPECT_EQ(op_names(t), (std::vector<std::string>{"aten::mm", "aten::tanh", "aten::mm", "aten::add", "aten::mul",
+                                                   "aten::add_", "aten::mul_", "aten::add_"}));
+  EXPECT_NE(ws.notes.at(0).find("fused 1 runs of ops matching"), std::string::npos) << ws.notes.at(0);
+  EXPECT_NE(ws.notes.at(0).find("(3 ops dropped"), std::string::npos) << ws.notes.at(0);
+  // The run spanned 10 .. 44 us; it now costs its tanh (8 us), and the 6 us gap after it stays.
+  std::vector<double> ts;
+  for (const Node& n : t.nodes)
+    if (n.kind == NodeKind::Operator) ts.push_back(n.ts_us);
+  EXPECT_EQ(ts, (std::vector<double>{0, 10, 24, 34, 44, 54, 64, 74}));
+  EXPECT_EQ(t.nodes[nodes_named(t, "aten::tanh")[0]].dur_us, 8);
+
+  // Without `outside`, the pair and the optimizer's three are one run of five (a scope does not end a run), which
+  // becomes its first member (all five are 4 us).
+  Workspace all = apply(elementwise_runs(), "  fuse: {ops: '^aten::(mul|add|tanh|add_|mul_)$'}\n");
+  EXPECT_EQ(op_names(all.roles[0]), (std::vector<std::string>{"aten::mm", "aten::tanh", "aten::mm", "aten::add"}));
+  EXPECT_NE(all.notes.at(0).find("fused 2 runs"), std::string::npos) << all.notes.at(0);
+
+  Trace t2 = elementwise_runs();
+  EXPECT_EQ(error_of("  fuse: {ops: '^aten::mm$'}\n", &t2),
+            "x.yaml:2:15: fuse: no 3 ops in a row match '^aten::mm$' in <built>");
+  EXPECT_EQ(error_of("  fuse: {min: 3}\n"), "x.yaml:2:9: fuse: expected 'ops' (a regular expression)");
+  EXPECT_NE(error_of("  fuse: {ops: mul, min: 1}\n").find("x.yaml:2:25: min: expected an integer from 2"),
+            std::string::npos);
+}
+
 TEST(Perturb, MistakesAreReportedAtTheirPlace) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"  dtype: {to: bf16, ops: '('}\n", "x.yaml:2:26: ops: not a regular expression"},

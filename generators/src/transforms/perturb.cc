@@ -1,7 +1,9 @@
-// perturb: a variant of the same work: ops dropped, another floating dtype (across the trace, or for some ops with
-// casts at the seams), all_reduce split in two, sizes jittered, GEMMs or host delays inserted, ops moved to another
-// stream. The rewrites are in perturb_casts.cc and perturb_ops.cc; this file reads the config.
+// perturb: a variant of the same work: ops dropped or fused (runs of ops as their longest), another floating dtype
+// (across the trace, or for some ops with casts at the seams), all_reduce split in two, sizes jittered, GEMMs or host
+// delays inserted, ops moved to another stream. The rewrites are in perturb_casts.cc and perturb_ops.cc; this file
+// reads the config.
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <unordered_map>
 
@@ -15,7 +17,10 @@ namespace {
 
 struct PerturbSpec {
   std::unique_ptr<OpPattern> drop;
-  std::unique_ptr<OpPattern> drop_within;  // only ops inside a scope (an enclosing node) of a matching name
+  std::unique_ptr<OpPattern> drop_within;   // only ops inside a scope (an enclosing node) of a matching name
+  std::unique_ptr<OpPattern> fuse;          // runs of matching ops in a row become their longest member
+  std::unique_ptr<OpPattern> fuse_outside;  // ... except ops inside a scope of a matching name
+  int64_t fuse_min = 3;
   const Dtype* from = nullptr;
   const Dtype* to = nullptr;
   std::unique_ptr<OpPattern> dtype_ops;
@@ -141,6 +146,15 @@ void parse_drop(const YamlFile& f, const YAML::Node& d, PerturbSpec& s) {
   if (d["within"]) s.drop_within = std::make_unique<OpPattern>(pattern(f, d["within"], "within"));
 }
 
+// fuse: {ops: REGEX, min: N, outside: SCOPE}: runs of at least N matching replayed ops in a row on one thread.
+void parse_fuse(const YamlFile& f, const YAML::Node& d, PerturbSpec& s) {
+  f.expect_map(d, "fuse", {"ops", "min", "outside"});
+  if (!d["ops"]) f.fail(d, "fuse: expected 'ops' (a regular expression)");
+  s.fuse = std::make_unique<OpPattern>(pattern(f, d["ops"], "ops"));
+  if (d["min"]) s.fuse_min = f.integer(d["min"], "min", 2, 1 << 20);
+  if (d["outside"]) s.fuse_outside = std::make_unique<OpPattern>(pattern(f, d["outside"], "outside"));
+}
+
 bool within(const Trace& t, uint32_t i, const OpPattern& scope) {
   for (uint32_t p = t.nodes[i].parent; p != kNone32; p = t.nodes[p].parent)
     if (scope.matches(t.name(t.nodes[p]))) return true;
@@ -197,13 +211,75 @@ void drop_ops(Trace& t, const OpPattern& drop, const OpPattern* scope, Workspace
   ws.note("perturb: " + t.source + ": dropped " + std::to_string(dropped) + " ops matching " + what);
 }
 
+uint32_t root_of(const Trace& t, uint32_t i) {
+  while (t.nodes[i].parent != kNone32) i = t.nodes[i].parent;
+  return i;
+}
+
+// Each run of at least `min` matching ops in a row on one thread (no other replayed op of that thread between them)
+// becomes the member that took longest (the first, when the trace has no op times); the others go with their
+// subtrees. The time closes over the whole run, the host's time between its members included: one fused op issues
+// once.
+void fuse_runs(Trace& t, const OpPattern& ops, const OpPattern* outside, int64_t min, Workspace& ws) {
+  std::vector<bool> keep(t.nodes.size(), true);
+  std::vector<std::pair<double, double>> spans;
+  std::map<uint32_t, std::vector<uint32_t>> open;  // per thread (root node): the run so far
+  size_t runs = 0, dropped = 0;
+  auto close = [&](std::vector<uint32_t>& run) {
+    if (static_cast<int64_t>(run.size()) >= min) {
+      size_t longest = 0;
+      for (size_t k = 1; k < run.size(); ++k)
+        if (t.nodes[run[k]].dur_us > t.nodes[run[longest]].dur_us) longest = k;
+      for (size_t k = 0; k < run.size(); ++k) {
+        if (k == longest) continue;
+        keep[run[k]] = false, ++dropped;
+        const Node& n = t.nodes[run[k]];
+        if (n.ts_us < 0 || n.dur_us < 0) continue;
+        // Before the kept member: this one and the gap after it; after it: the gap before this one and this one.
+        const Node& next = t.nodes[run[k < longest ? k + 1 : k - 1]];
+        if (k < longest)
+          spans.emplace_back(n.ts_us, std::max(n.ts_us + n.dur_us, next.ts_us));
+        else
+          spans.emplace_back(std::min(n.ts_us, next.ts_us + std::max(0.0, next.dur_us)), n.ts_us + n.dur_us);
+      }
+      ++runs;
+    }
+    run.clear();
+  };
+  for (uint32_t i : outermost_ops(t)) {
+    std::vector<uint32_t>& run = open[root_of(t, i)];
+    if (ops.matches(t.name(t.nodes[i])) && !(outside && within(t, i, *outside)))
+      run.push_back(i);
+    else
+      close(run);
+  }
+  for (auto& [thread, run] : open) close(run);
+  const std::string what = "'" + ops.text + "'" + (outside ? " outside '" + outside->text + "'" : "");
+  if (runs == 0)
+    throw UserError(ops.where + ": fuse: no " + std::to_string(min) + " ops in a row match " + what + " in " +
+                    t.source);
+  // Spans of one run may touch (a member's gap is its neighbour's); close_dropped_time counts each once if merged.
+  std::sort(spans.begin(), spans.end());
+  std::vector<std::pair<double, double>> merged;
+  for (const auto& x : spans)
+    if (!merged.empty() && x.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, x.second);
+    else
+      merged.push_back(x);
+  keep_nodes(t, keep);
+  close_dropped_time(t, std::move(merged));
+  ws.note("perturb: " + t.source + ": fused " + std::to_string(runs) + " runs of ops matching " + what + " (" +
+          std::to_string(dropped) + " ops dropped, each run's longest kept)");
+}
+
 TransformStep parse_perturb(const YAML::Node& p, const ConfigContext& cx) {
   const YamlFile& f = cx.file;
-  f.expect_map(p, "perturb", {"dtype", "drop", "jitter", "insert", "collective", "streams"});
-  if (p.size() == 0) f.fail(p, "perturb: expected dtype, drop, jitter, insert, collective or streams");
+  f.expect_map(p, "perturb", {"dtype", "drop", "fuse", "jitter", "insert", "collective", "streams"});
+  if (p.size() == 0) f.fail(p, "perturb: expected dtype, drop, fuse, jitter, insert, collective or streams");
   auto s = std::make_shared<PerturbSpec>();
   if (p["dtype"]) parse_dtype(f, p["dtype"], *s);
   if (p["drop"]) parse_drop(f, p["drop"], *s);
+  if (p["fuse"]) parse_fuse(f, p["fuse"], *s);
   if (p["jitter"]) parse_jitter(f, p["jitter"], *s);
   if (p["collective"]) parse_collective(f, p["collective"], *s);
   if (p["streams"]) parse_streams(f, p["streams"], *s);
@@ -215,12 +291,13 @@ TransformStep parse_perturb(const YAML::Node& p, const ConfigContext& cx) {
       s->inserts.push_back(parse_insert(f, in));
   }
   return [s](Workspace& ws) {
-    // Dropping ops alone keeps the op times true (drop_ops closes them over the dropped ops); the other keys add or
-    // change ops whose times the source does not have.
+    // Dropping or fusing ops alone keeps the op times true (closed over what went); the other keys add or change
+    // ops whose times the source does not have.
     ws.work_changed(!s->to && s->collective_where.empty() && !s->jitter && s->inserts.empty() && !s->stream_ops);
     for (Trace& t : ws.roles) {
       auto note = [&](const std::string& what) { ws.note("perturb: " + t.source + ": " + what); };
       if (s->drop) drop_ops(t, *s->drop, s->drop_within.get(), ws);
+      if (s->fuse) fuse_runs(t, *s->fuse, s->fuse_outside.get(), s->fuse_min, ws);
       if (s->to && s->dtype_ops) note(convert_ops(t, *s->from, *s->to, *s->dtype_ops));
       if (s->to && !s->dtype_ops) note(change_dtype(t, *s->from, *s->to));
       if (!s->collective_where.empty()) note(split_all_reduces(t, ws.world_size(), s->collective_where));
@@ -233,11 +310,11 @@ TransformStep parse_perturb(const YAML::Node& p, const ConfigContext& cx) {
 
 }  // namespace
 
-const TransformDescriptor kPerturb{
-    "perturb",
-    "a variant of the same work: ops dropped, another dtype (with casts at the seams), all_reduce split, sizes "
-    "jittered, GEMMs or host delays inserted, ops on another stream",
-    {"dtype", "drop", "jitter", "insert", "collective", "streams"},
-    parse_perturb};
+const TransformDescriptor kPerturb{"perturb",
+                                   "a variant of the same work: ops dropped or fused, another dtype (with casts at the "
+                                   "seams), all_reduce split, sizes "
+                                   "jittered, GEMMs or host delays inserted, ops on another stream",
+                                   {"dtype", "drop", "fuse", "jitter", "insert", "collective", "streams"},
+                                   parse_perturb};
 
 }  // namespace reprise::gen
