@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
 """`reprise analyze --measure` against the real saving, on the mlp with an anti-pattern built in.
 
-  bench/analyze_measure.py [--case cpp|python] [--anti-pattern casts|sync] [--device cpu|cuda] [--pairs N]
-                           [--batch B] [--hidden H] [--bin build/bin] [--work DIR] [--json FILE]
+  bench/analyze_measure.py [--case cpp|python] [--anti-pattern casts|sync|unfused] [--device cpu|cuda] [--pairs N]
+                           [--ranks R] [--batch B] [--hidden H] [--bin build/bin] [--work DIR] [--json FILE]
 
   cpp     `reprise capture --workload mlp --anti-pattern AP` (LibTorch; its host timeline has no GPU kernels, so
           the GPU-side detectors such as host_sync do not fire on it)
   python  capture/python/examples/train_mlp.py --anti-pattern AP under reprise_capture.py (with Kineto on torch 2.x:
           the GPU's kernels too, so host_sync fires on CUDA)
 
+--ranks R (cpp only) captures the mlp data parallel on R ranks under mpirun and measures under a launch of as many
+(every rank replays its own rank, with the gradients' all_reduce): the real saving per step is the slowest rank's
+step with the anti-pattern less the slowest rank's without.
+
 casts is dtype churn (detector dtype_churn): each hidden activation round-tripped through bf16; sync is loss.item()
-between forward and backward (host_sync, which only a GPU makes cost anything).
+between forward and backward (host_sync, which only a GPU makes cost anything); unfused is a tanh GELU written out
+as eight elementwise ops against the fused one (unfused_elementwise; its fix replays each chain as its longest op).
 
 Each pair is one capture. The real saving is measured in its process: its timed steps alternate with and without
 the anti-pattern (the manifest's without_anti_pattern_seconds; train_mlp.py's anti_pattern_steps.json), and the
@@ -31,18 +36,21 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from truth import ROOT, run  # noqa: E402
+from truth import ROOT, launcher, run  # noqa: E402
 
 PYTHON = os.environ.get("REPRISE_PYTHON", "/usr/bin/python3")
-DETECTOR = {"casts": "dtype_churn", "sync": "host_sync"}
+DETECTOR = {"casts": "dtype_churn", "sync": "host_sync", "unfused": "unfused_elementwise"}
 
 
 def real_in_process(case, out):
     """Both captures time the step with and without the anti-pattern interleaved in one process: the median of the
     per-step differences."""
     if case == "cpp":
-        r = json.load(open(os.path.join(out, "manifest.json")))["ranks"][0]
-        w, c = r["iteration_seconds"], r["without_anti_pattern_seconds"]
+        ranks = json.load(open(os.path.join(out, "manifest.json")))["ranks"]
+        # Steps run in lockstep (the gradients' all_reduce): a step of the job is its slowest rank's.
+        w = [max(r["iteration_seconds"][k] for r in ranks) for k in range(len(ranks[0]["iteration_seconds"]))]
+        c = [max(r["without_anti_pattern_seconds"][k] for r in ranks)
+             for k in range(len(ranks[0]["without_anti_pattern_seconds"]))]
     else:
         r = json.load(open(os.path.join(out, "anti_pattern_steps.json")))
         w, c = r["with_seconds"], r["without_seconds"]
@@ -54,8 +62,9 @@ def capture(a, out):
         cmd = [PYTHON, os.path.join(ROOT, "capture", "python", "examples", "train_mlp.py"), out, "--device", a.device,
                "--batch", str(a.batch), "--hidden", str(a.hidden)]
     else:
-        cmd = [f"{a.bin}/reprise", "capture", "--workload", "mlp", "--out", out, "--threads", "1", "--device",
-               a.device, "--batch", str(a.batch), "--hidden", str(a.hidden), "--warmup", "6", "--steps", "15", "-q"]
+        cmd = launcher(a.ranks) + [
+            f"{a.bin}/reprise", "capture", "--workload", "mlp", "--out", out, "--threads", "1", "--device",
+            a.device, "--batch", str(a.batch), "--hidden", str(a.hidden), "--warmup", "6", "--steps", "15", "-q"]
     run(cmd + ["--anti-pattern", a.anti_pattern])
 
 
@@ -64,8 +73,9 @@ def measure(a, path):
     # The Python helper's op times come from steps run without an observer: their host gaps are the framework's,
     # re-spent on both sides (a sync's cost on a GPU is mostly the host-bound work after it no longer overlapping).
     host = ["--host-time", "recorded"] if a.case == "python" else []
-    run([f"{a.bin}/reprise", "analyze", path, "--measure", "--pairs", "5", "--iterations", "5", "--threads", "1",
-         "--device", a.device, "--only", DETECTOR[a.anti_pattern], "--json", out, "-q"] + host)
+    run(launcher(a.ranks) + [
+        f"{a.bin}/reprise", "analyze", path, "--measure", "--pairs", "5", "--iterations", "5", "--threads", "1",
+        "--device", a.device, "--only", DETECTOR[a.anti_pattern], "--json", out, "-q"] + host)
     for m in json.load(open(out)).get("measured", []):
         if m["detector"] == DETECTOR[a.anti_pattern] and m["pairs"] > 0:
             return m
@@ -79,15 +89,18 @@ def spread(xs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--case", choices=["cpp", "python"], default="cpp")
-    ap.add_argument("--anti-pattern", choices=["casts", "sync"], default="casts")
+    ap.add_argument("--anti-pattern", choices=["casts", "sync", "unfused"], default="casts")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--pairs", type=int, default=7)
+    ap.add_argument("--ranks", type=int, default=1, help="cpp: capture and measure on this many ranks (mpirun)")
     ap.add_argument("--batch", type=int, default=8192)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--work", default=None)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
+    if a.ranks > 1 and a.case != "cpp":
+        ap.error("--ranks: the cpp case only (the Python helper's example runs one process)")
     os.environ["OMP_NUM_THREADS"] = "1"
     work = a.work or tempfile.mkdtemp(prefix="reprise-measure-")
     rows, t0 = [], time.time()
@@ -111,12 +124,14 @@ def main():
     measured = [r["measured_us"] for r in rows]
     estimated = [r["estimated_us"] for r in rows]
     ratio = statistics.median(measured) / statistics.median(real) if statistics.median(real) > 0 else float("nan")
-    print(f"{a.case} mlp batch {a.batch} hidden {a.hidden}, {a.anti_pattern} on {a.device}, {a.pairs} pairs "
+    print(f"{a.case} mlp batch {a.batch} hidden {a.hidden}, {a.anti_pattern} on {a.device} x {a.ranks} rank(s), "
+          f"{a.pairs} pairs "
           f"[{time.time() - t0:.0f} s]:\n  real saving     {spread(real)}\n  measured saving {spread(measured)}\n"
           f"  estimated       {spread(estimated)}\n  measured / real {ratio:.3f} (bar: within 20%)")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"case": a.case, "anti_pattern": a.anti_pattern, "device": a.device, "batch": a.batch,
+            json.dump({"case": a.case, "anti_pattern": a.anti_pattern, "device": a.device, "ranks": a.ranks,
+                       "batch": a.batch,
                        "hidden": a.hidden, "pairs": rows, "measured_over_real": ratio}, f, indent=1)
     return 0 if 0.8 <= ratio <= 1.2 else 1
 

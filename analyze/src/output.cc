@@ -120,13 +120,14 @@ void print_measured(std::FILE* out, const Analysis& a) {
   std::fprintf(out, "%-24s %4s %11s %11s  %-23s %11s %11s\n", "class", "rank", "estimated", "measured", "(range)",
                "original", "fixed");
   for (const MeasuredFix& m : a.measured) {
+    const std::string rank = m.rank < 0 ? "all" : std::to_string(m.rank);
     if (m.pairs == 0) {
-      std::fprintf(out, "%-24s %4d %11s %11s  %s\n", m.detector.c_str(), m.rank, time_text(m.estimated_us).c_str(), "-",
-                   m.note.c_str());
+      std::fprintf(out, "%-24s %4s %11s %11s  %s\n", m.detector.c_str(), rank.c_str(),
+                   time_text(m.estimated_us).c_str(), "-", m.note.c_str());
       continue;
     }
     const std::string range = "(" + time_text(m.saving_lo_us) + " to " + time_text(m.saving_hi_us) + ")";
-    std::fprintf(out, "%-24s %4d %11s %11s  %-23s %11s %11s\n", m.detector.c_str(), m.rank,
+    std::fprintf(out, "%-24s %4s %11s %11s  %-23s %11s %11s\n", m.detector.c_str(), rank.c_str(),
                  time_text(m.estimated_us).c_str(), time_text(m.saving_us).c_str(), range.c_str(),
                  time_text(m.original_us).c_str(), time_text(m.fixed_us).c_str());
   }

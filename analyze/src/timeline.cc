@@ -136,6 +136,12 @@ WorkClass classify_kernel(std::string_view k) {
   return WorkClass::Other;
 }
 
+std::string elementwise_op_regex() {
+  std::string re = "^(aten::)?(";
+  for (const char* e : kElementwise) re += std::string(re.back() == '(' ? "" : "|") + e;
+  return re + ")$";
+}
+
 WorkClass classify_op(std::string_view name) {
   const std::string_view b = bare(name);
   if (name == "record_param_comms" || starts(name, "c10d::") || starts(name, "nccl:") || b == "wait")

@@ -165,6 +165,8 @@ WindowStats window_stats(const Timeline& tl, double begin, double end);
 // The chains of at least kMinChain elementwise kernels (ops, off the GPU) back to back on one stream among
 // tl.work[first, last), by start: a copy or an optimizer step's kernel ends a chain.
 std::vector<Chain> elementwise_chains(const Timeline& tl, size_t first, size_t last);
+// The ET op names elementwise_chains counts as elementwise, as one regular expression (the fix's `fuse` step).
+std::string elementwise_op_regex();
 // Fills tl.aligned_gemm_rate from the whole timeline.
 void set_gemm_rates(Timeline& tl);
 

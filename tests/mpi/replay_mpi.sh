@@ -95,6 +95,21 @@ case $CASE in
       fail "replay exited $?"
     check_json "$WORK/r.json" 'r["world_size"] == 4 and all(e["collectives_selected"] > 0 and e["collectives_replayed"] == e["collectives_selected"] and e["coverage"] == 1 and "original_iteration_seconds" in e for e in r["ranks"]) and {t["name"] for t in r["collective_timing"]} == {"all_reduce", "all_to_allv"}'
     ;;
+  analyze_measure_np2)
+    # reprise analyze --measure on both ranks of a data-parallel capture: each rank replays its own rank of the
+    # original and of the fixed variant, with the gradients' all_reduce; one fix per class for the whole job.
+    "${MPI[@]}" -np 2 "$BIN/reprise" capture --workload mlp --anti-pattern casts --batch 16 --hidden 64 --layers 3 \
+      --out "$WORK/cap" --warmup 1 --steps 2 -q >/dev/null || fail "capture exited $?"
+    "${MPI[@]}" -np 2 "$BIN/reprise" analyze "$WORK/cap" --measure --pairs 2 --iterations 2 --only dtype_churn \
+      --json "$WORK/a.json" >"$WORK/a.txt" 2>&1 || fail "analyze --measure exited $?: $(cat "$WORK/a.txt")"
+    check_json "$WORK/a.json" '[(m["detector"], m["rank"], m["pairs"]) for m in r["measured"]] == [("dtype_churn", -1, 2)] and r["measured"][0]["original_us"] > 0 and r["measured"][0]["fixed_us"] > 0 and "collectives skipped" not in r["measured"][0].get("note", "")'
+    grep -q "^dtype_churn  *all " "$WORK/a.txt" || fail "no job-wide row in: $(cat "$WORK/a.txt")"
+    [ "$(grep -c "measured savings per step" "$WORK/a.txt")" = 1 ] || fail "not one table: $(cat "$WORK/a.txt")"
+    out=$("${MPI[@]}" -np 3 "$BIN/reprise" analyze "$WORK/cap" --measure -q 2>&1) && fail "3 ranks: expected a failure"
+    grep -q "under a launch of 3 ranks replays a trace of as many, and $WORK/cap has 2" <<<"$out" || fail "message: $out"
+    out=$("$BIN/reprise" analyze "$WORK/cap" --measure -q 2>&1) && fail "one process: expected a failure"
+    grep -q "launch as many (mpirun -np 2 reprise analyze" <<<"$out" || fail "message: $out"
+    ;;
   gpt_3d_capture_np8)
     # tp 2 x pp 2 x dp 2 at tiny sizes: every rank's groups, collectives and 1F1B sends and receives
     # (tests/mpi/check_gpt_capture.py), and the first step's loss against one rank's capture of the same model.

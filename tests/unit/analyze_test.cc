@@ -130,6 +130,58 @@ TEST(Analyze, EachClassOfFindingsIsPlannedForMeasurementWithItsTransformOrWhyNot
   }
 }
 
+TEST(Analyze, AJobsPlanHasOneFixPerClassWithTheLargestRanksEstimate) {
+  analyze::Analysis a;
+  for (int r : {0, 1}) {
+    analyze::RankInfo info;
+    info.rank = r;
+    info.steps = 2;
+    a.ranks.push_back(info);
+  }
+  auto add = [&](const char* detector, int rank, double saving) {
+    analyze::Finding f;
+    f.detector = detector;
+    f.ranks = {rank};
+    f.saving_us = saving;
+    a.findings.push_back(f);
+  };
+  add("dtype_churn", 0, 100);
+  add("dtype_churn", 0, 60);   // rank 0: 80 us a step
+  add("dtype_churn", 1, 300);  // rank 1: 150 us a step
+  add("gpu_idle", 1, 50);
+  EXPECT_EQ(analyze::plan_fixes(a).size(), 3u);  // per class and rank
+  const std::vector<analyze::MeasuredFix> job = analyze::plan_fixes(a, true);
+  ASSERT_EQ(job.size(), 2u);
+  EXPECT_EQ(job[0].detector, "dtype_churn");
+  EXPECT_EQ(job[0].rank, -1);
+  EXPECT_EQ(job[0].findings, 3u);
+  EXPECT_DOUBLE_EQ(job[0].estimated_us, 150);  // the step ends with its slowest rank
+  EXPECT_FALSE(job[0].transform.empty());
+  EXPECT_EQ(job[1].detector, "gpu_idle");
+  EXPECT_NE(job[1].note.find("no generator transform"), std::string::npos);
+  // The table names the whole job's rank "all".
+  a.measured = job;
+  char* text = nullptr;
+  size_t size = 0;
+  std::FILE* out = open_memstream(&text, &size);
+  analyze::print_analysis(out, a, 0);
+  std::fclose(out);
+  const std::string printed(text, size);
+  std::free(text);
+  EXPECT_NE(printed.find("dtype_churn               all"), std::string::npos) << printed;
+}
+
+TEST(Analyze, UnfusedElementwiseIsFixedByFusingItsRunsOutsideTheOptimizer) {
+  for (const analyze::DetectorInfo& d : analyze::detectors()) {
+    if (d.id != "unfused_elementwise") continue;
+    EXPECT_NE(d.transform.find("{fuse: {ops: '^(aten::)?(add|add_|sub|"), std::string::npos) << d.transform;
+    EXPECT_NE(d.transform.find("|tanh|"), std::string::npos) << d.transform;
+    EXPECT_NE(d.transform.find("min: 3, outside: '[Oo]ptimizer|OPTIMIZER'}}"), std::string::npos) << d.transform;
+    return;
+  }
+  FAIL() << "no unfused_elementwise detector";
+}
+
 TEST(Analyze, WithoutTheSyncTheSameGapIsTheHosts) {
   const analyze::Analysis a = run(sync_step(false));
   EXPECT_EQ(finding(a, "host_sync"), nullptr);

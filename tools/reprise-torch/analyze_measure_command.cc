@@ -7,7 +7,9 @@
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "bundle_commands.h"
 #include "cli.h"
@@ -17,6 +19,7 @@
 #include "reprise/common/error.h"
 #include "reprise/common/files.h"
 #include "reprise/common/stats.h"
+#include "reprise/comms/communicator.h"
 #include "reprise/generators/generate.h"
 #include "reprise/replay/replay.h"
 #include "reprise/trace/read.h"
@@ -58,8 +61,10 @@ int cmd_analyze_measure(int argc, char** argv) {
       "Analyzes TRACE (a capture folder, or one rank's ET with its Kineto trace beside it), then, for each class\n"
       "of findings whose fix the generators can build (--list shows the transform), generates the fixed variant,\n"
       "replays it against the original in interleaved pairs (original, fixed, fixed, original, ...) and reports\n"
-      "the measured saving per step beside the estimated one. Both replay every step of the trace on one process,\n"
-      "with the same --host-time.\n\noptions");
+      "the measured saving per step beside the estimated one. Both replay every step of the trace with the same\n"
+      "--host-time: on one process, or, under mpirun/srun with as many ranks as the trace has, on every rank at\n"
+      "once with its collectives (the step is the slowest rank's; the bundles go to a folder every rank reads: the\n"
+      "system's temporary folder, or --keep's on several nodes).\n\noptions");
   std::vector<std::string> inputs;
   std::string json_out, keep, device, host_time;
   int pairs = 5, iterations = 3, warmup = 1, threads = 0;
@@ -95,7 +100,13 @@ int cmd_analyze_measure(int argc, char** argv) {
   if (threads < 0 || threads > 4096) throw UserError("analyze: --threads must be from 0 to 4096");
   const double host_scale = host_time == "default" ? -1 : parse_host_time(host_time, "analyze");
   if (!json_out.empty()) check_output_path(json_out);
-  const bool quiet = vm.count("quiet") > 0;
+  // Under a launch of several ranks every rank replays its own rank of each bundle; rank 0 analyzes, generates and
+  // reports.
+  std::unique_ptr<comms::Communicator> world;
+  if (comms::detect_launch().size > 1) world = comms::make_world();
+  const int my_rank = world ? world->rank() : 0;
+  const bool speaker = my_rank == 0;
+  const bool quiet = vm.count("quiet") > 0 || !speaker;
   ProgressLine line;
   auto phase = [&](const std::string& name, int64_t done, int64_t total, bool finished, const std::string& note) {
     if (quiet) return;
@@ -109,90 +120,154 @@ int cmd_analyze_measure(int argc, char** argv) {
     line.update(p);
   };
   const std::string source = fs::absolute(inputs[0]).lexically_normal().string();
+  const int world_size = world ? world->size() : 1;
 
-  ReadOptions ro;
-  if (!quiet) ro.warn = [&line](const std::string& w) { line.message("warning: " + w); };
-  phase("read", 0, 0, false, "");
-  const TraceSet set = load_traces(inputs, ro);
-  phase("read", 0, 0, true, std::to_string(set.ranks.size()) + " rank(s)");
-  if (set.ranks.size() != 1)
-    throw UserError("analyze: --measure replays one process, and " + inputs[0] + " has " +
-                    std::to_string(set.ranks.size()) + " ranks: give one rank's ET with its Kineto trace");
-  if (set.ranks[0].nodes.empty() || set.ranks[0].from_kineto_only)
-    throw UserError("analyze: --measure replays the ET, and " + inputs[0] + " has none (a Kineto trace alone)");
-  const analyze::WindowModel classifier = analyze::default_window_model();
-  o.classifier = &classifier;
-  phase("analyze", 0, 0, false, "");
-  analyze::Analysis a = analyze::analyze(set, o);
-  a.measured = analyze::plan_fixes(a);
-  phase("analyze", 0, 0, true,
-        std::to_string(a.windows.size()) + " windows, " + std::to_string(a.findings.size()) + " findings");
-
-  size_t measurable = 0;
-  for (const analyze::MeasuredFix& m : a.measured) measurable += !m.transform.empty();
-  if (measurable > 0) {
-    WorkDir work(keep);
-    gen::GenerateOptions go;
-    go.force = true;
-    go.dry_run = [](const Trace& t, const std::string& role, const std::vector<int64_t>& steps) {
-      replay::dry_run(t, role, steps);
-    };
-    go.infer_shapes = replay::infer_shapes;
-    if (!quiet) go.warn = [&line](const std::string& w) { line.message("warning: " + w); };
-    phase("generate", 0, 0, false, "");
-    go.out = (work.path / "original").string();
-    const gen::Bundle original_bundle = gen::generate_from_trace(source, go).bundle;
-    const Trace original = gen::load_bundle_rank(original_bundle, 0);
-    replay::ReplayOptions rep;
-    rep.device = device.empty() ? original_bundle.replay.device : device;
-    rep.all_iterations = true;
-    rep.warmup = warmup;
-    rep.iterations = iterations;
-    rep.host_time_scale = host_scale;  // both sides alike: the fixed variants keep the op times (drop closes them)
-    rep.threads = threads;
-    if (threads == 0 && !original_bundle.capture_manifest.empty()) {
-      auto m = nlohmann::json::parse(original_bundle.capture_manifest, nullptr, false);
-      if (m.is_object() && m.contains("threads") && m["threads"].is_number_integer()) rep.threads = m["threads"];
-    }
-    // The original's step time as a replay of the bundle takes it (the capture's uninstrumented steps): the host time
-    // both sides re-spend leaves out the observers' share (docs/replay.md, "Host time").
-    for (const gen::RankExpectation& x : original_bundle.expected)
-      if (x.rank == 0 && !x.iteration_seconds.empty()) rep.original_iteration_seconds = {median(x.iteration_seconds)};
-    // Each class's fixed variant, and whether it kept the op times (host time re-spent on both sides or neither).
-    struct Variant {
-      analyze::MeasuredFix* fix;
-      Trace trace;
-      bool timed;
-    };
-    std::vector<Variant> variants;
-    for (analyze::MeasuredFix& m : a.measured) {
-      if (m.transform.empty()) continue;
-      const fs::path config = work.path / (m.detector + ".yaml");
-      write_text_file(config.string(), "name: fixed-" + m.detector + "\ndescription: " + inputs[0] + " without its " +
-                                           m.detector + " findings (reprise analyze --measure)\nsource: " +
-                                           yaml_quoted(source) + "\ntransforms:\n  - perturb: " + m.transform + "\n");
-      go.out = (work.path / ("fixed-" + m.detector)).string();
-      try {
-        const gen::Bundle b = gen::generate_from_config(config.string(), go).bundle;
-        variants.push_back({&m, gen::load_bundle_rank(b, 0), !b.roles[0].timeline.empty()});
-      } catch (const UserError& e) {
-        m.note = std::string("the fixed variant could not be built: ") + e.what();
+  // Rank 0: read, analyze, plan the fixes and generate their variants. The other ranks learn where the bundles are
+  // and which variants were built (or rank 0's error, to end together).
+  analyze::Analysis a;
+  std::unique_ptr<WorkDir> work;
+  std::vector<analyze::MeasuredFix*> built;  // rank 0: the fixes whose variant was built, in measuring order
+  std::string plan;                          // "K" work folder, then one detector per line; or "E" rank 0's error
+  if (speaker) {
+    try {
+      ReadOptions ro;
+      if (!quiet) ro.warn = [&line](const std::string& w) { line.message("warning: " + w); };
+      phase("read", 0, 0, false, "");
+      const TraceSet set = load_traces(inputs, ro);
+      phase("read", 0, 0, true, std::to_string(set.ranks.size()) + " rank(s)");
+      if (world && int(set.ranks.size()) != world_size)
+        throw UserError("analyze: --measure under a launch of " + std::to_string(world_size) +
+                        " ranks replays a trace of as many, and " + inputs[0] + " has " +
+                        std::to_string(set.ranks.size()));
+      if (!world && set.ranks.size() != 1)
+        throw UserError("analyze: --measure replays one process, and " + inputs[0] + " has " +
+                        std::to_string(set.ranks.size()) + " ranks: launch as many (mpirun -np " +
+                        std::to_string(set.ranks.size()) + " reprise analyze " + inputs[0] +
+                        " --measure), or give one rank's ET with its Kineto trace");
+      for (const Trace& t : set.ranks)
+        if (t.nodes.empty() || t.from_kineto_only)
+          throw UserError("analyze: --measure replays the ET, and " + t.source + " has none (a Kineto trace alone)");
+      const analyze::WindowModel classifier = analyze::default_window_model();
+      o.classifier = &classifier;
+      phase("analyze", 0, 0, false, "");
+      a = analyze::analyze(set, o);
+      a.measured = analyze::plan_fixes(a, world != nullptr);
+      phase("analyze", 0, 0, true,
+            std::to_string(a.windows.size()) + " windows, " + std::to_string(a.findings.size()) + " findings");
+      size_t measurable = 0;
+      for (const analyze::MeasuredFix& m : a.measured) measurable += !m.transform.empty();
+      plan = "K";
+      if (measurable > 0) {
+        work = std::make_unique<WorkDir>(keep);
+        plan += work->path.string();
+        gen::GenerateOptions go;
+        go.force = true;
+        go.dry_run = [](const Trace& t, const std::string& role, const std::vector<int64_t>& steps) {
+          replay::dry_run(t, role, steps);
+        };
+        go.infer_shapes = replay::infer_shapes;
+        if (!quiet) go.warn = [&line](const std::string& w) { line.message("warning: " + w); };
+        phase("generate", 0, 0, false, "");
+        go.out = (work->path / "original").string();
+        gen::generate_from_trace(source, go);
+        for (analyze::MeasuredFix& m : a.measured) {
+          if (m.transform.empty()) continue;
+          const fs::path config = work->path / (m.detector + ".yaml");
+          write_text_file(config.string(), "name: fixed-" + m.detector + "\ndescription: " + inputs[0] +
+                                               " without its " + m.detector +
+                                               " findings (reprise analyze --measure)\nsource: " + yaml_quoted(source) +
+                                               "\ntransforms:\n  - perturb: " + m.transform + "\n");
+          go.out = (work->path / ("fixed-" + m.detector)).string();
+          try {
+            gen::generate_from_config(config.string(), go);
+            built.push_back(&m);
+            plan += "\n" + m.detector;
+          } catch (const UserError& e) {
+            m.note = std::string("the fixed variant could not be built: ") + e.what();
+          }
+        }
+        phase("generate", 0, 0, true, std::to_string(1 + built.size()) + " bundle(s) in " + work->path.string());
       }
+    } catch (const UserError& e) {
+      if (!world) throw;
+      plan = std::string("E") + e.what();
     }
-    phase("generate", 0, 0, true, std::to_string(1 + variants.size()) + " bundle(s) in " + work.path.string());
-    const int64_t total = int64_t(variants.size()) * pairs * 2;
+  }
+  if (world) plan = world->exchange(speaker ? plan : "")[0];
+  if (plan[0] == 'E') {  // rank 0's error, which it reports
+    world->exchange("");
+    world.reset();
+    comms::finalize();
+    if (speaker) throw UserError(plan.substr(1));
+    return 2;
+  }
+  std::vector<std::string> detectors;  // the built variants, on every rank
+  fs::path work_path;
+  {
+    std::istringstream in(plan.substr(1));
+    std::string l;
+    std::getline(in, l);
+    work_path = l;
+    while (std::getline(in, l)) detectors.push_back(l);
+  }
+
+  if (!detectors.empty()) {
+    // Each rank replays its own rank of the original and of each fixed variant.
+    replay::ReplayOptions rep;
+    Trace original;
+    bool original_timed = false;
+    try {
+      const gen::Bundle original_bundle = gen::read_bundle((work_path / "original").string());
+      original = gen::load_bundle_rank(original_bundle, my_rank);
+      original_timed = !original_bundle.roles[0].timeline.empty();
+      rep.device = device.empty() ? original_bundle.replay.device : device;
+      rep.all_iterations = true;
+      rep.warmup = warmup;
+      rep.iterations = iterations;
+      rep.host_time_scale = host_scale;  // both sides alike: the fixed variants keep the op times (drop closes them)
+      rep.threads = threads;
+      rep.comm = world.get();
+      rep.trace_ranks = original_bundle.world_size;
+      if (threads == 0 && !original_bundle.capture_manifest.empty()) {
+        auto m = nlohmann::json::parse(original_bundle.capture_manifest, nullptr, false);
+        if (m.is_object() && m.contains("threads") && m["threads"].is_number_integer()) rep.threads = m["threads"];
+      }
+      // The original's step time as a replay of the bundle takes it (the capture's uninstrumented steps): the host
+      // time both sides re-spend leaves out the observers' share (docs/replay.md, "Host time").
+      for (const gen::RankExpectation& x : original_bundle.expected)
+        if (x.rank == my_rank && !x.iteration_seconds.empty())
+          rep.original_iteration_seconds = {median(x.iteration_seconds)};
+    } catch (const std::exception& e) {
+      if (!world) throw;
+      std::cerr << "reprise: analyze: rank " << my_rank << ": " << e.what() << "\n";
+      world->abort(replay::exit_status(e));
+    }
+    // A job's step is its slowest rank's.
+    auto job_step = [&](double mine) {
+      if (!world) return mine;
+      char text[64];
+      std::snprintf(text, sizeof text, "%.17g", mine);
+      double worst = 0;
+      for (const std::string& x : world->exchange(text)) worst = std::max(worst, std::stod(x));
+      return worst;
+    };
+    const int64_t total = int64_t(detectors.size()) * pairs * 2;
     int64_t done = 0;
     phase("measure", 0, total, false, "");
-    const bool original_timed = !original_bundle.roles[0].timeline.empty();
-    for (Variant& v : variants) {
-      analyze::MeasuredFix* m = v.fix;
-      const Trace& fixed = v.trace;
-      replay::ReplayOptions side = rep;
-      const bool untimed = original_timed && !v.timed && rep.host_time_scale != 0;
-      if (untimed) side.host_time_scale = 0;  // the variant has no op times: neither side re-spends them
+    for (size_t v = 0; v < detectors.size(); ++v) {
+      analyze::MeasuredFix* m = speaker ? built[v] : nullptr;
+      Trace fixed;
+      bool timed = false;
       std::vector<double> orig_steps, fixed_steps, savings;
       replay::ReplayResult last_orig, last_fixed;
+      replay::ReplayOptions side = rep;
+      bool untimed = false;
       try {
+        const gen::Bundle b = gen::read_bundle((work_path / ("fixed-" + detectors[v])).string());
+        fixed = gen::load_bundle_rank(b, my_rank);
+        timed = !b.roles[0].timeline.empty();
+        untimed = original_timed && !timed && rep.host_time_scale != 0;
+        if (untimed) side.host_time_scale = 0;  // the variant has no op times: neither side re-spends them
         for (int p = 0; p < pairs; ++p) {
           double t[2];
           for (int k = 0; k < 2; ++k) {
@@ -202,15 +277,24 @@ int cmd_analyze_measure(int argc, char** argv) {
             (fix_side ? last_fixed : last_orig) = std::move(r);
             phase("measure", ++done, total, false, "");
           }
+          t[0] = job_step(t[0]);
+          t[1] = job_step(t[1]);
           orig_steps.push_back(t[0]);
           fixed_steps.push_back(t[1]);
           savings.push_back(t[0] - t[1]);
         }
-      } catch (const UserError& e) {
+      } catch (const std::exception& e) {
+        // The other ranks would wait in this replay's collectives: end them all.
+        if (world) {
+          std::cerr << "reprise: analyze: rank " << my_rank << ": " << e.what() << "\n";
+          world->abort(replay::exit_status(e));
+        }
+        if (!dynamic_cast<const UserError*>(&e)) throw;
         m->note = std::string("the replay failed: ") + e.what();
         done += 2 * pairs - int64_t(2 * savings.size());
         continue;
       }
+      if (!m) continue;
       m->pairs = pairs;
       m->device = last_orig.device;
       m->host_time = last_orig.host_time.mode;
@@ -221,7 +305,7 @@ int cmd_analyze_measure(int argc, char** argv) {
       m->saving_hi_us = *std::max_element(savings.begin(), savings.end());
       std::string note;
       const int64_t dropped = last_orig.ops_selected - last_fixed.ops_selected;
-      if (dropped > 0) note = std::to_string(dropped) + " op(s) dropped per pass";
+      if (dropped > 0) note = std::to_string(dropped) + " op(s) dropped per pass" + (world ? " on rank 0" : "");
       if (last_orig.collectives_selected > last_orig.collectives_replayed)
         note += std::string(note.empty() ? "" : "; ") + "collectives skipped (one process): their time is not in it";
       if (last_orig.coverage < 1 || last_fixed.coverage < 1)
@@ -234,11 +318,18 @@ int cmd_analyze_measure(int argc, char** argv) {
       m->note = note;
     }
     phase("measure", done, total, true,
-          std::to_string(variants.size()) + " fix(es), " + std::to_string(pairs) + " pair(s) each, on " +
-              (rep.device.empty() ? "cpu" : rep.device));
+          std::to_string(detectors.size()) + " fix(es), " + std::to_string(pairs) + " pair(s) each, on " +
+              (rep.device.empty() ? "cpu" : rep.device) +
+              (world ? ", " + std::to_string(world_size) + " ranks" : std::string()));
   }
+  if (world) {
+    world->exchange("");  // every rank is done with the bundles before rank 0 removes them
+    world.reset();
+    comms::finalize();
+  }
+  if (!speaker) return 0;
   if (!json_out.empty()) write_text_file(json_out, analyze::analysis_json(a));
-  if (quiet) return 0;
+  if (vm.count("quiet")) return 0;
   analyze::print_analysis(stdout, a, top);
   if (a.findings.empty()) std::printf("nothing to measure: no findings\n");
   if (!json_out.empty()) std::printf("json: %s\n", json_out.c_str());

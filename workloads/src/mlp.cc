@@ -1,5 +1,6 @@
 // MLP: Linear+ReLU layers, MSE loss, SGD; data parallel (gradient all_reduce) when there are several ranks. With an
-// anti-pattern built in (WorkloadOptions::anti_pattern), the same model with a sync or dtype churn in each step.
+// anti-pattern built in (WorkloadOptions::anti_pattern), the same model with a sync or dtype churn in each step, or
+// (unfused) with a tanh GELU between its layers written out as eight elementwise ops instead of the one fused op.
 #include "workload.h"
 
 namespace reprise::workloads::detail {
@@ -28,7 +29,10 @@ class Mlp : public Workload {
     at::Tensor h = x_;
     for (int64_t l = 0; l < L_; ++l) {
       h = at::linear(h, params_[2 * l], params_[2 * l + 1]);
-      if (l + 1 < L_) h = at::relu(h);
+      if (l + 1 < L_ && o_.anti_pattern == "unfused")
+        h = on_ ? unfused_gelu(h) : at::gelu(h, "tanh");
+      else if (l + 1 < L_)
+        h = at::relu(h);
       if (l + 1 < L_ && on_ && o_.anti_pattern == "casts") h = h.to(at::kBFloat16).to(at::kFloat);
     }
     at::Tensor loss = at::mse_loss(h, target_);
@@ -39,6 +43,12 @@ class Mlp : public Workload {
   }
 
  private:
+  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), one op at a time, as at::gelu(x, "tanh") computes it at once.
+  static at::Tensor unfused_gelu(const at::Tensor& x) {
+    const at::Tensor inner = (x + x.pow(3) * 0.044715) * std::sqrt(2.0 / M_PI);
+    return x * 0.5 * (inner.tanh() + 1);
+  }
+
   WorkloadOptions o_;
   int64_t B_, H_, L_;
   std::vector<at::Tensor> params_;

@@ -70,7 +70,9 @@ const Detector kUnfusedElementwise{
     {"unfused_elementwise", "unfused elementwise chain",
      "3 or more elementwise kernels in a row on one stream, between GEMMs, reductions or copies",
      "fuse the chain (torch.compile, a fused op such as F.gelu/addcmul/a fused optimizer, a custom kernel)",
-     "each chain as one op costing its longest member"},
+     "each chain as one op costing its longest member",
+     "{fuse: {ops: '" + elementwise_op_regex() + "', min: " + std::to_string(kMinChain) +
+         ", outside: '[Oo]ptimizer|OPTIMIZER'}}"},
     find,
     inject,
     decoy};

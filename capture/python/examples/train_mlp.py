@@ -1,10 +1,11 @@
 """A small MLP training loop under reprise_capture: python3 train_mlp.py OUT_DIR, then reprise replay OUT_DIR.
 
-  train_mlp.py OUT_DIR [--device cpu|cuda] [--batch B] [--hidden H] [--anti-pattern sync|casts] [--pairs N]
+  train_mlp.py OUT_DIR [--device cpu|cuda] [--batch B] [--hidden H] [--anti-pattern sync|casts|unfused] [--pairs N]
 
 --anti-pattern builds one in, for `reprise analyze --measure` to be checked against (bench/analyze_measure.py): sync
 reads the loss on the host (loss.item()) between forward and backward; casts round-trips each hidden activation
-through bf16. Before the captured steps, N pairs of steps with and without it run in alternating order, timed
+through bf16; unfused uses a tanh GELU written out as eight elementwise ops where the step without it calls
+F.gelu(h, approximate="tanh") (each in place of the ReLUs). Before the captured steps, N pairs of steps with and without it run in alternating order, timed
 (OUT_DIR/anti_pattern_steps.json): the real saving, measured in one process.
 """
 import argparse
@@ -26,7 +27,7 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--hidden", type=int, default=1024)
-    ap.add_argument("--anti-pattern", choices=["sync", "casts"], default=None)
+    ap.add_argument("--anti-pattern", choices=["sync", "casts", "unfused"], default=None)
     ap.add_argument("--pairs", type=int, default=20, help="steps with and without the anti-pattern, timed first")
     a = ap.parse_args()
     torch.manual_seed(0)
@@ -38,9 +39,16 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(a.batch, 512, device=dev), torch.randint(0, 10, (a.batch,), device=dev)
 
+    def unfused_gelu(h):
+        inner = (h + h.pow(3) * 0.044715) * math.sqrt(2.0 / math.pi)
+        return h * 0.5 * (inner.tanh() + 1)
+
     def forward(with_anti_pattern):
         h = x
         for m in layers:
+            if a.anti_pattern == "unfused" and isinstance(m, torch.nn.ReLU):
+                h = unfused_gelu(h) if with_anti_pattern else torch.nn.functional.gelu(h, approximate="tanh")
+                continue
             h = m(h)
             if with_anti_pattern and a.anti_pattern == "casts" and isinstance(m, torch.nn.ReLU):
                 h = h.to(torch.bfloat16).to(torch.float32)

@@ -96,10 +96,11 @@ struct RankInfo {
 struct MeasuredFix {
   std::string detector;
   std::string transform;  // DetectorInfo::transform; empty: the generators cannot build this fix yet
-  int rank = 0;
+  int rank = 0;           // -1: every rank at once (measured under a launch; the step is the slowest rank's)
   size_t findings = 0;
-  double estimated_us = 0;  // the findings' estimated saving per step (their sum over the rank's steps)
-  int pairs = 0;            // replayed pairs (original, fixed), interleaved; 0: not measured (the note says why)
+  // The findings' estimated saving per step (their sum over the rank's steps); for every rank, the largest rank's.
+  double estimated_us = 0;
+  int pairs = 0;  // replayed pairs (original, fixed), interleaved; 0: not measured (the note says why)
   double original_us = 0, fixed_us = 0;  // median replayed step of each
   // original - fixed per pair (each side the median of its iterations): the median over pairs and the range.
   double saving_us = 0, saving_lo_us = 0, saving_hi_us = 0;
@@ -121,8 +122,10 @@ struct Analysis {
 Analysis analyze(const TraceSet& set, const Options& options = {});
 
 // One MeasuredFix per class of findings per rank, with its transform (or a note that none builds it) and the
-// estimated saving per step; the measured fields are left for the caller that replays.
-std::vector<MeasuredFix> plan_fixes(const Analysis& a);
+// estimated saving per step; the measured fields are left for the caller that replays. With `every_rank`, one per
+// class for the whole job (rank -1), as a launch of all its ranks measures it: the estimate is the largest rank's
+// (a step ends with its slowest rank).
+std::vector<MeasuredFix> plan_fixes(const Analysis& a, bool every_rank = false);
 
 // Outputs: JSON for scripts (reprise-analysis/1), a table for people, a self-contained HTML report (worst windows
 // first) and a Perfetto/Chrome trace of each rank's timeline with the findings as a track over it.
