@@ -233,7 +233,25 @@ Timeline build_timeline(const Trace& t, int rank) {
   }
   if (!std::isfinite(tl.begin)) throw UserError(t.source + ": its Kineto timeline has no timed events");
   if (!tl.gpu) {
-    // No GPU work: the device is the host, and its work the CPU ops no other op encloses.
+    // No GPU work: the device is the host, and its work the CPU ops no other op encloses. An autograd engine's
+    // wrapper (a backward function) is elementwise work when every op it calls is (metadata-only ones aside): a
+    // chain in the backward pass; one that calls none is not work.
+    std::map<int32_t, std::pair<size_t, size_t>> called;  // wrapper event -> (ops it calls, elementwise among them)
+    for (int32_t i : tl.cpu_ops) {
+      const std::string_view name = t.str(ev[i].name);
+      if (!starts(name, "aten::")) continue;
+      int32_t wrapper = -1;
+      bool first_op = true;  // no aten op between it and the wrapper (ops called by ops are the caller's)
+      for (int32_t p = ev[i].parent; p >= 0; p = ev[p].parent) {
+        const std::string_view pn = t.str(ev[p].name);
+        if (starts(pn, "aten::")) first_op = false;
+        if (ev[p].cat == KinetoCat::CpuOp && starts(pn, "autograd::engine::evaluate_function:")) wrapper = p;
+      }
+      if (wrapper < 0 || !first_op || is_metadata_only_op(name)) continue;  // lift_fresh, a view: not work
+      auto& [ops, elementwise] = called[wrapper];
+      ++ops;
+      elementwise += classify_op(name) == WorkClass::Elementwise;
+    }
     for (int32_t i : tl.cpu_ops) {
       const KinetoEvent& e = ev[i];
       const std::string_view name = t.str(e.name);
@@ -250,6 +268,10 @@ Timeline build_timeline(const Trace& t, int rank) {
       w.begin = e.ts;
       w.end = e.ts + e.dur;
       w.cls = classify_op(name);
+      auto c = called.find(i);
+      if (c != called.end() && c->second.first == c->second.second) w.cls = WorkClass::Elementwise;
+      // A wrapper that calls no op (a pass-through such as AddBackward1) is no work: a chain goes past it.
+      if (c == called.end() && starts(name, "autograd::engine::evaluate_function:")) continue;
       w.stream = e.tid;
       w.cpu_op = i;
       tl.work.push_back(w);

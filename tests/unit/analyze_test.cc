@@ -262,6 +262,36 @@ TEST(Analyze, UnfusedElementwiseOpsOnACpuTrace) {
   EXPECT_NE(f->evidence.find("elementwise ops"), std::string::npos) << f->evidence;
 }
 
+TEST(Analyze, BackwardFunctionsOfElementwiseOpsChainOnACpuTrace) {
+  // The backward pass: each backward function is the top-level op, and its work the ops it calls.
+  auto trace = [](const char* last_call) {
+    Kineto k;
+    k.op("ProfilerStep#1", 0, 1000);
+    k.op("aten::mm", 0, 100);
+    k.op("autograd::engine::evaluate_function: MulBackward0", 100, 50);
+    k.op("MulBackward0", 102, 46);
+    k.op("aten::mul", 104, 20);
+    k.op("aten::empty", 106, 2);  // called by mul: not the backward function's own call
+    k.op("aten::mul", 126, 20);
+    k.op("autograd::engine::evaluate_function: AddBackward1", 150, 8);  // a pass-through: calls no op
+    k.op("AddBackward1", 151, 6);
+    k.op("autograd::engine::evaluate_function: TanhBackward0", 160, 50);
+    k.op("TanhBackward0", 162, 46);
+    k.op("aten::lift_fresh", 163, 1);  // metadata only: neither elementwise work nor another kind
+    k.op("aten::tanh_backward", 164, 40);
+    k.op("autograd::engine::evaluate_function: PowBackward0", 210, 40);
+    k.op("PowBackward0", 212, 36);
+    k.op(last_call, 214, 30);
+    k.op("aten::mm", 250, 100);
+    return k;
+  };
+  const analyze::Finding* f = finding(run(trace("aten::mul"), {"unfused_elementwise"}), "unfused_elementwise");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->saving_us, 150 - 50, 1e-6);  // three in a row past the pass-through: its span less its longest
+  // A backward function that calls a reduction is not elementwise work: two in a row are no chain.
+  EXPECT_EQ(finding(run(trace("aten::sum"), {"unfused_elementwise"}), "unfused_elementwise"), nullptr);
+}
+
 TEST(Analyze, DtypeChurnNeedsConversionsBothWays) {
   auto trace = [](bool both_ways) {
     Kineto k;

@@ -2,6 +2,8 @@
 // config mistakes each reports at its YAML place.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "reprise/trace/builder.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/write.h"
@@ -362,6 +364,61 @@ TEST(Perturb, FuseKeepsEachRunsLongestMemberAndClosesTheRunsTime) {
   EXPECT_EQ(error_of("  fuse: {min: 3}\n"), "x.yaml:2:9: fuse: expected 'ops' (a regular expression)");
   EXPECT_NE(error_of("  fuse: {ops: mul, min: 1}\n").find("x.yaml:2:25: min: expected an integer from 2"),
             std::string::npos);
+}
+
+// mm, a backward function calling mul twice (10 us), one calling nothing, tanh_backward, one calling mul, mm, one
+// calling mul and sum, add, mul: op k at 10k us, 4 us long but for the first wrapper.
+Trace backward_runs() {
+  TraceBuilder b;
+  b.set_parent(b.annotation("ProfilerStep#1", b.roots()));
+  const TensorSpec xs = spec(b, {4, 8}), ws = spec(b, {8, 8});
+  auto unary = [&](const char* name, std::optional<int64_t> parent = std::nullopt) {
+    b.op(std::string(name) + "(Tensor self) -> Tensor", {b.tensor(xs)}, {b.tensor(spec(b, {4, 8}))}, parent);
+  };
+  auto wrapper = [&](const char* fn) {  // the engine's scope, and the backward function in it (RecordScope 1)
+    const int64_t w = b.op(std::string("autograd::engine::evaluate_function: ") + fn, {}, {});
+    NodeSpec f;
+    f.id = b.next_id();
+    f.name = fn;
+    f.parent = w;
+    f.scope = 1;
+    b.add_node(f);
+    return f.id;
+  };
+  b.op(kMm, {b.tensor(xs), b.tensor(ws)}, {b.tensor(spec(b, {4, 8}))});
+  const int64_t w1 = wrapper("MulBackward0");
+  unary("aten::mul", w1);
+  unary("aten::mul", w1);
+  wrapper("AddBackward1");  // a pass-through: calls no op, and a run goes past it
+  unary("aten::tanh_backward");
+  const int64_t w2 = wrapper("MulBackward1");
+  unary("aten::lift_fresh", w2);  // metadata only: neither a member's work nor another kind
+  unary("aten::mul", w2);
+  b.op(kMm, {b.tensor(xs), b.tensor(ws)}, {b.tensor(spec(b, {4, 8}))});
+  const int64_t w3 = wrapper("MulBackward2");
+  unary("aten::mul", w3);
+  unary("aten::sum", w3);
+  unary("aten::add");
+  unary("aten::mul");
+  Trace t = b.finish();
+  int k = 0;
+  for (Node& n : t.nodes)
+    if (n.kind == NodeKind::Operator || n.kind == NodeKind::Autograd) {
+      n.ts_us = 10.0 * k++;
+      n.dur_us = t.name(n) == "autograd::engine::evaluate_function: MulBackward0" ? 10 : 4;
+    }
+  return t;
+}
+
+TEST(Perturb, FuseTakesBackwardFunctionsWhoseOpsAllMatch) {
+  Workspace ws = apply(backward_runs(), "  fuse: {ops: '^aten::(mul|tanh_backward|add)$'}\n");
+  // The first wrapper, tanh_backward and the second wrapper are a run of three, kept as the first wrapper (the
+  // longest); the third wrapper calls sum, which ends the run after it short.
+  EXPECT_EQ(op_names(ws.roles[0]), (std::vector<std::string>{"aten::mm", "aten::mul", "aten::mul", "aten::mm",
+                                                             "aten::mul", "aten::sum", "aten::add", "aten::mul"}));
+  EXPECT_NE(ws.notes.at(0).find("fused 1 runs"), std::string::npos) << ws.notes.at(0);
+  EXPECT_EQ(nodes_named(ws.roles[0], "AddBackward1").size(), 1u);  // the pass-through stays
+  EXPECT_NE(ws.notes.at(0).find("(2 ops dropped"), std::string::npos) << ws.notes.at(0);
 }
 
 TEST(Perturb, MistakesAreReportedAtTheirPlace) {

@@ -6,6 +6,73 @@
 
 namespace reprise {
 
+const std::vector<std::string_view>& metadata_only_ops() {
+  static const std::vector<std::string_view> ops = {"view",
+                                                    "_unsafe_view",
+                                                    "_reshape_alias",
+                                                    "as_strided",
+                                                    "t",
+                                                    "transpose",
+                                                    "permute",
+                                                    "expand",
+                                                    "expand_as",
+                                                    "squeeze",
+                                                    "unsqueeze",
+                                                    "slice",
+                                                    "select",
+                                                    "narrow",
+                                                    "detach",
+                                                    "alias",
+                                                    "split",
+                                                    "split_with_sizes",
+                                                    "unsafe_split",
+                                                    "chunk",
+                                                    "unbind",
+                                                    "unflatten",
+                                                    "view_as",
+                                                    "empty",
+                                                    "empty_like",
+                                                    "empty_strided",
+                                                    "new_empty",
+                                                    "new_empty_strided",
+                                                    "lift_fresh",
+                                                    "resolve_conj",
+                                                    "resolve_neg",
+                                                    "numpy_T",
+                                                    "size",
+                                                    "stride",
+                                                    "record_stream",
+                                                    "as_strided_",
+                                                    "squeeze_",
+                                                    "unsqueeze_",
+                                                    "t_",
+                                                    "transpose_",
+                                                    "detach_",
+                                                    "diagonal",
+                                                    "unfold",
+                                                    "movedim",
+                                                    "swapaxes",
+                                                    "view_as_real",
+                                                    "view_as_complex",
+                                                    "_conj",
+                                                    "conj",
+                                                    "real",
+                                                    "imag",
+                                                    "set_",
+                                                    "is_same_size",
+                                                    "_has_compatible_shallow_copy_type",
+                                                    "result_type",
+                                                    "broadcast_tensors"};
+  return ops;
+}
+
+bool is_metadata_only_op(std::string_view name) {
+  const size_t p = name.rfind("::");
+  if (p != std::string_view::npos) name.remove_prefix(p + 2);
+  const auto& ops = metadata_only_ops();
+  return std::find(ops.begin(), ops.end(), name) != ops.end();
+}
+
 const char* node_kind_name(NodeKind k) {
   switch (k) {
     case NodeKind::Root:

@@ -216,6 +216,33 @@ uint32_t root_of(const Trace& t, uint32_t i) {
   return i;
 }
 
+// Whether an outermost op belongs in a run: a matching op; an autograd wrapper (a backward function) every op of
+// which matches (the ops it calls, not those they call in turn; metadata-only ones such as lift_fresh aside), as
+// the backward pass issues its elementwise work;
+// or neither, a wrapper that calls no op at all (a pass-through such as AddBackward1), which a run goes past.
+enum class Member { Yes, No, Neither };
+Member run_member(const Trace& t, uint32_t i, const OpPattern& ops) {
+  const Node& n = t.nodes[i];
+  if (n.kind != NodeKind::Autograd) return ops.matches(t.name(n)) ? Member::Yes : Member::No;
+  size_t called = 0;
+  std::vector<uint32_t> stack{i};
+  while (!stack.empty()) {
+    const uint32_t k = stack.back();
+    stack.pop_back();
+    for (uint32_t c : t.children(t.nodes[k])) {
+      const Node& x = t.nodes[c];
+      if (x.kind == NodeKind::Autograd) {
+        stack.push_back(c);
+        continue;
+      }
+      if (x.kind == NodeKind::Operator && is_metadata_only_op(t.name(x))) continue;  // lift_fresh, a view
+      if (x.kind != NodeKind::Operator || !ops.matches(t.name(x))) return Member::No;
+      ++called;
+    }
+  }
+  return called > 0 ? Member::Yes : Member::Neither;
+}
+
 // Each run of at least `min` matching ops in a row on one thread (no other replayed op of that thread between them)
 // becomes the member that took longest (the first, when the trace has no op times); the others go with their
 // subtrees. The time closes over the whole run, the host's time between its members included: one fused op issues
@@ -248,7 +275,9 @@ void fuse_runs(Trace& t, const OpPattern& ops, const OpPattern* outside, int64_t
   };
   for (uint32_t i : outermost_ops(t)) {
     std::vector<uint32_t>& run = open[root_of(t, i)];
-    if (ops.matches(t.name(t.nodes[i])) && !(outside && within(t, i, *outside)))
+    const Member m = run_member(t, i, ops);
+    if (m == Member::Neither) continue;
+    if (m == Member::Yes && !(outside && within(t, i, *outside)))
       run.push_back(i);
     else
       close(run);

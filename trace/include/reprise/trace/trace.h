@@ -43,6 +43,11 @@ enum class NodeKind : uint8_t {
 constexpr int kNodeKindCount = 10;
 const char* node_kind_name(NodeKind k);
 
+// Ops that only make or reshape a tensor's metadata (views, transposes, allocations without a fill, lift_fresh):
+// they move no data. Names without their namespace ("view" stands for aten::view).
+const std::vector<std::string_view>& metadata_only_ops();
+bool is_metadata_only_op(std::string_view name);  // "aten::view" or "view"
+
 enum class ValueKind : uint8_t { None, Int, Double, Bool, String, Device, Tensor, List, Tuple };
 const char* value_kind_name(ValueKind k);
 
