@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """`reprise analyze --measure` against the real saving, on the mlp with an anti-pattern built in.
 
-  bench/analyze_measure.py [--case cpp|python] [--anti-pattern casts|sync|unfused] [--device cpu|cuda] [--pairs N]
-                           [--ranks R] [--batch B] [--hidden H] [--bin build/bin] [--work DIR] [--json FILE]
+  bench/analyze_measure.py [--case cpp|python] [--anti-pattern casts|sync|unfused|loop] [--device cpu|cuda] [--pairs N]
+                           [--ranks R] [--batch B] [--hidden H] [--layers L] [--bin build/bin] [--work DIR]
+                           [--json FILE]
 
   cpp     `reprise capture --workload mlp --anti-pattern AP` (LibTorch; its host timeline has no GPU kernels, so
           the GPU-side detectors such as host_sync do not fire on it)
@@ -15,7 +16,9 @@ step with the anti-pattern less the slowest rank's without.
 
 casts is dtype churn (detector dtype_churn): each hidden activation round-tripped through bf16; sync is loss.item()
 between forward and backward (host_sync, which only a GPU makes cost anything); unfused is a tanh GELU written out
-as eight elementwise ops against the fused one (unfused_elementwise; its fix replays each chain as its longest op).
+as eight elementwise ops against the fused one (unfused_elementwise; its fix replays each chain as its longest op);
+loop (cpp only) is SGD one parameter at a time against foreach ops (single_tensor_optimizer, which needs 32 or more
+ops a step: --layers 16 or more).
 
 Each pair is one capture. The real saving is measured in its process: its timed steps alternate with and without
 the anti-pattern (the manifest's without_anti_pattern_seconds; train_mlp.py's anti_pattern_steps.json), and the
@@ -39,7 +42,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from truth import ROOT, launcher, run  # noqa: E402
 
 PYTHON = os.environ.get("REPRISE_PYTHON", "/usr/bin/python3")
-DETECTOR = {"casts": "dtype_churn", "sync": "host_sync", "unfused": "unfused_elementwise"}
+DETECTOR = {"casts": "dtype_churn", "sync": "host_sync", "unfused": "unfused_elementwise",
+            "loop": "single_tensor_optimizer"}
 
 
 def real_in_process(case, out):
@@ -64,7 +68,8 @@ def capture(a, out):
     else:
         cmd = launcher(a.ranks) + [
             f"{a.bin}/reprise", "capture", "--workload", "mlp", "--out", out, "--threads", "1", "--device",
-            a.device, "--batch", str(a.batch), "--hidden", str(a.hidden), "--warmup", "6", "--steps", "15", "-q"]
+            a.device, "--batch", str(a.batch), "--hidden", str(a.hidden), "--layers", str(a.layers), "--warmup", "6",
+            "--steps", "15", "-q"]
     run(cmd + ["--anti-pattern", a.anti_pattern])
 
 
@@ -89,18 +94,21 @@ def spread(xs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--case", choices=["cpp", "python"], default="cpp")
-    ap.add_argument("--anti-pattern", choices=["casts", "sync", "unfused"], default="casts")
+    ap.add_argument("--anti-pattern", choices=["casts", "sync", "unfused", "loop"], default="casts")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--pairs", type=int, default=7)
     ap.add_argument("--ranks", type=int, default=1, help="cpp: capture and measure on this many ranks (mpirun)")
     ap.add_argument("--batch", type=int, default=8192)
     ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--layers", type=int, default=0, help="cpp: the mlp's layers (0: its default, 4)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--work", default=None)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     if a.ranks > 1 and a.case != "cpp":
         ap.error("--ranks: the cpp case only (the Python helper's example runs one process)")
+    if a.anti_pattern == "loop" and a.case != "cpp":
+        ap.error("--anti-pattern loop: the cpp case only")
     os.environ["OMP_NUM_THREADS"] = "1"
     work = a.work or tempfile.mkdtemp(prefix="reprise-measure-")
     rows, t0 = [], time.time()

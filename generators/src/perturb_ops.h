@@ -48,6 +48,10 @@ std::string split_all_reduces(Trace& t, int world, const std::string& where);
 
 std::string move_to_stream(Trace& t, const OpPattern& ops, int64_t stream);
 
+// foreach: each optimizer step (a scope matching `scope`) whose ops repeat one per-parameter block of in-place ops
+// becomes one _foreach_ op per op of the block, over every parameter's tensors (perturb_foreach.cc).
+std::string foreach_optimizer(Trace& t, const OpPattern& scope);
+
 // The schema of the host delay node replay runs as a busy wait on the host (replay/src/op_compiler.cc).
 constexpr const char* kHostDelaySchema = "reprise::host_delay(int us) -> ()";
 

@@ -127,6 +127,9 @@ TEST(Analyze, EachClassOfFindingsIsPlannedForMeasurementWithItsTransformOrWhyNot
     if (d["id"] == "dtype_churn") {
       EXPECT_NE(d["transform"].get<std::string>().find("drop"), std::string::npos);
     }
+    if (d["id"] == "single_tensor_optimizer") {
+      EXPECT_EQ(d["transform"].get<std::string>(), "{foreach: 'Optimizer\\.step#'}");
+    }
   }
 }
 

@@ -421,6 +421,67 @@ TEST(Perturb, FuseTakesBackwardFunctionsWhoseOpsAllMatch) {
   EXPECT_NE(ws.notes.at(0).find("(2 ops dropped"), std::string::npos) << ws.notes.at(0);
 }
 
+// An SGD step one tensor at a time over three parameters: add_(p, g, alpha=-0.1), then mul_(g, k) with k = 1, 2, 3
+// and zero_(g); and, with `adam`, a step whose per-parameter block has an out-of-place sqrt.
+Trace single_tensor_steps(bool adam) {
+  TraceBuilder b;
+  const int64_t step = b.annotation("ProfilerStep#1", b.roots());
+  b.set_parent(b.annotation("Optimizer.step#SGD.step", step));
+  for (int k = 1; k <= 3; ++k) {
+    const TensorSpec p = spec(b, {4, 8}), g = spec(b, {4, 8});
+    b.op("aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
+         {b.tensor(p), b.tensor(g), b.real(-0.1)}, {b.tensor(p)});
+    b.op("aten::mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", {b.tensor(g), b.integer(k)}, {b.tensor(g)});
+    b.op("aten::zero_(Tensor(a!) self) -> Tensor(a!)", {b.tensor(g)}, {b.tensor(g)});
+  }
+  if (adam) {
+    b.set_parent(b.annotation("Optimizer.step#Adam.step", step));
+    for (int k = 0; k < 2; ++k) {
+      const TensorSpec v = spec(b, {4, 8});
+      b.op("aten::sqrt(Tensor self) -> Tensor", {b.tensor(v)}, {b.tensor(spec(b, {4, 8}))});
+      b.op("aten::zero_(Tensor(a!) self) -> Tensor(a!)", {b.tensor(v)}, {b.tensor(v)});
+    }
+  }
+  return b.finish();
+}
+
+TEST(Perturb, ForeachIssuesEachPositionOfThePerParameterBlockOnce) {
+  Workspace ws = apply(single_tensor_steps(true), "  foreach: 'Optimizer.step'\n");
+  const Trace& t = ws.roles[0];
+  EXPECT_EQ(op_names(t), (std::vector<std::string>{"aten::_foreach_add_", "aten::_foreach_mul_", "aten::_foreach_zero_",
+                                                   "aten::sqrt", "aten::zero_", "aten::sqrt", "aten::zero_"}));
+  const std::string& note = ws.notes.at(0);
+  EXPECT_NE(note.find("1 optimizer step(s) as 3 foreach op(s), 6 per-parameter op(s) dropped"), std::string::npos)
+      << note;
+  EXPECT_NE(note.find("left as recorded: Optimizer.step#Adam.step: aten::sqrt has no foreach form"), std::string::npos)
+      << note;
+  const Node& add = t.nodes[nodes_named(t, "aten::_foreach_add_")[0]];
+  EXPECT_EQ(t.str(add.op_schema),
+            "aten::_foreach_add_.List(Tensor(a!)[] self, Tensor[] other, *, Scalar alpha=1) -> ()");
+  const auto in = t.inputs(add);
+  ASSERT_EQ(in.size(), 3u);
+  ASSERT_EQ(in[0].kind, ValueKind::List);
+  EXPECT_EQ(t.items(in[0]).size(), 3u);  // the three parameters
+  EXPECT_EQ(t.items(in[1]).size(), 3u);  // and their gradients
+  EXPECT_DOUBLE_EQ(in[2].d, -0.1);
+  EXPECT_EQ(t.name(t.nodes[add.parent]), "Optimizer.step#SGD.step");
+  // Scalars that differ between parameters go as a list.
+  const Node& mul = t.nodes[nodes_named(t, "aten::_foreach_mul_")[0]];
+  EXPECT_EQ(t.str(mul.op_schema), "aten::_foreach_mul_.ScalarList(Tensor(a!)[] self, Scalar[] scalars) -> ()");
+  ASSERT_EQ(t.inputs(mul)[1].kind, ValueKind::List);
+  EXPECT_EQ(t.items(t.inputs(mul)[1])[2].i, 3);
+  // The rewritten trace round-trips through the ET writer and reader.
+  const Trace back = read_et_text(et_json(t), "back.json");
+  EXPECT_EQ(op_names(back), op_names(t));
+  EXPECT_EQ(back.str(back.nodes[nodes_named(back, "aten::_foreach_add_")[0]].op_schema), t.str(add.op_schema));
+
+  Trace only_adam = single_tensor_steps(true);
+  EXPECT_EQ(error_of("  foreach: 'Adam'\n", &only_adam),
+            "x.yaml:2:12: foreach: no optimizer step could be rewritten in <built> (Optimizer.step#Adam.step: "
+            "aten::sqrt has no foreach form here)");
+  EXPECT_EQ(error_of("  foreach: 'Lamb'\n", &only_adam), "x.yaml:2:12: foreach: no scope matching 'Lamb' in <built>");
+}
+
 TEST(Perturb, MistakesAreReportedAtTheirPlace) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"  dtype: {to: bf16, ops: '('}\n", "x.yaml:2:26: ops: not a regular expression"},

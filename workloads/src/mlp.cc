@@ -1,6 +1,9 @@
 // MLP: Linear+ReLU layers, MSE loss, SGD; data parallel (gradient all_reduce) when there are several ranks. With an
-// anti-pattern built in (WorkloadOptions::anti_pattern), the same model with a sync or dtype churn in each step, or
-// (unfused) with a tanh GELU between its layers written out as eight elementwise ops instead of the one fused op.
+// anti-pattern built in (WorkloadOptions::anti_pattern), the same model with a sync or dtype churn in each step,
+// (unfused) with a tanh GELU between its layers written out as eight elementwise ops instead of the one fused op, or
+// (loop) with its SGD step one parameter at a time inside an optimizer scope instead of as foreach ops.
+#include <ATen/record_function.h>
+
 #include "workload.h"
 
 namespace reprise::workloads::detail {
@@ -39,10 +42,31 @@ class Mlp : public Workload {
     if (on_ && o_.anti_pattern == "sync") last_loss_ = loss.item<double>();
     loss.backward();
     all_reduce_grads(params_, o_.comm);
-    sgd(params_, 1e-3);
+    if (o_.anti_pattern == "loop")
+      sgd_step(on_);
+    else
+      sgd(params_, 1e-3);
   }
 
  private:
+  // SGD under the scope torch.optim records: one add_ and one zero_ per parameter, or one _foreach_add_ and one
+  // _foreach_zero_ over them all.
+  void sgd_step(bool single_tensor) {
+    RECORD_USER_SCOPE("Optimizer.step#SGD.step");
+    at::NoGradGuard no_grad;
+    std::vector<at::Tensor> grads;
+    for (at::Tensor& p : params_) grads.push_back(p.grad());
+    if (single_tensor) {
+      for (size_t k = 0; k < params_.size(); ++k) {
+        params_[k].add_(grads[k], -1e-3);
+        grads[k].zero_();
+      }
+      return;
+    }
+    at::_foreach_add_(params_, grads, -1e-3);
+    at::_foreach_zero_(grads);
+  }
+
   // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), one op at a time, as at::gelu(x, "tanh") computes it at once.
   static at::Tensor unfused_gelu(const at::Tensor& x) {
     const at::Tensor inner = (x + x.pow(3) * 0.044715) * std::sqrt(2.0 / M_PI);
