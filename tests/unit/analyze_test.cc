@@ -288,7 +288,8 @@ TEST(Analyze, BackwardFunctionsOfElementwiseOpsChainOnACpuTrace) {
     k.op("aten::mm", 250, 100);
     return k;
   };
-  const analyze::Finding* f = finding(run(trace("aten::mul"), {"unfused_elementwise"}), "unfused_elementwise");
+  const analyze::Analysis a = run(trace("aten::mul"), {"unfused_elementwise"});
+  const analyze::Finding* f = finding(a, "unfused_elementwise");
   ASSERT_NE(f, nullptr);
   EXPECT_NEAR(f->saving_us, 150 - 50, 1e-6);  // three in a row past the pass-through: its span less its longest
   // A backward function that calls a reduction is not elementwise work: two in a row are no chain.

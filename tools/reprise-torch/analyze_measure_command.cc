@@ -188,9 +188,11 @@ int cmd_analyze_measure(int argc, char** argv) {
         }
         phase("generate", 0, 0, true, std::to_string(1 + built.size()) + " bundle(s) in " + work->path.string());
       }
-    } catch (const UserError& e) {
+    } catch (const std::exception& e) {
+      // Under a launch the other ranks wait for the plan: they hear rank 0's error (its first line) and end with it.
       if (!world) throw;
-      plan = std::string("E") + e.what();
+      const std::string what = e.what();
+      plan = "E" + what.substr(0, what.find('\n'));
     }
   }
   if (world) plan = world->exchange(speaker ? plan : "")[0];
