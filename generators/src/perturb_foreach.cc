@@ -29,6 +29,17 @@ struct Position {
   std::vector<uint32_t> ops;
 };
 
+// A list of `items`, appended to the trace's values, as an argument of ET type `type`.
+NewArg list_arg(Trace& t, const std::vector<Value>& items, const std::string& type) {
+  Value list;
+  list.kind = ValueKind::List;
+  list.ref = static_cast<uint32_t>(t.values.size());
+  list.count = static_cast<uint32_t>(items.size());
+  t.values.insert(t.values.end(), items.begin(), items.end());
+  t.arg_types.resize(t.values.size(), 0);
+  return {list, type};
+}
+
 // A list argument of the i-th inputs of `ops` (each a tensor), typed as PyTorch's ET writes a tensor list.
 NewArg tensor_list(Trace& t, const std::vector<uint32_t>& ops, size_t i) {
   std::vector<Value> items;
@@ -37,13 +48,7 @@ NewArg tensor_list(Trace& t, const std::vector<uint32_t>& ops, size_t i) {
     items.push_back(t.inputs(t.nodes[ops[k]])[i]);
     type += (k ? "," : "") + tensor_type(t, items.back());
   }
-  Value list;
-  list.kind = ValueKind::List;
-  list.ref = static_cast<uint32_t>(t.values.size());
-  list.count = static_cast<uint32_t>(items.size());
-  t.values.insert(t.values.end(), items.begin(), items.end());
-  t.arg_types.resize(t.values.size(), 0);
-  return {list, type + "]"};
+  return list_arg(t, items, type + "]");
 }
 
 // The i-th inputs of `ops` as one Scalar when they agree, else as a Scalar list (`agree` says which).
@@ -59,13 +64,7 @@ NewArg scalars(Trace& t, const std::vector<uint32_t>& ops, size_t i, bool& agree
     items.push_back(t.inputs(t.nodes[ops[k]])[i]);
     type += std::string(k ? "," : "") + (items.back().kind == ValueKind::Int ? "Int" : "Double");
   }
-  Value list;
-  list.kind = ValueKind::List;
-  list.ref = static_cast<uint32_t>(t.values.size());
-  list.count = static_cast<uint32_t>(items.size());
-  t.values.insert(t.values.end(), items.begin(), items.end());
-  t.arg_types.resize(t.values.size(), 0);
-  return {list, type + "]"};
+  return list_arg(t, items, type + "]");
 }
 
 // The foreach op of one position, or an empty schema when its op has none (the reason in `why`).
