@@ -8,7 +8,8 @@
   cpp     `reprise capture --workload mlp --anti-pattern AP` (LibTorch; its host timeline has no GPU kernels, so
           the GPU-side detectors such as host_sync do not fire on it)
   python  capture/python/examples/train_mlp.py --anti-pattern AP under reprise_capture.py (with Kineto on torch 2.x:
-          the GPU's kernels too, so host_sync fires on CUDA)
+          the GPU's kernels too, so host_sync fires on CUDA); on the CPU with glibc's trimming off for every process
+          (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_; set them to override)
 
 --ranks R (cpp only) captures the mlp data parallel on R ranks under mpirun and measures under a launch of as many
 (every rank replays its own rank, with the gradients' all_reduce): the real saving per step is the slowest rank's
@@ -110,6 +111,12 @@ def main():
     if a.anti_pattern == "loop" and a.case != "cpp":
         ap.error("--anti-pattern loop: the cpp case only")
     os.environ["OMP_NUM_THREADS"] = "1"
+    if a.case == "python" and a.device == "cpu":
+        # The Python process otherwise hands freed activations back to the system and faults them in again every
+        # step (3-5x its step on this CPU), which replay does not reproduce (docs/performance.md): trimming off, for
+        # every process alike.
+        os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", "1073741824")
+        os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", "4294967296")
     work = a.work or tempfile.mkdtemp(prefix="reprise-measure-")
     rows, t0 = [], time.time()
     for k in range(a.pairs):
