@@ -37,10 +37,7 @@ bool is_scope_name(std::string_view n) {
 }
 
 // The op name without its namespace: "aten::addmm" -> "addmm".
-std::string_view bare(std::string_view n) {
-  size_t p = n.rfind("::");
-  return p == std::string_view::npos ? n : n.substr(p + 2);
-}
+std::string_view bare(std::string_view n) { return op_base_name(n); }
 
 const char* kElementwise[] = {"add",
                               "add_",
@@ -135,6 +132,9 @@ WorkClass classify_kernel(std::string_view k) {
   if (contains(k, "reduce_kernel")) return WorkClass::Reduce;
   return WorkClass::Other;
 }
+
+// The scope the autograd engine records around each backward function it runs.
+constexpr std::string_view kBackwardFunction = "autograd::engine::evaluate_function:";
 
 std::string elementwise_op_regex() {
   std::string re = "^(aten::)?(";
@@ -245,7 +245,7 @@ Timeline build_timeline(const Trace& t, int rank) {
       for (int32_t p = ev[i].parent; p >= 0; p = ev[p].parent) {
         const std::string_view pn = t.str(ev[p].name);
         if (starts(pn, "aten::")) first_op = false;
-        if (ev[p].cat == KinetoCat::CpuOp && starts(pn, "autograd::engine::evaluate_function:")) wrapper = p;
+        if (ev[p].cat == KinetoCat::CpuOp && starts(pn, kBackwardFunction)) wrapper = p;
       }
       if (wrapper < 0 || !first_op || is_metadata_only_op(name)) continue;  // lift_fresh, a view: not work
       auto& [ops, elementwise] = called[wrapper];
@@ -271,7 +271,7 @@ Timeline build_timeline(const Trace& t, int rank) {
       auto c = called.find(i);
       if (c != called.end() && c->second.first == c->second.second) w.cls = WorkClass::Elementwise;
       // A wrapper that calls no op (a pass-through such as AddBackward1) is no work: a chain goes past it.
-      if (c == called.end() && starts(name, "autograd::engine::evaluate_function:")) continue;
+      if (c == called.end() && starts(name, kBackwardFunction)) continue;
       w.stream = e.tid;
       w.cpu_op = i;
       tl.work.push_back(w);

@@ -19,16 +19,6 @@ bool is_tensor(const Value& v) { return v.kind == ValueKind::Tensor; }
 bool is_scalar(const Value& v) { return v.kind == ValueKind::Int || v.kind == ValueKind::Double; }
 double scalar_of(const Value& v) { return v.kind == ValueKind::Int ? double(v.i) : v.d; }
 
-std::string_view bare(std::string_view name) {
-  const size_t p = name.rfind("::");
-  return p == std::string_view::npos ? name : name.substr(p + 2);
-}
-
-// One position of the per-parameter block across every block: its ops, first block's first.
-struct Position {
-  std::vector<uint32_t> ops;
-};
-
 // A list of `items`, appended to the trace's values, as an argument of ET type `type`.
 NewArg list_arg(Trace& t, const std::vector<Value>& items, const std::string& type) {
   Value list;
@@ -67,13 +57,15 @@ NewArg scalars(Trace& t, const std::vector<uint32_t>& ops, size_t i, bool& agree
   return list_arg(t, items, type + "]");
 }
 
-// The foreach op of one position, or an empty schema when its op has none (the reason in `why`).
-std::pair<std::string, std::vector<NewArg>> foreach_of(Trace& t, const Position& p, std::string& why) {
-  const Node& a = t.nodes[p.ops[0]];
-  const std::string x(bare(t.name(a)));
-  const auto in = t.inputs(a);
+// The foreach op of one position of the per-parameter block (its op in every block, the first block's first), or an
+// empty schema when that op has none (the reason in `why`).
+std::pair<std::string, std::vector<NewArg>> foreach_of(Trace& t, const std::vector<uint32_t>& ops, std::string& why) {
+  const Node& a = t.nodes[ops[0]];
+  const std::string x(op_base_name(t.name(a)));
+  // A copy: the lists built below grow t.values, which a span over it would not survive.
+  const std::vector<Value> in(t.inputs(a).begin(), t.inputs(a).end());
   auto kinds_agree = [&] {
-    for (uint32_t op : p.ops) {
+    for (uint32_t op : ops) {
       const auto o = t.inputs(t.nodes[op]);
       if (o.size() != in.size()) return false;
       for (size_t k = 0; k < in.size(); ++k)
@@ -85,11 +77,11 @@ std::pair<std::string, std::vector<NewArg>> foreach_of(Trace& t, const Position&
   if (in.empty() || !is_tensor(in[0]) || !kinds_agree()) return {};
   bool agree = true;
   if ((x == "zero_" || x == "sqrt_" || x == "neg_") && in.size() == 1)
-    return {"aten::_foreach_" + x + "(Tensor(a!)[] self) -> ()", {tensor_list(t, p.ops, 0)}};
+    return {"aten::_foreach_" + x + "(Tensor(a!)[] self) -> ()", {tensor_list(t, ops, 0)}};
   if ((x == "add_" || x == "sub_") && in.size() >= 2 && is_tensor(in[1])) {
-    std::vector<NewArg> args{tensor_list(t, p.ops, 0), tensor_list(t, p.ops, 1)};
+    std::vector<NewArg> args{tensor_list(t, ops, 0), tensor_list(t, ops, 1)};
     if (in.size() >= 3 && is_scalar(in[2])) {
-      args.push_back(scalars(t, p.ops, 2, agree));
+      args.push_back(scalars(t, ops, 2, agree));
       if (!agree) {
         why = "aten::" + x + "'s alpha differs between parameters";
         return {};
@@ -101,21 +93,21 @@ std::pair<std::string, std::vector<NewArg>> foreach_of(Trace& t, const Position&
   }
   if ((x == "mul_" || x == "div_") && in.size() == 2 && is_tensor(in[1]))
     return {"aten::_foreach_" + x + ".List(Tensor(a!)[] self, Tensor[] other) -> ()",
-            {tensor_list(t, p.ops, 0), tensor_list(t, p.ops, 1)}};
+            {tensor_list(t, ops, 0), tensor_list(t, ops, 1)}};
   if ((x == "add_" || x == "sub_" || x == "mul_" || x == "div_") && in.size() >= 2 && is_scalar(in[1])) {
     if (in.size() >= 3 && !(is_scalar(in[2]) && scalar_of(in[2]) == 1)) {
       why = "aten::" + x + " of a scalar with an alpha other than 1";
       return {};
     }
-    std::vector<NewArg> args{tensor_list(t, p.ops, 0), scalars(t, p.ops, 1, agree)};
+    std::vector<NewArg> args{tensor_list(t, ops, 0), scalars(t, ops, 1, agree)};
     return {agree ? "aten::_foreach_" + x + ".Scalar(Tensor(a!)[] self, Scalar scalar) -> ()"
                   : "aten::_foreach_" + x + ".ScalarList(Tensor(a!)[] self, Scalar[] scalars) -> ()",
             args};
   }
   if ((x == "addcmul_" || x == "addcdiv_") && in.size() == 4 && is_tensor(in[1]) && is_tensor(in[2]) &&
       is_scalar(in[3])) {
-    std::vector<NewArg> args{tensor_list(t, p.ops, 0), tensor_list(t, p.ops, 1), tensor_list(t, p.ops, 2),
-                             scalars(t, p.ops, 3, agree)};
+    std::vector<NewArg> args{tensor_list(t, ops, 0), tensor_list(t, ops, 1), tensor_list(t, ops, 2),
+                             scalars(t, ops, 3, agree)};
     return {agree ? "aten::_foreach_" + x +
                         ".Scalar(Tensor(a!)[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar value=1) -> ()"
                   : "aten::_foreach_" + x +
@@ -161,8 +153,8 @@ std::string foreach_optimizer(Trace& t, const OpPattern& scope) {
     }
     // Every position must have a foreach form (or be metadata only) before anything changes: the step is rewritten
     // whole or not at all, so each position still runs over every parameter before the next begins.
-    std::vector<Position> pos(k);
-    for (size_t j = 0; j < ops.size(); ++j) pos[j % k].ops.push_back(ops[j]);
+    std::vector<std::vector<uint32_t>> pos(k);  // per position of the block: its op in every block
+    for (size_t j = 0; j < ops.size(); ++j) pos[j % k].push_back(ops[j]);
     std::vector<std::pair<std::string, std::vector<NewArg>>> forms(k);
     std::string why;
     bool all = true;
@@ -177,9 +169,9 @@ std::string foreach_optimizer(Trace& t, const OpPattern& scope) {
     }
     for (size_t i = 0; i < k; ++i) {
       // The first parameter's op becomes the position's foreach op (metadata-only ones stay); the others go.
-      for (size_t b = 1; b < pos[i].ops.size(); ++b) keep[pos[i].ops[b]] = false, ++dropped;
+      for (size_t b = 1; b < pos[i].size(); ++b) keep[pos[i][b]] = false, ++dropped;
       if (forms[i].first.empty()) continue;
-      Node& old = t.nodes[pos[i].ops[0]];
+      Node& old = t.nodes[pos[i][0]];
       Node n = make_op(t, forms[i].first, forms[i].second, {});
       n.id = old.id;
       n.parent_id = old.parent_id;
@@ -194,7 +186,7 @@ std::string foreach_optimizer(Trace& t, const OpPattern& scope) {
       n.children = old.children;
       n.num_children = old.num_children;
       for (uint32_t c : t.children(old)) keep[c] = false;  // what the per-tensor op called
-      t.nodes[pos[i].ops[0]] = n;
+      t.nodes[pos[i][0]] = n;
       ++issued;
     }
     ++rewritten;

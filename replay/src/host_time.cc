@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "compiler.h"
+#include "reprise/common/intervals.h"
 #include "reprise/common/stats.h"
 
 namespace reprise::replay::detail {
@@ -15,14 +16,7 @@ std::vector<std::pair<double, double>> host_waits(const Trace& t) {
   if (!t.kineto) return w;
   for (const KinetoEvent& e : t.kineto->events)
     if (e.dur > 0 && is_host_sync(t, e)) w.emplace_back(e.ts, e.ts + e.dur);
-  std::sort(w.begin(), w.end());
-  std::vector<std::pair<double, double>> merged;
-  for (const auto& x : w)
-    if (!merged.empty() && x.first <= merged.back().second)
-      merged.back().second = std::max(merged.back().second, x.second);
-    else
-      merged.push_back(x);
-  return merged;
+  return merge_intervals(std::move(w));
 }
 
 // The host time in [from, to] (microseconds): its length less the waits on the device within it.

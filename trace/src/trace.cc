@@ -66,11 +66,14 @@ const std::vector<std::string_view>& metadata_only_ops() {
   return ops;
 }
 
-bool is_metadata_only_op(std::string_view name) {
+std::string_view op_base_name(std::string_view name) {
   const size_t p = name.rfind("::");
-  if (p != std::string_view::npos) name.remove_prefix(p + 2);
+  return p == std::string_view::npos ? name : name.substr(p + 2);
+}
+
+bool is_metadata_only_op(std::string_view name) {
   const auto& ops = metadata_only_ops();
-  return std::find(ops.begin(), ops.end(), name) != ops.end();
+  return std::find(ops.begin(), ops.end(), op_base_name(name)) != ops.end();
 }
 
 const char* node_kind_name(NodeKind k) {

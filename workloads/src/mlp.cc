@@ -53,16 +53,10 @@ class Mlp : public Workload {
   // _foreach_zero_ over them all.
   void sgd_step(bool single_tensor) {
     RECORD_USER_SCOPE("Optimizer.step#SGD.step");
+    if (single_tensor) return sgd(params_, 1e-3);
     at::NoGradGuard no_grad;
     std::vector<at::Tensor> grads;
     for (at::Tensor& p : params_) grads.push_back(p.grad());
-    if (single_tensor) {
-      for (size_t k = 0; k < params_.size(); ++k) {
-        params_[k].add_(grads[k], -1e-3);
-        grads[k].zero_();
-      }
-      return;
-    }
     at::_foreach_add_(params_, grads, -1e-3);
     at::_foreach_zero_(grads);
   }

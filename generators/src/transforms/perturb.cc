@@ -9,6 +9,7 @@
 
 #include "perturb_ops.h"
 #include "reprise/common/error.h"
+#include "reprise/common/intervals.h"
 #include "select_nodes.h"
 #include "transform.h"
 
@@ -165,10 +166,11 @@ bool within(const Trace& t, uint32_t i, const OpPattern& scope) {
 // The op times (a linked Kineto trace's or a capture's) closed over the dropped ops' spans: each time moves earlier by
 // the time dropped before it, so an op's span ends where the next began, the gaps on either side (the host time
 // replay's --host-time re-spends) stay as they were, and what the dropped ops took, a sync's wait included, is gone.
-// Host waits inside a dropped span go with it.
-void close_dropped_time(Trace& t, std::vector<std::pair<double, double>> spans) {
-  if (spans.empty()) return;
-  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+// Host waits inside a dropped span go with it. Spans that overlap or touch (ops of two threads at once, a fused run's
+// members and the gaps between them) count once.
+void close_dropped_time(Trace& t, std::vector<std::pair<double, double>> dropped) {
+  if (dropped.empty()) return;
+  const std::vector<std::pair<double, double>> spans = merge_intervals(std::move(dropped));  // by begin and by end
   std::vector<double> ends, before;  // before[k]: the time dropped by spans[0..k)
   before.push_back(0);
   for (const auto& [b, e] : spans) {
@@ -288,16 +290,8 @@ void fuse_runs(Trace& t, const OpPattern& ops, const OpPattern* outside, int64_t
   if (runs == 0)
     throw UserError(ops.where + ": fuse: no " + std::to_string(min) + " ops in a row match " + what + " in " +
                     t.source);
-  // Spans of one run may touch (a member's gap is its neighbour's); close_dropped_time counts each once if merged.
-  std::sort(spans.begin(), spans.end());
-  std::vector<std::pair<double, double>> merged;
-  for (const auto& x : spans)
-    if (!merged.empty() && x.first <= merged.back().second)
-      merged.back().second = std::max(merged.back().second, x.second);
-    else
-      merged.push_back(x);
   keep_nodes(t, keep);
-  close_dropped_time(t, std::move(merged));
+  close_dropped_time(t, std::move(spans));
   ws.note("perturb: " + t.source + ": fused " + std::to_string(runs) + " runs of ops matching " + what + " (" +
           std::to_string(dropped) + " ops dropped, each run's longest kept)");
 }
@@ -343,12 +337,11 @@ TransformStep parse_perturb(const YAML::Node& p, const ConfigContext& cx) {
 
 }  // namespace
 
-const TransformDescriptor kPerturb{"perturb",
-                                   "a variant of the same work: ops dropped or fused, optimizer loops as foreach ops, "
-                                   "another dtype (with casts at the "
-                                   "seams), all_reduce split, sizes "
-                                   "jittered, GEMMs or host delays inserted, ops on another stream",
-                                   {"dtype", "drop", "fuse", "jitter", "insert", "collective", "streams"},
-                                   parse_perturb};
+const TransformDescriptor kPerturb{
+    "perturb",
+    "a variant of the same work: ops dropped or fused, optimizer loops as foreach ops, another dtype (with casts at "
+    "the seams), all_reduce split, sizes jittered, GEMMs or host delays inserted, ops on another stream",
+    {"dtype", "drop", "fuse", "foreach", "jitter", "insert", "collective", "streams"},
+    parse_perturb};
 
 }  // namespace reprise::gen

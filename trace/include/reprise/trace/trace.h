@@ -47,6 +47,8 @@ const char* node_kind_name(NodeKind k);
 // they move no data. Names without their namespace ("view" stands for aten::view).
 const std::vector<std::string_view>& metadata_only_ops();
 bool is_metadata_only_op(std::string_view name);  // "aten::view" or "view"
+// An op's name without its namespace: "aten::add_" -> "add_".
+std::string_view op_base_name(std::string_view name);
 
 enum class ValueKind : uint8_t { None, Int, Double, Bool, String, Device, Tensor, List, Tuple };
 const char* value_kind_name(ValueKind k);
