@@ -89,7 +89,7 @@ tail -3 "$W/two_streams.txt"
 fi
 
 if want 3; then
-stamp "3. analyze --measure: an injected sync (issue 14's bar: measured / real within 20%), unfused chains"
+stamp "3. analyze --measure: an injected sync (issue 14's bar: measured / real within 20%), unfused chains, Adam per tensor"
 timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern sync --device cuda --batch 4096 --hidden 1024 \
   --pairs 3 --bin $B --work /tmp/analyze_measure --json "$W/analyze_measure_sync.json" 2>&1 | tail -6
 timeout 60 $B/reprise analyze /tmp/analyze_measure/capture-0 --json "$W/analyze_sync_capture.json" 2>&1 | head -30
@@ -98,6 +98,10 @@ tar czf "$W/sync_capture.tgz" -C /tmp/analyze_measure capture-0 2>/dev/null
 # should hold (on a CPU core it overstates: docs/performance.md).
 timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern unfused --device cuda --batch 4096 \
   --hidden 1024 --pairs 3 --bin $B --work /tmp/analyze_measure_unfused --json "$W/analyze_measure_unfused.json" 2>&1 |
+  tail -6
+# Single-tensor Adam against foreach Adam: the foreach fix with out-of-place ops, where a launch per tensor costs.
+timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern loop --device cuda --batch 256 \
+  --hidden 1024 --pairs 3 --bin $B --work /tmp/analyze_measure_loop --json "$W/analyze_measure_loop.json" 2>&1 |
   tail -6
 
 fi

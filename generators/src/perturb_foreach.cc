@@ -1,6 +1,7 @@
-// perturb: foreach: an optimizer step that updates its parameters one tensor at a time (the same few in-place ops
-// for each parameter) rewritten as the foreach implementation issues it: one _foreach_ op per op of the
-// per-parameter block, over the lists of every parameter's tensors (docs/configs.md).
+// perturb: foreach: an optimizer step that updates its parameters one tensor at a time (the same few ops for each
+// parameter) rewritten as the foreach implementation issues it: one _foreach_ op per op of the per-parameter block,
+// over the lists of every parameter's tensors; ops with no foreach form that produce no tensor (.item()) or only
+// alias one stay per parameter, gathered at their place in the block (docs/configs.md).
 #include <map>
 #include <set>
 #include <string>
@@ -57,11 +58,27 @@ NewArg scalars(Trace& t, const std::vector<uint32_t>& ops, size_t i, bool& agree
   return list_arg(t, items, type + "]");
 }
 
+// The foreach form of one position of the per-parameter block: its schema, arguments and (out of place) outputs.
+struct Form {
+  std::string schema;  // empty: none
+  std::vector<NewArg> args, outs;
+};
+
+// Unary ops with a foreach form (LibTorch 1.13 has each, in place and out of place), and the in-place-only ones.
+bool unary(const std::string& base) {
+  static const std::set<std::string> ops = {"sqrt", "neg", "exp", "abs", "reciprocal", "log", "sigmoid", "tanh"};
+  return ops.count(base) > 0;
+}
+
 // The foreach op of one position of the per-parameter block (its op in every block, the first block's first), or an
-// empty schema when that op has none (the reason in `why`).
-std::pair<std::string, std::vector<NewArg>> foreach_of(Trace& t, const std::vector<uint32_t>& ops, std::string& why) {
+// empty schema when that op has none (the reason in `why`). An in-place op (add_) becomes the in-place foreach op
+// (_foreach_add_); an out-of-place one (sqrt) the foreach op that returns a list, whose items are the tensors each
+// parameter's op returned, so the ops that read them still find them.
+Form foreach_of(Trace& t, const std::vector<uint32_t>& ops, std::string& why) {
   const Node& a = t.nodes[ops[0]];
   const std::string x(op_base_name(t.name(a)));
+  const bool in_place = !x.empty() && x.back() == '_';
+  const std::string base = in_place ? x.substr(0, x.size() - 1) : x;
   // A copy: the lists built below grow t.values, which a span over it would not survive.
   const std::vector<Value> in(t.inputs(a).begin(), t.inputs(a).end());
   auto kinds_agree = [&] {
@@ -70,62 +87,107 @@ std::pair<std::string, std::vector<NewArg>> foreach_of(Trace& t, const std::vect
       if (o.size() != in.size()) return false;
       for (size_t k = 0; k < in.size(); ++k)
         if (is_tensor(o[k]) != is_tensor(in[k]) || is_scalar(o[k]) != is_scalar(in[k])) return false;
+      // Out of place, each op returns one tensor: the item of the foreach op's list.
+      if (!in_place && (t.nodes[op].num_outputs != 1 || !is_tensor(t.outputs(t.nodes[op])[0]))) return false;
     }
     return true;
   };
   why = "aten::" + x + " has no foreach form here";
   if (in.empty() || !is_tensor(in[0]) || !kinds_agree()) return {};
+  Form f;
+  if (!in_place) {
+    std::vector<Value> items;
+    std::string type = "GenericList[";
+    for (size_t k = 0; k < ops.size(); ++k) {
+      items.push_back(t.outputs(t.nodes[ops[k]])[0]);
+      type += (k ? "," : "") + tensor_type(t, items.back());
+    }
+    f.outs.push_back(list_arg(t, items, type + "]"));
+  }
+  const std::string op = "aten::_foreach_" + x, self = in_place ? "Tensor(a!)[] self" : "Tensor[] self",
+                    ret = in_place ? " -> ()" : " -> Tensor[]";
   bool agree = true;
-  if ((x == "zero_" || x == "sqrt_" || x == "neg_") && in.size() == 1)
-    return {"aten::_foreach_" + x + "(Tensor(a!)[] self) -> ()", {tensor_list(t, ops, 0)}};
-  if ((x == "add_" || x == "sub_") && in.size() >= 2 && is_tensor(in[1])) {
-    std::vector<NewArg> args{tensor_list(t, ops, 0), tensor_list(t, ops, 1)};
+  if ((x == "zero_" || unary(base)) && in.size() == 1) {
+    f.schema = op + "(" + self + ")" + ret;
+    f.args = {tensor_list(t, ops, 0)};
+  } else if ((base == "add" || base == "sub") && in.size() >= 2 && is_tensor(in[1])) {
+    f.args = {tensor_list(t, ops, 0), tensor_list(t, ops, 1)};
     if (in.size() >= 3 && is_scalar(in[2])) {
-      args.push_back(scalars(t, ops, 2, agree));
+      f.args.push_back(scalars(t, ops, 2, agree));
       if (!agree) {
         why = "aten::" + x + "'s alpha differs between parameters";
         return {};
       }
     } else {
-      args.push_back({int_value(1), "Int"});
+      f.args.push_back({int_value(1), "Int"});
     }
-    return {"aten::_foreach_" + x + ".List(Tensor(a!)[] self, Tensor[] other, *, Scalar alpha=1) -> ()", args};
-  }
-  if ((x == "mul_" || x == "div_") && in.size() == 2 && is_tensor(in[1]))
-    return {"aten::_foreach_" + x + ".List(Tensor(a!)[] self, Tensor[] other) -> ()",
-            {tensor_list(t, ops, 0), tensor_list(t, ops, 1)}};
-  if ((x == "add_" || x == "sub_" || x == "mul_" || x == "div_") && in.size() >= 2 && is_scalar(in[1])) {
+    f.schema = op + ".List(" + self + ", Tensor[] other, *, Scalar alpha=1)" + ret;
+  } else if ((base == "mul" || base == "div") && in.size() == 2 && is_tensor(in[1])) {
+    f.schema = op + ".List(" + self + ", Tensor[] other)" + ret;
+    f.args = {tensor_list(t, ops, 0), tensor_list(t, ops, 1)};
+  } else if ((base == "add" || base == "sub" || base == "mul" || base == "div") && in.size() >= 2 && is_scalar(in[1])) {
     if (in.size() >= 3 && !(is_scalar(in[2]) && scalar_of(in[2]) == 1)) {
       why = "aten::" + x + " of a scalar with an alpha other than 1";
       return {};
     }
-    std::vector<NewArg> args{tensor_list(t, ops, 0), scalars(t, ops, 1, agree)};
-    return {agree ? "aten::_foreach_" + x + ".Scalar(Tensor(a!)[] self, Scalar scalar) -> ()"
-                  : "aten::_foreach_" + x + ".ScalarList(Tensor(a!)[] self, Scalar[] scalars) -> ()",
-            args};
+    f.args = {tensor_list(t, ops, 0), scalars(t, ops, 1, agree)};
+    f.schema = agree ? op + ".Scalar(" + self + ", Scalar scalar)" + ret
+                     : op + ".ScalarList(" + self + ", Scalar[] scalars)" + ret;
+  } else if ((base == "addcmul" || base == "addcdiv") && in.size() == 4 && is_tensor(in[1]) && is_tensor(in[2]) &&
+             is_scalar(in[3])) {
+    f.args = {tensor_list(t, ops, 0), tensor_list(t, ops, 1), tensor_list(t, ops, 2), scalars(t, ops, 3, agree)};
+    f.schema = agree ? op + ".Scalar(" + self + ", Tensor[] tensor1, Tensor[] tensor2, Scalar value=1)" + ret
+                     : op + ".ScalarList(" + self + ", Tensor[] tensor1, Tensor[] tensor2, Scalar[] scalars)" + ret;
+  } else if (x == "lerp_" && in.size() == 3 && is_tensor(in[1]) && is_scalar(in[2])) {
+    // torch 2's single-tensor Adam (exp_avg.lerp_(grad, 1 - beta1)); LibTorch 1.13 has no _foreach_lerp_.
+    f.args = {tensor_list(t, ops, 0), tensor_list(t, ops, 1), scalars(t, ops, 2, agree)};
+    if (!agree) {
+      why = "aten::lerp_'s weight differs between parameters";
+      return {};
+    }
+    f.schema = op + ".Scalar(" + self + ", Tensor[] tensors1, Scalar weight)" + ret;
+  } else if (x == "maximum" && in.size() == 2 && is_tensor(in[1])) {
+    f.schema = op + "(" + self + ", Tensor[] other)" + ret;  // amsgrad's running maximum (out of place in 1.13)
+    f.args = {tensor_list(t, ops, 0), tensor_list(t, ops, 1)};
+  } else {
+    return {};
   }
-  if ((x == "addcmul_" || x == "addcdiv_") && in.size() == 4 && is_tensor(in[1]) && is_tensor(in[2]) &&
-      is_scalar(in[3])) {
-    std::vector<NewArg> args{tensor_list(t, ops, 0), tensor_list(t, ops, 1), tensor_list(t, ops, 2),
-                             scalars(t, ops, 3, agree)};
-    return {agree ? "aten::_foreach_" + x +
-                        ".Scalar(Tensor(a!)[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar value=1) -> ()"
-                  : "aten::_foreach_" + x +
-                        ".ScalarList(Tensor(a!)[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar[] scalars) -> ()",
-            args};
-  }
-  return {};
+  return f;
 }
 
-// The smallest period k of `names` (names[j] == names[j % k]) that repeats at least twice, or 0.
-size_t block_of(const std::vector<std::string_view>& names) {
-  for (size_t k = 1; 2 * k <= names.size(); ++k) {
-    if (names.size() % k) continue;
-    bool repeats = true;
-    for (size_t j = k; j < names.size() && repeats; ++j) repeats = names[j] == names[j % k];
-    if (repeats) return k;
+// Whether the ops of a position with no foreach form can stay one per parameter, gathered at the position: they
+// produce no tensor (.item()) or only alias one (metadata-only views), so moving them earlier changes no data.
+bool stays_per_parameter(const Trace& t, const std::vector<uint32_t>& ops) {
+  for (uint32_t op : ops) {
+    const Node& n = t.nodes[op];
+    if (is_metadata_only_op(t.name(n))) continue;
+    for (const Value& v : t.outputs(n))
+      if (is_tensor(v) || v.kind == ValueKind::List) return false;
   }
-  return 0;
+  return true;
+}
+
+// The per-parameter block of a step's op names: the run of the same k names repeated the most times (at least twice),
+// after at most kMaxPrefix ops that are not part of it (state set up before the loop); the ops after its last repeat
+// are not part of it either. The shortest prefix, then the shortest period, wins a tie.
+struct Block {
+  size_t prefix = 0, period = 0, repeats = 0;
+};
+constexpr size_t kMaxPrefix = 16;
+
+Block block_of(const std::vector<std::string_view>& names) {
+  Block best;
+  // A later prefix or a longer period covers no more than a block that already runs to the end.
+  for (size_t p = 0; p <= kMaxPrefix && p < names.size() && best.repeats * best.period + p < names.size(); ++p) {
+    const size_t n = names.size() - p;
+    for (size_t k = 1; 2 * k <= n && best.repeats * best.period + p < names.size(); ++k) {
+      size_t len = k;  // names[p + j] == names[p + j % k] for j < len
+      while (len < n && names[p + len] == names[p + len % k]) ++len;
+      const size_t m = len / k;
+      if (m >= 2 && m * k > best.repeats * best.period) best = {p, k, m};
+    }
+  }
+  return best;
 }
 
 }  // namespace
@@ -143,36 +205,54 @@ std::string foreach_optimizer(Trace& t, const OpPattern& scope) {
   std::vector<bool> keep(t.nodes.size(), true);
   size_t rewritten = 0, issued = 0, dropped = 0;
   std::set<std::string> left;  // why scopes were left as they were
+  // Per-parameter ops that stay, gathered after the block's first op of their position: copies to insert once the
+  // dropped nodes are gone, after the node of this id.
+  std::vector<std::pair<int64_t, std::vector<Node>>> gathered;
+  std::vector<std::pair<double, double>> spans;  // the time of every block but the first, the gaps between included
   for (const auto& [step, ops] : steps) {
     std::vector<std::string_view> names;
     for (uint32_t i : ops) names.push_back(t.name(t.nodes[i]));
-    const size_t k = block_of(names);
-    if (k == 0) {
+    const Block block = block_of(names);
+    if (block.repeats == 0) {
       left.insert("no per-parameter block repeats in " + std::string(t.name(t.nodes[step])));
       continue;
     }
-    // Every position must have a foreach form (or be metadata only) before anything changes: the step is rewritten
+    // Every position must have a foreach form or stay per parameter before anything changes: the step is rewritten
     // whole or not at all, so each position still runs over every parameter before the next begins.
+    const size_t k = block.period;
     std::vector<std::vector<uint32_t>> pos(k);  // per position of the block: its op in every block
-    for (size_t j = 0; j < ops.size(); ++j) pos[j % k].push_back(ops[j]);
-    std::vector<std::pair<std::string, std::vector<NewArg>>> forms(k);
+    for (size_t j = 0; j < k * block.repeats; ++j) pos[j % k].push_back(ops[block.prefix + j]);
+    std::vector<Form> forms(k);
     std::string why;
     bool all = true;
     for (size_t i = 0; i < k && all; ++i) {
-      if (is_metadata_only_op(names[i])) continue;
       forms[i] = foreach_of(t, pos[i], why);
-      all = !forms[i].first.empty();
+      all = !forms[i].schema.empty() || stays_per_parameter(t, pos[i]);
     }
     if (!all) {
       left.insert(std::string(t.name(t.nodes[step])) + ": " + why);
       continue;
     }
+    const Node& second = t.nodes[pos[0][1]];
+    const Node& last = t.nodes[pos[k - 1].back()];
+    if (second.ts_us >= 0 && last.ts_us >= 0 && last.dur_us >= 0)
+      spans.emplace_back(second.ts_us, std::max(second.ts_us, last.ts_us + last.dur_us));
     for (size_t i = 0; i < k; ++i) {
-      // The first parameter's op becomes the position's foreach op (metadata-only ones stay); the others go.
-      for (size_t b = 1; b < pos[i].size(); ++b) keep[pos[i][b]] = false, ++dropped;
-      if (forms[i].first.empty()) continue;
+      // The first parameter's op becomes the position's foreach op; the others go, or move next to the first.
+      for (size_t b = 1; b < pos[i].size(); ++b) keep[pos[i][b]] = false;
       Node& old = t.nodes[pos[i][0]];
-      Node n = make_op(t, forms[i].first, forms[i].second, {});
+      if (forms[i].schema.empty()) {
+        std::vector<Node> copies;
+        for (size_t b = 1; b < pos[i].size(); ++b) {
+          // Issued right after the first, in no time of their own: their host time is not re-spent.
+          copies.push_back(copy_node(t, pos[i][b]));
+          if (old.ts_us >= 0 && old.dur_us >= 0) copies.back().ts_us = old.ts_us + old.dur_us, copies.back().dur_us = 0;
+        }
+        gathered.push_back({old.id, std::move(copies)});
+        continue;
+      }
+      dropped += pos[i].size() - 1;
+      Node n = make_op(t, forms[i].schema, forms[i].args, forms[i].outs);
       n.id = old.id;
       n.parent_id = old.parent_id;
       n.parent = old.parent;
@@ -183,6 +263,8 @@ std::string foreach_optimizer(Trace& t, const OpPattern& scope) {
       n.tid = old.tid;
       n.fw_tid = old.fw_tid;
       n.fields |= old.fields;
+      n.ts_us = old.ts_us;  // one call, timed as the first parameter's
+      n.dur_us = old.dur_us;
       n.children = old.children;
       n.num_children = old.num_children;
       for (uint32_t c : t.children(old)) keep[c] = false;  // what the per-tensor op called
@@ -194,9 +276,27 @@ std::string foreach_optimizer(Trace& t, const OpPattern& scope) {
   if (rewritten == 0)
     throw UserError(scope.where + ": foreach: no optimizer step could be rewritten in " + t.source + " (" +
                     *left.begin() + ")");
+  size_t kept = 0;
+  for (const auto& g : gathered) kept += g.second.size() + 1;
   keep_nodes(t, keep);
+  if (!gathered.empty()) {
+    std::map<int64_t, uint32_t> index_of;
+    for (uint32_t i = 0; i < t.nodes.size(); ++i) index_of[t.nodes[i].id] = i;
+    std::vector<Insertion> ins;
+    for (auto& [id, copies] : gathered) {
+      if (copies.empty()) continue;
+      Insertion x;
+      x.anchor = index_of.at(id);
+      x.nodes = std::move(copies);
+      x.parent.assign(x.nodes.size(), -1);
+      ins.push_back(std::move(x));
+    }
+    insert_nodes(t, std::move(ins));
+  }
+  close_dropped_time(t, std::move(spans));
   std::string note = "foreach: " + std::to_string(rewritten) + " optimizer step(s) as " + std::to_string(issued) +
                      " foreach op(s), " + std::to_string(dropped) + " per-parameter op(s) dropped";
+  if (kept) note += ", " + std::to_string(kept) + " kept one per parameter (no foreach form, no tensor out)";
   for (const std::string& w : left) note += "; left as recorded: " + w;
   return note;
 }

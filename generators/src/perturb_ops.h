@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reprise/common/dtype.h"
@@ -48,8 +49,13 @@ std::string split_all_reduces(Trace& t, int world, const std::string& where);
 
 std::string move_to_stream(Trace& t, const OpPattern& ops, int64_t stream);
 
+// The op times closed over the dropped ops' spans (begin, end in microseconds; perturb.cc): each time moves earlier
+// by the time dropped before it, so the gaps on either side of what went stay as they were.
+void close_dropped_time(Trace& t, std::vector<std::pair<double, double>> dropped);
+
 // foreach: each optimizer step (a scope matching `scope`) whose ops repeat one per-parameter block of in-place ops
-// becomes one _foreach_ op per op of the block, over every parameter's tensors (perturb_foreach.cc).
+// becomes one _foreach_ op per op of the block, over every parameter's tensors (perturb_foreach.cc). Each foreach
+// op keeps the times of the first parameter's op; the time of the other parameters' blocks is closed.
 std::string foreach_optimizer(Trace& t, const OpPattern& scope);
 
 // The schema of the host delay node replay runs as a busy wait on the host (replay/src/op_compiler.cc).

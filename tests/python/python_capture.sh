@@ -23,4 +23,22 @@ out=$("$BIN/reprise" replay "$WORK" --host-time recorded --iterations 1 --warmup
   { echo "FAIL: replay --host-time recorded: $out"; exit 1; }
 grep -Eq "host time +recorded \(--host-time\): .* per iteration re-spent \(python profiler, ([0-9]+) of \1 ops timed(, less .* of the observers' cost)?\)" \
   <<<"$out" || { echo "FAIL: host time: $out"; exit 1; }
+# torch.optim.Adam(foreach=False) as the foreach implementation issues it: its out-of-place sqrt and div as foreach
+# ops that return lists, its .item()s one per parameter; the bundle replays whole.
+"$PY" "$SRC/capture/python/examples/train_mlp.py" "$WORK/adam" --anti-pattern loop --pairs 1 --batch 16 --hidden 64 \
+  >/dev/null || { echo "FAIL: train_mlp.py --anti-pattern loop"; exit 1; }
+cat >"$WORK/adam.yaml" <<EOF
+name: adam-foreach
+source: $WORK/adam
+transforms:
+  - perturb: {foreach: 'Optimizer\.step#Adam'}
+EOF
+out=$("$BIN/reprise" generate "$WORK/adam.yaml" --out "$WORK/adam-foreach" 2>&1) || { echo "FAIL: generate: $out"; exit 1; }
+grep -q "1 optimizer step(s) as 9 foreach op(s), 45 per-parameter op(s) dropped, 6 kept one per parameter" <<<"$out" ||
+  { echo "FAIL: the Adam step is not rewritten: $out"; exit 1; }
+out=$("$BIN/reprise" inspect "$WORK/adam-foreach" --top 100 2>&1) || { echo "FAIL: inspect the bundle: $out"; exit 1; }
+grep -q "aten::_foreach_sqrt" <<<"$out" || { echo "FAIL: no _foreach_sqrt in: $out"; exit 1; }
+out=$("$BIN/reprise" replay "$WORK/adam-foreach" --strict --iterations 1 --warmup 0 -q 2>&1) ||
+  { echo "FAIL: replay the foreach bundle: $out"; exit 1; }
+grep -q "coverage 100.0%" <<<"$out" || { echo "FAIL: foreach bundle coverage: $out"; exit 1; }
 echo "ok"

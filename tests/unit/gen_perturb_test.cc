@@ -438,7 +438,7 @@ Trace single_tensor_steps(bool adam) {
     b.set_parent(b.annotation("Optimizer.step#Adam.step", step));
     for (int k = 0; k < 2; ++k) {
       const TensorSpec v = spec(b, {4, 8});
-      b.op("aten::sqrt(Tensor self) -> Tensor", {b.tensor(v)}, {b.tensor(spec(b, {4, 8}))});
+      b.op("aten::erfinv(Tensor self) -> Tensor", {b.tensor(v)}, {b.tensor(spec(b, {4, 8}))});
       b.op("aten::zero_(Tensor(a!) self) -> Tensor(a!)", {b.tensor(v)}, {b.tensor(v)});
     }
   }
@@ -449,11 +449,12 @@ TEST(Perturb, ForeachIssuesEachPositionOfThePerParameterBlockOnce) {
   Workspace ws = apply(single_tensor_steps(true), "  foreach: 'Optimizer.step'\n");
   const Trace& t = ws.roles[0];
   EXPECT_EQ(op_names(t), (std::vector<std::string>{"aten::_foreach_add_", "aten::_foreach_mul_", "aten::_foreach_zero_",
-                                                   "aten::sqrt", "aten::zero_", "aten::sqrt", "aten::zero_"}));
+                                                   "aten::erfinv", "aten::zero_", "aten::erfinv", "aten::zero_"}));
   const std::string& note = ws.notes.at(0);
   EXPECT_NE(note.find("1 optimizer step(s) as 3 foreach op(s), 6 per-parameter op(s) dropped"), std::string::npos)
       << note;
-  EXPECT_NE(note.find("left as recorded: Optimizer.step#Adam.step: aten::sqrt has no foreach form"), std::string::npos)
+  EXPECT_NE(note.find("left as recorded: Optimizer.step#Adam.step: aten::erfinv has no foreach form"),
+            std::string::npos)
       << note;
   const Node& add = t.nodes[nodes_named(t, "aten::_foreach_add_")[0]];
   EXPECT_EQ(t.str(add.op_schema),
@@ -478,8 +479,132 @@ TEST(Perturb, ForeachIssuesEachPositionOfThePerParameterBlockOnce) {
   Trace only_adam = single_tensor_steps(true);
   EXPECT_EQ(error_of("  foreach: 'Adam'\n", &only_adam),
             "x.yaml:2:12: foreach: no optimizer step could be rewritten in <built> (Optimizer.step#Adam.step: "
-            "aten::sqrt has no foreach form here)");
+            "aten::erfinv has no foreach form here)");
   EXPECT_EQ(error_of("  foreach: 'Lamb'\n", &only_adam), "x.yaml:2:12: foreach: no scope matching 'Lamb' in <built>");
+}
+
+// torch 1.13's single-tensor Adam as its ET records it: a tensor set up before the loop, then per parameter the step
+// count's += 1, both moments (Python numbers as 0-dim double tensors), .item() of the step, and the update through
+// an out-of-place sqrt and div.
+Trace single_tensor_adam(int params) {
+  TraceBuilder b;
+  const int64_t step = b.annotation("ProfilerStep#1", b.roots());
+  b.set_parent(b.annotation("Optimizer.step#Adam.step", step));
+  auto number = [&](const char* dtype) {
+    TensorSpec s = spec(b, {});
+    s.dtype = dtype;
+    s.itemsize = 8;
+    return b.tensor(s);
+  };
+  b.op(
+      "aten::empty.memory_format(int[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+      "bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+      {b.integer(0)}, {b.tensor(spec(b, {0}))});
+  for (int k = 0; k < params; ++k) {
+    const TensorSpec p = spec(b, {8, 4}), g = spec(b, {8, 4}), m = spec(b, {8, 4}), v = spec(b, {8, 4}),
+                     st = spec(b, {}), root = spec(b, {8, 4}), denom = spec(b, {8, 4});
+    b.op("aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
+         {b.tensor(st), number("long int"), b.integer(1)}, {b.tensor(st)});
+    b.op("aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)", {b.tensor(m), number("double")},
+         {b.tensor(m)});
+    b.op("aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
+         {b.tensor(m), b.tensor(g), b.real(0.1)}, {b.tensor(m)});
+    b.op("aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)", {b.tensor(v), number("double")},
+         {b.tensor(v)});
+    b.op("aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)",
+         {b.tensor(v), b.tensor(g), b.tensor(g), b.real(0.001)}, {b.tensor(v)});
+    const int64_t item = b.op("aten::item(Tensor self) -> Scalar", {b.tensor(st)}, {b.real(3)});
+    b.op("aten::_local_scalar_dense(Tensor self) -> Scalar", {b.tensor(st)}, {b.real(3)}, item);
+    b.op("aten::sqrt(Tensor self) -> Tensor", {b.tensor(v)}, {b.tensor(root)});
+    b.op("aten::div.Tensor(Tensor self, Tensor other) -> Tensor", {b.tensor(root), number("double")},
+         {b.tensor(denom)});
+    b.op("aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
+         {b.tensor(denom), number("double"), b.integer(1)}, {b.tensor(denom)});
+    b.op("aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)",
+         {b.tensor(p), b.tensor(m), b.tensor(denom), b.real(-0.01)}, {b.tensor(p)});
+  }
+  b.set_parent(step);
+  b.op(kRelu, {b.tensor(spec(b, {4}))}, {b.tensor(spec(b, {4}))});  // after the step
+  Trace t = b.finish();
+  // Op k (outermost, in order) ran at 10k us for 4 us; what an op called, within it.
+  int k = 0;
+  for (Node& n : t.nodes) {
+    if (n.kind != NodeKind::Operator) continue;
+    const bool nested = n.parent != kNone32 && t.nodes[n.parent].kind == NodeKind::Operator;
+    n.ts_us = nested ? t.nodes[n.parent].ts_us : 10.0 * k++;
+    n.dur_us = nested ? 1 : 4;
+  }
+  return t;
+}
+
+TEST(Perturb, ForeachRewritesOutOfPlaceOpsAndGathersTheItemsOfASingleTensorAdam) {
+  const Trace before = single_tensor_adam(3);
+  Workspace ws = apply(single_tensor_adam(3), "  foreach: 'Optimizer\\.step#'\n");
+  const Trace& t = ws.roles[0];
+  EXPECT_EQ(op_names(t), (std::vector<std::string>{
+                             "aten::empty", "aten::_foreach_add_", "aten::_foreach_mul_", "aten::_foreach_add_",
+                             "aten::_foreach_mul_", "aten::_foreach_addcmul_", "aten::item",
+                             "aten::_local_scalar_dense", "aten::item", "aten::item", "aten::_foreach_sqrt",
+                             "aten::_foreach_div", "aten::_foreach_add_", "aten::_foreach_addcdiv_", "aten::relu"}));
+  const std::string& note = ws.notes.at(0);
+  EXPECT_NE(note.find("1 optimizer step(s) as 9 foreach op(s), 18 per-parameter op(s) dropped, 3 kept one per "
+                      "parameter"),
+            std::string::npos)
+      << note;
+  // Out of place: the foreach op returns the tensors each parameter's op returned, and the next one reads them.
+  const Node& sqrt = t.nodes[nodes_named(t, "aten::_foreach_sqrt")[0]];
+  EXPECT_EQ(t.str(sqrt.op_schema), "aten::_foreach_sqrt(Tensor[] self) -> Tensor[]");
+  const Node& div = t.nodes[nodes_named(t, "aten::_foreach_div")[0]];
+  EXPECT_EQ(t.str(div.op_schema), "aten::_foreach_div.List(Tensor[] self, Tensor[] other) -> Tensor[]");
+  ASSERT_EQ(t.outputs(sqrt).size(), 1u);
+  const auto roots = t.items(t.outputs(sqrt)[0]), read = t.items(t.inputs(div)[0]);
+  const auto recorded = nodes_named(before, "aten::sqrt");
+  ASSERT_EQ(roots.size(), 3u);
+  ASSERT_EQ(read.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(t.tensors[roots[k].ref].id, t.tensors[read[k].ref].id);
+    EXPECT_EQ(t.tensors[roots[k].ref].id, before.tensors[before.outputs(before.nodes[recorded[k]])[0].ref].id);
+  }
+  // Python numbers are 0-dim tensors, one per parameter: the List overload.
+  EXPECT_EQ(t.str(t.nodes[nodes_named(t, "aten::_foreach_mul_")[0]].op_schema),
+            "aten::_foreach_mul_.List(Tensor(a!)[] self, Tensor[] other) -> ()");
+  // Each parameter's .item() reads its own step count, after the step counts' foreach add (the first keeps the op it
+  // called, the moved ones are replayed as the outermost ops they are).
+  const auto items = nodes_named(t, "aten::item");
+  ASSERT_EQ(items.size(), 3u);
+  const auto before_items = nodes_named(before, "aten::item");
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(t.tensors[t.inputs(t.nodes[items[k]])[0].ref].id,
+              before.tensors[before.inputs(before.nodes[before_items[k]])[0].ref].id);
+    EXPECT_EQ(t.name(t.nodes[t.nodes[items[k]].parent]), "Optimizer.step#Adam.step");
+  }
+  const Trace back = read_et_text(et_json(t), "back.json");
+  EXPECT_EQ(op_names(back), op_names(t));
+  // Times: each foreach op keeps its first parameter's (op k of the first block at 10k us); the moved .item()s follow
+  // the first in no time; the other blocks' time (110 to 304 us) is closed, so the op after the step (310 us)
+  // moves to 116 us, the gaps on either side kept.
+  EXPECT_TRUE(ws.op_times_valid);
+  EXPECT_EQ(t.nodes[nodes_named(t, "aten::_foreach_add_")[0]].ts_us, 10);
+  EXPECT_EQ(sqrt.ts_us, 70);
+  EXPECT_EQ(t.nodes[items[0]].ts_us, 60);
+  EXPECT_EQ(t.nodes[items[1]].ts_us, 64);
+  EXPECT_EQ(t.nodes[items[2]].dur_us, 0);
+  EXPECT_EQ(t.nodes[nodes_named(t, "aten::relu")[0]].ts_us, 116);
+
+  // torch 2's lerp_ has a foreach form; an op that has none and returns a tensor leaves the step as recorded.
+  TraceBuilder b;
+  b.set_parent(b.annotation("Optimizer.step#Adam.step", b.roots()));
+  for (int k = 0; k < 2; ++k) {
+    const TensorSpec m = spec(b, {4}), g = spec(b, {4});
+    b.op("aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)",
+         {b.tensor(m), b.tensor(g), b.real(0.1)}, {b.tensor(m)});
+    b.op("aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", {b.tensor(m), b.real(0)},
+         {b.tensor(spec(b, {4}))});
+  }
+  Trace clamped = b.finish();
+  EXPECT_EQ(error_of("  foreach: 'Adam'\n", &clamped),
+            "x.yaml:2:12: foreach: no optimizer step could be rewritten in <built> (Optimizer.step#Adam.step: "
+            "aten::clamp has no foreach form here)");
 }
 
 TEST(Perturb, MistakesAreReportedAtTheirPlace) {

@@ -1,11 +1,12 @@
 """A small MLP training loop under reprise_capture: python3 train_mlp.py OUT_DIR, then reprise replay OUT_DIR.
 
-  train_mlp.py OUT_DIR [--device cpu|cuda] [--batch B] [--hidden H] [--anti-pattern sync|casts|unfused] [--pairs N]
+  train_mlp.py OUT_DIR [--device cpu|cuda] [--batch B] [--hidden H] [--anti-pattern sync|casts|unfused|loop] [--pairs N]
 
 --anti-pattern builds one in, for `reprise analyze --measure` to be checked against (bench/analyze_measure.py): sync
 reads the loss on the host (loss.item()) between forward and backward; casts round-trips each hidden activation
 through bf16; unfused uses a tanh GELU written out as eight elementwise ops where the step without it calls
-F.gelu(h, approximate="tanh") (each in place of the ReLUs). Before the captured steps, N pairs of steps with and without it run in alternating order, timed
+F.gelu(h, approximate="tanh") (each in place of the ReLUs); loop steps with torch.optim.Adam(foreach=False), one
+parameter at a time, where the step without it uses Adam(foreach=True). Before the captured steps, N pairs of steps with and without it run in alternating order, timed
 (OUT_DIR/anti_pattern_steps.json): the real saving, measured in one process.
 """
 import argparse
@@ -27,7 +28,7 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--hidden", type=int, default=1024)
-    ap.add_argument("--anti-pattern", choices=["sync", "casts", "unfused"], default=None)
+    ap.add_argument("--anti-pattern", choices=["sync", "casts", "unfused", "loop"], default=None)
     ap.add_argument("--pairs", type=int, default=20, help="steps with and without the anti-pattern, timed first")
     a = ap.parse_args()
     torch.manual_seed(0)
@@ -36,7 +37,12 @@ def main():
     layers = [torch.nn.Linear(512, a.hidden), torch.nn.ReLU(), torch.nn.Linear(a.hidden, a.hidden), torch.nn.ReLU()]
     head = torch.nn.Linear(a.hidden, 10)
     model = torch.nn.Sequential(*layers, head).to(dev)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    if a.anti_pattern == "loop":  # two Adams over the same parameters: one tensor at a time, and foreach
+        opts = {True: torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False),
+                False: torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)}
+    else:
+        opts = {True: torch.optim.SGD(model.parameters(), lr=0.01)}
+        opts[False] = opts[True]
     x, y = torch.randn(a.batch, 512, device=dev), torch.randint(0, 10, (a.batch,), device=dev)
 
     def unfused_gelu(h):
@@ -58,6 +64,7 @@ def main():
         loss = torch.nn.functional.cross_entropy(forward(with_anti_pattern), y)
         if with_anti_pattern and a.anti_pattern == "sync" and math.isnan(loss.item()):
             sys.exit("the loss is NaN")
+        opt = opts[with_anti_pattern]
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -163,40 +163,6 @@ bool within(const Trace& t, uint32_t i, const OpPattern& scope) {
   return false;
 }
 
-// The op times (a linked Kineto trace's or a capture's) closed over the dropped ops' spans: each time moves earlier by
-// the time dropped before it, so an op's span ends where the next began, the gaps on either side (the host time
-// replay's --host-time re-spends) stay as they were, and what the dropped ops took, a sync's wait included, is gone.
-// Host waits inside a dropped span go with it. Spans that overlap or touch (ops of two threads at once, a fused run's
-// members and the gaps between them) count once.
-void close_dropped_time(Trace& t, std::vector<std::pair<double, double>> dropped) {
-  if (dropped.empty()) return;
-  const std::vector<std::pair<double, double>> spans = merge_intervals(std::move(dropped));  // by begin and by end
-  std::vector<double> ends, before;  // before[k]: the time dropped by spans[0..k)
-  before.push_back(0);
-  for (const auto& [b, e] : spans) {
-    ends.push_back(e);
-    before.push_back(before.back() + (e - b));
-  }
-  auto dropped_by = [&](double x) {  // the time dropped in spans that end by x
-    return before[size_t(std::upper_bound(ends.begin(), ends.end(), x) - ends.begin())];
-  };
-  for (Node& n : t.nodes) {
-    if (n.ts_us < 0 || n.dur_us < 0) continue;
-    const double end = n.ts_us + n.dur_us;
-    n.ts_us -= dropped_by(n.ts_us);
-    n.dur_us = std::max(0.0, end - dropped_by(end) - n.ts_us);
-  }
-  if (!t.kineto) return;
-  for (KinetoEvent& e : t.kineto->events) {
-    if (e.dur <= 0 || !is_host_sync(t, e)) continue;
-    const bool inside = std::any_of(spans.begin(), spans.end(),
-                                    [&](const auto& s) { return e.ts >= s.first && e.ts + e.dur <= s.second; });
-    const double end = e.ts + e.dur;
-    e.ts -= dropped_by(e.ts);
-    e.dur = inside ? 0 : std::max(0.0, end - dropped_by(end) - e.ts);
-  }
-}
-
 void drop_ops(Trace& t, const OpPattern& drop, const OpPattern* scope, Workspace& ws) {
   std::vector<bool> keep(t.nodes.size(), true);
   std::vector<std::pair<double, double>> spans;
@@ -316,10 +282,9 @@ TransformStep parse_perturb(const YAML::Node& p, const ConfigContext& cx) {
       s->inserts.push_back(parse_insert(f, in));
   }
   return [s](Workspace& ws) {
-    // Dropping or fusing ops alone keeps the op times true (closed over what went); the other keys add or change
+    // Dropping, fusing or foreach alone keeps the op times true (closed over what went); the other keys add or change
     // ops whose times the source does not have.
-    ws.work_changed(!s->to && s->collective_where.empty() && !s->jitter && s->inserts.empty() && !s->stream_ops &&
-                    !s->foreach_scope);
+    ws.work_changed(!s->to && s->collective_where.empty() && !s->jitter && s->inserts.empty() && !s->stream_ops);
     for (Trace& t : ws.roles) {
       auto note = [&](const std::string& what) { ws.note("perturb: " + t.source + ": " + what); };
       if (s->drop) drop_ops(t, *s->drop, s->drop_within.get(), ws);
@@ -336,6 +301,40 @@ TransformStep parse_perturb(const YAML::Node& p, const ConfigContext& cx) {
 }
 
 }  // namespace
+
+// The op times (a linked Kineto trace's or a capture's) closed over the dropped ops' spans: each time moves earlier by
+// the time dropped before it, so an op's span ends where the next began, the gaps on either side (the host time
+// replay's --host-time re-spends) stay as they were, and what the dropped ops took, a sync's wait included, is gone.
+// Host waits inside a dropped span go with it. Spans that overlap or touch (ops of two threads at once, a fused run's
+// members and the gaps between them) count once.
+void close_dropped_time(Trace& t, std::vector<std::pair<double, double>> dropped) {
+  if (dropped.empty()) return;
+  const std::vector<std::pair<double, double>> spans = merge_intervals(std::move(dropped));  // by begin and by end
+  std::vector<double> ends, before;  // before[k]: the time dropped by spans[0..k)
+  before.push_back(0);
+  for (const auto& [b, e] : spans) {
+    ends.push_back(e);
+    before.push_back(before.back() + (e - b));
+  }
+  auto dropped_by = [&](double x) {  // the time dropped in spans that end by x
+    return before[size_t(std::upper_bound(ends.begin(), ends.end(), x) - ends.begin())];
+  };
+  for (Node& n : t.nodes) {
+    if (n.ts_us < 0 || n.dur_us < 0) continue;
+    const double end = n.ts_us + n.dur_us;
+    n.ts_us -= dropped_by(n.ts_us);
+    n.dur_us = std::max(0.0, end - dropped_by(end) - n.ts_us);
+  }
+  if (!t.kineto) return;
+  for (KinetoEvent& e : t.kineto->events) {
+    if (e.dur <= 0 || !is_host_sync(t, e)) continue;
+    const bool inside = std::any_of(spans.begin(), spans.end(),
+                                    [&](const auto& s) { return e.ts >= s.first && e.ts + e.dur <= s.second; });
+    const double end = e.ts + e.dur;
+    e.ts -= dropped_by(e.ts);
+    e.dur = inside ? 0 : std::max(0.0, end - dropped_by(end) - e.ts);
+  }
+}
 
 const TransformDescriptor kPerturb{
     "perturb",
