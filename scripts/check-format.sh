@@ -6,6 +6,7 @@ fix=0
 [ "${1:-}" = "--fix" ] && fix=1
 mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cc' '*.h' | while read -r f; do
   [ -f "$f" ] && echo "$f"; done)
+((${#files[@]})) || { echo "clang-format: no C++ files" >&2; exit 0; }
 if ((fix)); then
   clang-format -i "${files[@]}"
   exit 0

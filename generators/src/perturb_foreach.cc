@@ -2,9 +2,11 @@
 // parameter) rewritten as the foreach implementation issues it: one _foreach_ op per op of the per-parameter block,
 // over the lists of every parameter's tensors; ops with no foreach form that produce no tensor (.item()) or only
 // alias one stay per parameter, gathered at their place in the block (docs/configs.md).
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "perturb_edit.h"
@@ -64,7 +66,7 @@ struct Form {
   std::vector<NewArg> args, outs;
 };
 
-// Unary ops with a foreach form (LibTorch 1.13 has each, in place and out of place), and the in-place-only ones.
+// Unary ops with a foreach form (LibTorch 1.13 has each, in place and out of place); zero_ is handled apart.
 bool unary(const std::string& base) {
   static const std::set<std::string> ops = {"sqrt", "neg", "exp", "abs", "reciprocal", "log", "sigmoid", "tanh"};
   return ops.count(base) > 0;
@@ -147,7 +149,7 @@ Form foreach_of(Trace& t, const std::vector<uint32_t>& ops, std::string& why) {
     }
     f.schema = op + ".Scalar(" + self + ", Tensor[] tensors1, Scalar weight)" + ret;
   } else if (x == "maximum" && in.size() == 2 && is_tensor(in[1])) {
-    f.schema = op + "(" + self + ", Tensor[] other)" + ret;  // amsgrad's running maximum (out of place in 1.13)
+    f.schema = op + ".List(" + self + ", Tensor[] other)" + ret;  // amsgrad's running maximum (out of place in 1.13)
     f.args = {tensor_list(t, ops, 0), tensor_list(t, ops, 1)};
   } else {
     return {};
@@ -169,7 +171,8 @@ bool stays_per_parameter(const Trace& t, const std::vector<uint32_t>& ops) {
 
 // The per-parameter block of a step's op names: the run of the same k names repeated the most times (at least twice),
 // after at most kMaxPrefix ops that are not part of it (state set up before the loop); the ops after its last repeat
-// are not part of it either. The shortest prefix, then the shortest period, wins a tie.
+// are not part of it either. Of blocks that cover as many ops, the one with the fewest ops after it wins (a set-up op
+// named as the block's last op would otherwise shift the block by one), then the shortest prefix and period.
 struct Block {
   size_t prefix = 0, period = 0, repeats = 0;
 };
@@ -177,17 +180,61 @@ constexpr size_t kMaxPrefix = 16;
 
 Block block_of(const std::vector<std::string_view>& names) {
   Block best;
-  // A later prefix or a longer period covers no more than a block that already runs to the end.
-  for (size_t p = 0; p <= kMaxPrefix && p < names.size() && best.repeats * best.period + p < names.size(); ++p) {
+  size_t best_after = 0;
+  std::vector<size_t> z;
+  for (size_t p = 0; p <= kMaxPrefix && p < names.size(); ++p) {
+    // z[k]: the longest run from p + k equal to the run from p, so the names from p repeat with period k for
+    // k + z[k] of them (Z-algorithm: linear in the names).
     const size_t n = names.size() - p;
-    for (size_t k = 1; 2 * k <= n && best.repeats * best.period + p < names.size(); ++k) {
-      size_t len = k;  // names[p + j] == names[p + j % k] for j < len
-      while (len < n && names[p + len] == names[p + len % k]) ++len;
-      const size_t m = len / k;
-      if (m >= 2 && m * k > best.repeats * best.period) best = {p, k, m};
+    z.assign(n, 0);
+    for (size_t k = 1, l = 0, r = 0; k < n; ++k) {
+      if (k < r) z[k] = std::min(r - k, z[k - l]);
+      while (k + z[k] < n && names[p + z[k]] == names[p + k + z[k]]) ++z[k];
+      if (k + z[k] > r) l = k, r = k + z[k];
+    }
+    for (size_t k = 1; 2 * k <= n; ++k) {
+      const size_t m = (k + z[k]) / k, covered = m * k, after = n - covered;
+      if (m < 2) continue;
+      const size_t best_covered = best.repeats * best.period;
+      if (covered > best_covered || (covered == best_covered && after < best_after)) {
+        best = {p, k, m};
+        best_after = after;
+      }
     }
   }
   return best;
+}
+
+// Whether issuing each position over every parameter before the next keeps the data flow: no parameter's op reads a
+// tensor last written by an earlier parameter's op of the same or a later position (outputs, in place ones
+// included), which the rewrite would then run after the read.
+bool keeps_data_flow(const Trace& t, const std::vector<std::vector<uint32_t>>& pos, std::string& why) {
+  // Tensor (id, storage, offset) -> (block, position) of its latest writer so far in the recorded order (ids are
+  // reused after frees: what an op reads is what the latest op to write that tensor wrote).
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::pair<size_t, size_t>> writer;
+  auto key = [&](const Value& v) {
+    const Tensor& x = t.tensors[v.ref];
+    return std::make_tuple(x.id, x.storage_id, x.offset);
+  };
+  const size_t blocks = pos[0].size();
+  for (size_t b = 0; b < blocks; ++b) {
+    for (size_t i = 0; i < pos.size(); ++i) {
+      const Node& n = t.nodes[pos[i][b]];
+      for (const Value& v : t.inputs(n)) {
+        if (v.kind != ValueKind::Tensor) continue;
+        auto w = writer.find(key(v));
+        if (w != writer.end() && w->second.first < b && w->second.second >= i) {
+          why = std::string(t.name(n)) + " of parameter " + std::to_string(b + 1) + " reads what " +
+                std::string(t.name(t.nodes[pos[w->second.second][w->second.first]])) + " of parameter " +
+                std::to_string(w->second.first + 1) + " wrote";
+          return false;
+        }
+      }
+      for (const Value& v : t.outputs(n))
+        if (v.kind == ValueKind::Tensor) writer[key(v)] = std::make_pair(b, i);
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -229,6 +276,7 @@ std::string foreach_optimizer(Trace& t, const OpPattern& scope) {
       forms[i] = foreach_of(t, pos[i], why);
       all = !forms[i].schema.empty() || stays_per_parameter(t, pos[i]);
     }
+    all = all && keeps_data_flow(t, pos, why);
     if (!all) {
       left.insert(std::string(t.name(t.nodes[step])) + ": " + why);
       continue;

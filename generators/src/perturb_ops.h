@@ -53,7 +53,7 @@ std::string move_to_stream(Trace& t, const OpPattern& ops, int64_t stream);
 // by the time dropped before it, so the gaps on either side of what went stay as they were.
 void close_dropped_time(Trace& t, std::vector<std::pair<double, double>> dropped);
 
-// foreach: each optimizer step (a scope matching `scope`) whose ops repeat one per-parameter block of in-place ops
+// foreach: each optimizer step (a scope matching `scope`) whose ops repeat one per-parameter block of ops
 // becomes one _foreach_ op per op of the block, over every parameter's tensors (perturb_foreach.cc). Each foreach
 // op keeps the times of the first parameter's op; the time of the other parameters' blocks is closed.
 std::string foreach_optimizer(Trace& t, const OpPattern& scope);

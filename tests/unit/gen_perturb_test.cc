@@ -607,6 +607,48 @@ TEST(Perturb, ForeachRewritesOutOfPlaceOpsAndGathersTheItemsOfASingleTensorAdam)
             "aten::clamp has no foreach form here)");
 }
 
+TEST(Perturb, ForeachFindsTheBlockPastSetUpOpsOfTheSameNameAndKeepsTheDataFlow) {
+  constexpr const char* kAdd = "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)";
+  constexpr const char* kMul = "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor";
+  // A set-up add_ named as the block's last op, three [mul -> u, add_(p, u)] blocks, a zero_ after them: the block
+  // starts after the set-up op (starting at it covers as many ops but leaves the last add_ out).
+  TraceBuilder b;
+  b.set_parent(b.annotation("Optimizer.step#SGD.step", b.roots()));
+  const TensorSpec s = spec(b, {1}), s2 = spec(b, {1});
+  b.op(kAdd, {b.tensor(s), b.tensor(s2), b.integer(1)}, {b.tensor(s)});
+  for (int k = 0; k < 3; ++k) {
+    const TensorSpec p = spec(b, {4}), g = spec(b, {4}), u = spec(b, {4});
+    b.op(kMul, {b.tensor(g), b.tensor(g)}, {b.tensor(u)});
+    b.op(kAdd, {b.tensor(p), b.tensor(u), b.integer(1)}, {b.tensor(p)});
+  }
+  b.op("aten::zero_(Tensor(a!) self) -> Tensor(a!)", {b.tensor(s)}, {b.tensor(s)});
+  Workspace ws = apply(b.finish(), "  foreach: 'Optimizer'\n");
+  const Trace& t = ws.roles[0];
+  EXPECT_EQ(op_names(t),
+            (std::vector<std::string>{"aten::add_", "aten::_foreach_mul", "aten::_foreach_add_", "aten::zero_"}));
+  const Node& mul = t.nodes[nodes_named(t, "aten::_foreach_mul")[0]];
+  const Node& add = t.nodes[nodes_named(t, "aten::_foreach_add_")[0]];
+  const auto made = t.items(t.outputs(mul)[0]), read = t.items(t.inputs(add)[1]);
+  ASSERT_EQ(made.size(), 3u);
+  for (size_t k = 0; k < 3; ++k)  // each u made before the add_ that reads it
+    EXPECT_EQ(t.tensors[made[k].ref].id, t.tensors[read[k].ref].id);
+
+  // Each parameter adds into one accumulator that the next parameter's first op reads (a running sum): issuing
+  // position by position would read it before the earlier parameters wrote it. Left as recorded, and said why.
+  TraceBuilder c;
+  c.set_parent(c.annotation("Optimizer.step#SGD.step", c.roots()));
+  const TensorSpec acc = spec(c, {4});
+  for (int k = 0; k < 2; ++k) {
+    const TensorSpec g = spec(c, {4}), u = spec(c, {4});
+    c.op(kMul, {c.tensor(acc), c.tensor(g)}, {c.tensor(u)});
+    c.op(kAdd, {c.tensor(acc), c.tensor(u), c.integer(1)}, {c.tensor(acc)});
+  }
+  Trace running = c.finish();
+  EXPECT_EQ(error_of("  foreach: 'SGD'\n", &running),
+            "x.yaml:2:12: foreach: no optimizer step could be rewritten in <built> (Optimizer.step#SGD.step: "
+            "aten::mul of parameter 2 reads what aten::add_ of parameter 1 wrote)");
+}
+
 TEST(Perturb, MistakesAreReportedAtTheirPlace) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"  dtype: {to: bf16, ops: '('}\n", "x.yaml:2:26: ops: not a regular expression"},
