@@ -61,7 +61,8 @@ Options judge_only() {
 }
 
 // One run's ranks as injection starts from them: those with a Kineto timeline, analyzed together (a step's skew is
-// its rank's computation against the median rank's), and of those the ones with steps and GPU work to label.
+// its rank's computation against the median rank's), and of those the ones with steps to label (GPU timelines, and
+// CPU captures, whose work is their top-level ops).
 struct CleanRank {
   size_t index = 0;  // the rank's place over every input's ranks: its files' names and its random seeds
   int rank = 0;
@@ -74,7 +75,7 @@ struct CleanJob {
   TraceSet set;
   Analysis analysis;
   std::vector<CleanRank> ranks;  // parallel to set.ranks
-  std::vector<size_t> usable;    // those with steps and GPU work
+  std::vector<size_t> usable;    // those with steps
 };
 
 CleanJob clean_job(const TraceSet& in, size_t& next_index, size_t& window_counter, const CorpusOptions& o,
@@ -99,9 +100,8 @@ CleanJob clean_job(const TraceSet& in, size_t& next_index, size_t& window_counte
     c.rank = job.analysis.ranks[r].rank;
     for (const Window& w : job.analysis.windows)
       if (w.kind == WindowKind::Step && w.rank == c.rank) c.steps.push_back(&w);
-    const bool gpu = job.analysis.ranks[r].gpu;
-    if (c.steps.empty() || !gpu) {
-      summary.skipped.push_back(job.set.ranks[r].source + (gpu ? ": no ProfilerSteps to label" : ": no GPU work"));
+    if (c.steps.empty()) {
+      summary.skipped.push_back(job.set.ranks[r].source + ": no ProfilerSteps to label");
       continue;
     }
     job.usable.push_back(r);
@@ -270,6 +270,7 @@ CorpusSummary make_corpus(const std::vector<TraceSet>& jobs, const std::string& 
                                                  (fused ? " (elementwise fused)" : "")},
                                     {"job", std::to_string(j) + "-c" + std::to_string(copy)},
                                     {"rank", c.rank},
+                                    {"device", job.analysis.ranks[r].gpu ? "gpu" : "cpu"},
                                     {"copy", copy},
                                     {"windows", windows}});
         if (options.progress) options.progress("corpus: " + file + " (" + std::to_string(summary.traces) + " traces)");
@@ -277,7 +278,7 @@ CorpusSummary make_corpus(const std::vector<TraceSet>& jobs, const std::string& 
     }
   }
   if (summary.bases == 0)
-    throw UserError("analyze: no clean trace with ProfilerSteps and GPU work to inject into" +
+    throw UserError("analyze: no clean trace with ProfilerSteps to inject into" +
                     (summary.skipped.empty() ? std::string("") : " (" + summary.skipped.front() + ")"));
   write_text_file(dir + "/corpus.json", corpus.dump(1) + "\n");
   return summary;
@@ -429,6 +430,7 @@ CorpusData read_corpus(const std::string& dir, const std::function<void(const st
           if (it == by_name.end())
             throw UserError(set.ranks[k].source + ": has no window " + name + " (the corpus is not its own)");
           CorpusWindow cw;
+          cw.gpu = a.ranks[k].gpu;
           cw.test = w.at("split").get<std::string>() == "test";
           cw.injected = w.at("injected").get<std::string>();
           cw.decoy = w.value("decoy", "");
@@ -460,7 +462,9 @@ Evaluation evaluate_corpus(const std::string& dir, const WindowModel* model,
   if (model)
     for (const CorpusWindow& w : data.windows) probabilities.push_back(model->predict(w.features));
   const auto& table = detector_table();
-  for (const std::string& id : data.classes) {
+  // Per class over the GPU windows (rules, baseline and classifier) or the CPU windows (rules and baseline: the
+  // classifier learned from GPU steps); a class with no window of the kind is left out of it.
+  auto score = [&](const std::string& id, bool gpu) {
     const size_t k = static_cast<size_t>(
         std::find_if(table.begin(), table.end(), [&](const Detector* d) { return d->info.id == id; }) - table.begin());
     ClassEvaluation ce;
@@ -471,11 +475,12 @@ Evaluation evaluate_corpus(const std::string& dir, const WindowModel* model,
         model
             ? static_cast<size_t>(std::find(model->classes.begin(), model->classes.end(), id) - model->classes.begin())
             : 0;
-    ce.has_classifier = model && m < model->classes.size();
+    ce.has_classifier = gpu && model && m < model->classes.size();
     std::vector<bool> train_truth, test_truth, test_fired, test_learned;
     std::vector<double> train_value, test_value, test_score, test_probability;
     for (size_t i = 0; i < data.windows.size(); ++i) {
       const CorpusWindow& w = data.windows[i];
+      if (w.gpu != gpu) continue;
       if (w.has(id)) continue;  // the clean step already shows it: neither positive nor negative
       const bool positive = w.injected == id;
       const double value = baseline_value(ce.baseline_feature, w.features[f]);
@@ -501,7 +506,16 @@ Evaluation evaluate_corpus(const std::string& dir, const WindowModel* model,
     ce.rules = binary_metrics(test_truth, test_fired, test_score);
     ce.baseline = binary_metrics(test_truth, baseline_pred, test_value);
     if (ce.has_classifier) ce.classifier = binary_metrics(test_truth, test_learned, test_probability);
-    ev.classes.push_back(ce);
+    return ce;
+  };
+  const bool any_gpu = std::any_of(data.windows.begin(), data.windows.end(), [](const auto& w) { return w.gpu; });
+  const bool any_cpu = std::any_of(data.windows.begin(), data.windows.end(), [](const auto& w) { return !w.gpu; });
+  for (const std::string& id : data.classes) {
+    if (any_gpu) ev.classes.push_back(score(id, true));
+    // On the CPU: the classes injected into some CPU window (the others have no CPU form).
+    const bool injected = std::any_of(data.windows.begin(), data.windows.end(),
+                                      [&](const CorpusWindow& w) { return !w.gpu && w.injected == id; });
+    if (any_cpu && injected) ev.cpu_classes.push_back(score(id, false));
   }
   return ev;
 }
@@ -527,6 +541,24 @@ std::string cell(double v) {
 }
 }  // namespace
 
+namespace {
+nlohmann::json classes_json(const std::vector<ClassEvaluation>& classes) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const ClassEvaluation& c : classes)
+    list.push_back({{"detector", c.detector},
+                    {"baseline_feature", c.baseline_feature},
+                    {"baseline_threshold", c.baseline_threshold},
+                    {"train_positive", c.train_positive},
+                    {"train_negative", c.train_negative},
+                    {"test_positive", c.test_positive},
+                    {"test_negative", c.test_negative},
+                    {"rules", metrics_json(c.rules)},
+                    {"baseline", metrics_json(c.baseline)},
+                    {"classifier", c.has_classifier ? metrics_json(c.classifier) : nlohmann::json()}});
+  return list;
+}
+}  // namespace
+
 std::string evaluation_json(const Evaluation& e) {
   nlohmann::json j{{"format", "reprise-evaluation/1"},
                    {"corpus", e.corpus},
@@ -534,31 +566,21 @@ std::string evaluation_json(const Evaluation& e) {
                    {"windows", e.windows},
                    {"train", e.train},
                    {"test", e.test},
-                   {"classes", nlohmann::json::array()}};
-  for (const ClassEvaluation& c : e.classes)
-    j["classes"].push_back({{"detector", c.detector},
-                            {"baseline_feature", c.baseline_feature},
-                            {"baseline_threshold", c.baseline_threshold},
-                            {"train_positive", c.train_positive},
-                            {"train_negative", c.train_negative},
-                            {"test_positive", c.test_positive},
-                            {"test_negative", c.test_negative},
-                            {"rules", metrics_json(c.rules)},
-                            {"baseline", metrics_json(c.baseline)},
-                            {"classifier", c.has_classifier ? metrics_json(c.classifier) : nlohmann::json()}});
+                   {"classes", classes_json(e.classes)}};
+  if (!e.cpu_classes.empty()) j["cpu_classes"] = classes_json(e.cpu_classes);
   return j.dump(1) + "\n";
 }
 
-void print_evaluation(std::FILE* out, const Evaluation& e) {
+namespace {
+void print_classes(std::FILE* out, const std::vector<ClassEvaluation>& classes) {
   const bool learned =
-      std::any_of(e.classes.begin(), e.classes.end(), [](const ClassEvaluation& c) { return c.has_classifier; });
-  std::fprintf(out, "%zu traces, %zu windows (%zu train, %zu held out)\n\n", e.traces, e.windows, e.train, e.test);
+      std::any_of(classes.begin(), classes.end(), [](const ClassEvaluation& c) { return c.has_classifier; });
   std::fprintf(out, "%-24s %9s  %-27s  %-27s%s\n", "", "held out", "rules", "threshold baseline",
                learned ? "  classifier" : "");
   std::fprintf(out, "%-24s %4s %4s  %6s %6s %6s %6s  %6s %6s %6s %6s%s  %s\n", "class", "pos", "neg", "prec", "recall",
                "f1", "auc", "prec", "recall", "f1", "auc", learned ? "    prec recall     f1    auc" : "",
                "baseline feature >= threshold");
-  for (const ClassEvaluation& c : e.classes) {
+  for (const ClassEvaluation& c : classes) {
     std::string learned_cells;
     if (learned)
       learned_cells = c.has_classifier
@@ -572,6 +594,16 @@ void print_evaluation(std::FILE* out, const Evaluation& e) {
         cell(c.baseline.f1).c_str(), cell(c.baseline.auc).c_str(), learned_cells.c_str(),
         c.baseline_feature == "gpu_busy_frac" ? "idle fraction" : c.baseline_feature.c_str(), c.baseline_threshold);
   }
+}
+}  // namespace
+
+void print_evaluation(std::FILE* out, const Evaluation& e) {
+  std::fprintf(out, "%zu traces, %zu windows (%zu train, %zu held out)\n\n", e.traces, e.windows, e.train, e.test);
+  if (!e.classes.empty()) print_classes(out, e.classes);
+  if (e.cpu_classes.empty()) return;
+  std::fprintf(out, "%sCPU captures (their top-level ops are the work; the classifier learned from GPU steps):\n",
+               e.classes.empty() ? "" : "\n");
+  print_classes(out, e.cpu_classes);
 }
 
 }  // namespace reprise::analyze

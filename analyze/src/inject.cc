@@ -37,6 +37,7 @@ Editor::Editor(const Trace& t) : t_(clone(t)) {
       if (!gpu_seen) gpu_pid_ = e.pid;
       gpu_seen = true;
     }
+    if (is_gpu_work(e.cat)) gpu_ = true;
   }
   auto most = [](const auto& counts, auto fallback) {
     auto best = fallback;
@@ -54,6 +55,26 @@ Editor::Editor(const Trace& t) : t_(clone(t)) {
   const auto host = most(hosts, std::pair<int64_t, int64_t>{1, 1});
   host_pid_ = host.first;
   host_tid_ = host.second;
+  // A CPU op linked to its ET node without Kineto's Input Dims / Input type (a Reprise capture's host timeline)
+  // takes the node's tensor inputs: the written trace, read alone, keeps what the detectors read through the link.
+  for (int32_t i = 0; i < static_cast<int32_t>(ev.size()); ++i) {
+    const KinetoEvent& e = ev[i];
+    if (e.cat != KinetoCat::CpuOp || e.node == kNone32 || e.num_inputs || e.node >= t_.nodes.size()) continue;
+    const Node& n = t_.nodes[e.node];
+    std::vector<std::vector<int64_t>> dims;
+    std::vector<std::string> types;
+    for (const Value& v : t_.inputs(n)) {
+      if (v.kind != ValueKind::Tensor) {
+        dims.emplace_back();
+        types.emplace_back();
+        continue;
+      }
+      const Tensor& x = t_.tensors[v.ref];
+      dims.push_back(std::vector<int64_t>(t_.dims(x).begin(), t_.dims(x).end()));
+      types.emplace_back(t_.str(x.dtype));
+    }
+    if (!types.empty()) inputs(i, dims, types);
+  }
 }
 
 void Editor::shift(double t, double host_us, double gpu_us) {
@@ -93,6 +114,32 @@ int32_t Editor::op(const std::string& name, double ts, double dur, KinetoCat cat
   e.dur = dur;
   t_.kineto->events.push_back(e);
   return static_cast<int32_t>(t_.kineto->events.size() - 1);
+}
+
+int32_t Editor::work(const std::string& name, double ts, double dur) {
+  const WorkClass c = classify_op(name);  // what the timeline counts as computation
+  if (!gpu_ && c != WorkClass::Comm && c != WorkClass::Memcpy && c != WorkClass::Memset) added_compute_us_ += dur;
+  return op(name, ts, dur);
+}
+
+std::vector<int32_t> Editor::top_level_ops() const {
+  const auto& ev = t_.kineto->events;
+  std::vector<int32_t> ops;
+  for (int32_t i = 0; i < static_cast<int32_t>(ev.size()); ++i)
+    if (ev[i].cat == KinetoCat::CpuOp && ev[i].pid == host_pid_ && ev[i].tid == host_tid_ && ev[i].dur >= 0 &&
+        !is_scope_name(t_.str(ev[i].name)))
+      ops.push_back(i);
+  std::sort(ops.begin(), ops.end(), [&](int32_t a, int32_t b) {
+    return ev[a].ts != ev[b].ts ? ev[a].ts < ev[b].ts : ev[a].dur > ev[b].dur;  // an enclosing op first
+  });
+  std::vector<int32_t> top;
+  double end = -INFINITY;
+  for (int32_t i : ops)
+    if (ev[i].ts >= end) {
+      top.push_back(i);
+      end = ev[i].ts + ev[i].dur;
+    }
+  return top;
 }
 
 int64_t Editor::runtime(const std::string& name, double ts, double dur) {
@@ -171,6 +218,11 @@ void Editor::fuse(const std::vector<std::vector<int32_t>>& chains) {
     for (size_t i = 1; i < kernels.size(); ++i) {
       const size_t k = static_cast<size_t>(kernels[i]);
       removed_[k] = 1;
+      if (ev[k].cat == KinetoCat::CpuOp)  // a CPU op: with the ops it called
+        for (size_t j = 0; j < ev.size(); ++j)
+          if (j != k && ev[j].cat == KinetoCat::CpuOp && ev[j].pid == ev[k].pid && ev[j].tid == ev[k].tid &&
+              ev[j].ts >= ev[k].ts && ev[j].ts + ev[j].dur <= ev[k].ts + ev[k].dur)
+            removed_[j] = 1;
       auto l = launch.find(ev[k].correlation);
       if (ev[k].correlation >= 0 && l != launch.end()) removed_[l->second] = 1;
     }
@@ -273,6 +325,26 @@ double InjectSite::launch_point(const Editor& e, bool queued) const {
   }
   if (points.empty()) return -1;
   std::sort(points.begin(), points.end());
+  return points[std::uniform_int_distribution<size_t>(0, points.size() - 1)(*rng)];
+}
+
+double InjectSite::host_point(const Editor& e) const {
+  const auto& ev = e.kineto().events;
+  const double from = begin + 0.3 * length(), to = begin + 0.7 * length();
+  std::vector<std::pair<double, double>> own;  // the calls other patterns are about
+  for (const KinetoEvent& x : ev) {
+    const std::string_view n = e.trace().str(x.name);
+    if ((x.cat == KinetoCat::CpuOp || x.cat == KinetoCat::UserAnnotation) && is_scope_name(n) && !is_step_name(n))
+      own.emplace_back(x.ts, x.ts + x.dur);
+  }
+  std::vector<double> points;
+  for (int32_t i : e.top_level_ops()) {
+    const double ts = ev[i].ts;
+    if (ts < from || ts >= to) continue;
+    if (std::none_of(own.begin(), own.end(), [&](const auto& r) { return ts >= r.first && ts < r.second; }))
+      points.push_back(ts);
+  }
+  if (points.empty()) return -1;
   return points[std::uniform_int_distribution<size_t>(0, points.size() - 1)(*rng)];
 }
 

@@ -24,8 +24,16 @@ class Editor {
   void shift(double t, double host_us, double gpu_us);
   // When the GPU finishes the work launched before `t` (`t` when none is pending then).
   double drain(double t) const;
+  // Whether the trace has GPU work. On one without (a CPU capture) the work is the host's top-level CPU ops, and an
+  // injection adds those instead of kernels (`work`), shifting the host only.
+  bool gpu() const { return gpu_; }
   // Host events: a CPU op or user annotation; a runtime call, with a new correlation id.
   int32_t op(const std::string& name, double ts, double dur, KinetoCat cat = KinetoCat::CpuOp);
+  // A top-level CPU op that is work on a trace without GPU work: counted as added computation unless it
+  // communicates.
+  int32_t work(const std::string& name, double ts, double dur);
+  // The host thread's top-level CPU ops (no CPU op encloses them; scopes such as ProfilerStep aside), by start.
+  std::vector<int32_t> top_level_ops() const;
   int64_t runtime(const std::string& name, double ts, double dur);
   // GPU work (kernel, memcpy, memset) linked to the runtime call with correlation `corr`, on `stream` (-1: the main
   // stream, the one with the most kernels).
@@ -39,6 +47,7 @@ class Editor {
   void stretch(int32_t event, double us);
   // Fuses each chain of GPU kernels (events, in order) into its first: as long and named as the longest member,
   // where the first began; the others, and the runtime calls that launched them, are left out of the written trace.
+  // On a trace without GPU work the chain's members are top-level CPU ops, left out with the ops they called.
   void fuse(const std::vector<std::vector<int32_t>>& chains);
 
   // The computation added so far (kernels other than communication, copies and memsets): what makes a rank slower
@@ -52,6 +61,7 @@ class Editor {
  private:
   Trace t_;  // a copy: its Kineto events are edited, new names interned into its strings
   int64_t next_corr_ = 1;
+  bool gpu_ = false;
   double added_compute_us_ = 0;
   std::vector<uint8_t> removed_;  // by event: left out of kineto_json (empty: none)
   int64_t host_pid_ = 0, host_tid_ = 0, gpu_pid_ = 0, main_stream_ = 7, comm_stream_ = 8;
@@ -71,6 +81,11 @@ struct InjectSite {
   // -1 when the window launches none there; with `queued`, one whose kernel waited in the GPU's queue (so the GPU
   // is busy at that instant).
   double launch_point(const Editor& e, bool queued) const;
+  // On a trace without GPU work: a host instant in the window's middle part at which a top-level CPU op begins,
+  // outside optimizer, zero_grad and data loader calls (their own patterns), or -1 when there is none.
+  double host_point(const Editor& e) const;
+  // launch_point on a trace with GPU work, host_point on one without.
+  double point(const Editor& e) const { return e.gpu() ? launch_point(e, false) : host_point(e); }
 };
 
 }  // namespace reprise::analyze::detail

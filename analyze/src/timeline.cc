@@ -20,7 +20,6 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-bool is_step_name(std::string_view n) { return starts(n, "ProfilerStep#"); }
 bool is_optimizer_name(std::string_view n) {
   if (contains(n, "zero_grad")) return false;
   return starts(n, "Optimizer.step#") || contains(lower(n), "optimizer");
@@ -30,10 +29,6 @@ bool is_data_name(std::string_view n) {
   const std::string l = lower(n);
   return contains(l, "dataloader") || contains(l, "load_batch") || contains(l, "wait_for_batch") ||
          contains(l, "next_data");
-}
-// CPU ops that mark a stretch of the program rather than do work.
-bool is_scope_name(std::string_view n) {
-  return starts(n, "## ") || starts(n, "Optimizer.") || is_data_name(n) || is_step_name(n);
 }
 
 // The op name without its namespace: "aten::addmm" -> "addmm".
@@ -82,6 +77,13 @@ bool is_simt_fp32_gemm(std::string_view k) {
 }
 
 }  // namespace
+
+bool is_step_name(std::string_view n) { return starts(n, "ProfilerStep#"); }
+
+// CPU ops that mark a stretch of the program rather than do work.
+bool is_scope_name(std::string_view n) {
+  return starts(n, "## ") || starts(n, "Optimizer.") || is_data_name(n) || is_step_name(n);
+}
 
 std::vector<Range> merge(std::vector<Range> r) {
   std::sort(r.begin(), r.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
@@ -348,7 +350,7 @@ OpDevice op_device(const Timeline& tl, size_t first, size_t last) {
     const Work& x = tl.work[w];
     for (int32_t op = x.cpu_op; op >= 0; op = ev[op].parent) {
       d.us[op] += x.end - x.begin;
-      if (x.cls == WorkClass::Memcpy) d.copies[op] = true;
+      if (x.cls == WorkClass::Memcpy && tl.gpu) d.copies[op] = true;  // on a CPU trace, no other device
       if (!tl.gpu) break;
     }
   }
@@ -373,6 +375,18 @@ std::vector<int64_t> input_dims(const Timeline& tl, int32_t event, size_t i) {
     }
   }
   return {};
+}
+
+// Whether the op's first input is known to hold one element (a 0-dim tensor: a number lifted to a tensor).
+bool scalar_input(const Timeline& tl, int32_t event) {
+  const KinetoEvent& e = tl.event(event);
+  const KinetoInfo& k = *tl.kineto;
+  const bool kineto_dims = e.num_inputs > 0 && k.inputs[e.inputs].has_dims;
+  const bool et_tensor = e.node != kNone32 && tl.trace->nodes[e.node].num_inputs > 0 &&
+                         tl.trace->values[tl.trace->nodes[e.node].inputs].kind == ValueKind::Tensor;
+  if (!kineto_dims && !et_tensor) return false;
+  const std::vector<int64_t> dims = input_dims(tl, event, 0);
+  return std::all_of(dims.begin(), dims.end(), [](int64_t d) { return d == 1; });
 }
 
 std::string input_type(const Timeline& tl, int32_t event, size_t i) {
@@ -440,7 +454,8 @@ void scan_ops(const Timeline& tl, double begin, double end, size_t first, size_t
       c.event = *it;
       c.from = input_type(tl, *it, 0);
       const std::string to = output_type(tl, *it);
-      if (to.empty() || to != c.from) {
+      // A scalar's cast (a number lifted to a 0-dim tensor and cast to the tensors' dtype) is not churn.
+      if ((to.empty() || to != c.from) && !scalar_input(tl, *it)) {
         c.begin = ev[*it].ts;
         c.end = ev[*it].ts + ev[*it].dur;
         c.device_us = device_us(*it);

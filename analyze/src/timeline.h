@@ -24,6 +24,11 @@ std::vector<Range> holes(const std::vector<Range>& u, double b, double e);
 // Whether `x` lies inside one of the union's ranges (end excluded).
 bool inside(const std::vector<Range>& u, double x);
 
+// A ProfilerStep's name; a CPU op's that marks a stretch of the program rather than doing work (a step, "## ... ##",
+// an optimizer call, a data loader call).
+bool is_step_name(std::string_view n);
+bool is_scope_name(std::string_view n);
+
 // What a piece of device work is, from its kernel name (GPU) or op name (CPU traces).
 enum class WorkClass : uint8_t { Gemm, Elementwise, Reduce, Comm, Memcpy, Memset, Other };
 WorkClass classify_kernel(std::string_view name);

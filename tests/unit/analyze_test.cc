@@ -801,6 +801,98 @@ TEST(AnalyzeCorpus, FusedBasesGiveUnfusedElementwiseCleanSteps) {
   EXPECT_TRUE(scored) << "held-out unfused_elementwise steps";
 }
 
+// A CPU capture's clean 10 ms steps: its work is the host's top-level ops, a GEMM (with the ops it calls) and a
+// reduction in turn every 100 us, nothing elementwise in a row, no conversion, no optimizer.
+Kineto cpu_steps(int steps) {
+  Kineto k;
+  for (int s = 0; s < steps; ++s) {
+    const double at = 10000.0 * s;
+    k.op("ProfilerStep#" + std::to_string(s + 1), at, 9900);
+    for (int i = 0; i < 100; ++i) {
+      const double t = at + 100 * i;
+      if (i % 2) {
+        k.op("aten::sum", t, 90);
+      } else {
+        k.op("aten::mm", t, 90);
+        k.op("aten::resolve_conj", t + 1, 2);
+      }
+    }
+  }
+  return k;
+}
+
+TEST(AnalyzeInject, OnACpuCaptureEachHostSidePatternIsFoundInItsStepAndItsDecoyNowhere) {
+  const Trace clean = read_back(cpu_steps(3).text(), "cpu.json");
+  {
+    TraceSet set;
+    set.ranks.push_back(clone(clean));
+    const analyze::Analysis a = analyze::analyze(set, {});
+    EXPECT_TRUE(a.findings.empty()) << analyze::analysis_json(a, false);
+    ASSERT_FALSE(a.ranks[0].gpu);
+  }
+  std::set<std::string> cpu_forms;
+  for (const analyze::detail::Detector* d : analyze::detail::detector_table()) {
+    if (!d->inject || d == &analyze::detail::kStraggler) continue;  // needs other ranks: the corpus test below
+    SCOPED_TRACE(d->info.id);
+    std::mt19937_64 rng(7);
+    analyze::detail::Editor editor(clean);
+    EXPECT_FALSE(editor.gpu());
+    if (!d->inject(editor, {10000, 20000, &rng})) continue;  // a GPU pattern: no CPU form
+    cpu_forms.insert(d->info.id);
+    TraceSet set;
+    set.ranks.push_back(read_back(analyze::detail::kineto_json(editor), "injected.json"));
+    const analyze::Analysis a = analyze::analyze(set, {});
+    ASSERT_EQ(a.findings.size(), 1u) << analyze::analysis_json(a, false);
+    EXPECT_EQ(a.findings[0].detector, d->info.id);
+    EXPECT_EQ(a.findings[0].window, "ProfilerStep#2");
+    // The injection was put in the step's middle part, before a top-level op (data loader calls: at its start).
+    if (!d->decoy) continue;
+    analyze::detail::Editor look_alike(clean);
+    ASSERT_TRUE(d->decoy(look_alike, {10000, 20000, &rng}));
+    TraceSet decoyed;
+    decoyed.ranks.push_back(read_back(analyze::detail::kineto_json(look_alike), "decoy.json"));
+    const analyze::Analysis b = analyze::analyze(decoyed, {});
+    EXPECT_TRUE(b.findings.empty()) << analyze::analysis_json(b, false);
+  }
+  EXPECT_EQ(cpu_forms, (std::set<std::string>{"data_loader", "dtype_churn", "single_tensor_optimizer",
+                                              "unfused_elementwise", "zero_grad"}));
+}
+
+// CPU captures in the corpus: injected like GPU timelines, scored apart (rules and baseline; the classifier learned
+// from GPU steps), stragglers among three ranks by their top-level ops.
+TEST(AnalyzeCorpus, CpuCapturesAreInjectedAndScoredApart) {
+  const Trace clean = read_back(cpu_steps(8).text(), "cpu8.json");
+  TraceSet job;
+  for (int r = 0; r < 3; ++r) {
+    job.ranks.push_back(clone(clean));
+    job.ranks.back().rank = r;
+    job.ranks.back().source = "cpu-rank-" + std::to_string(r) + ".json";
+  }
+  const std::string dir = test::temp_dir() + "/cpu-corpus";
+  analyze::CorpusOptions o;
+  o.copies = 8;
+  o.fused_bases = false;
+  const analyze::CorpusSummary c = analyze::make_corpus(job_of(job), dir, o);
+  EXPECT_EQ(c.bases, 3u);
+  EXPECT_GT(c.injected.at("straggler"), 0u);
+  std::ifstream in(dir + "/corpus.json");
+  const auto corpus = nlohmann::json::parse(in);
+  for (const auto& t : corpus["traces"]) EXPECT_EQ(t["device"], "cpu");
+  const analyze::Evaluation e = analyze::evaluate_corpus(dir);
+  EXPECT_TRUE(e.classes.empty());  // no GPU window
+  std::set<std::string> scored;
+  for (const analyze::ClassEvaluation& ce : e.cpu_classes) {
+    scored.insert(ce.detector);
+    EXPECT_FALSE(ce.has_classifier);
+    EXPECT_EQ(ce.rules.fn, 0u) << ce.detector;  // every held-out injection found
+    EXPECT_EQ(ce.rules.fp, 0u) << ce.detector;  // and nothing else
+  }
+  EXPECT_TRUE(scored.count("zero_grad") && scored.count("straggler") && scored.count("dtype_churn"));
+  EXPECT_FALSE(scored.count("host_sync"));  // GPU only: never injected into a CPU step
+  const nlohmann::json j = nlohmann::json::parse(analyze::evaluation_json(e));
+  EXPECT_EQ(j["cpu_classes"].size(), e.cpu_classes.size());
+}
+
 TEST(AnalyzeCorpus, BadCorpusIsOneLineNamingTheFile) {
   const std::string dir = test::temp_dir();
   try {

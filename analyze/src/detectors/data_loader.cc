@@ -25,9 +25,21 @@ bool find(const WindowStats& s, Finding& f) {
 
 // The step starts by waiting for its batch: a data loader call as long as 15% of the window once the GPU is idle.
 bool inject(Editor& e, const InjectSite& s) {
-  const double t = s.begin + 1;
+  double t = s.begin + 1;
+  if (!e.gpu()) {
+    // A CPU capture: right before its first top-level op after the step began, so no op spans the instant (one that
+    // did would grow by the call, adding computation the step does not have).
+    t = -1;
+    const auto& ev = e.kineto().events;
+    for (int32_t i : e.top_level_ops())
+      if (ev[i].ts > s.begin && ev[i].ts < s.end) {
+        t = ev[i].ts;
+        break;
+      }
+    if (t < 0) return false;
+  }
   const double d = std::min(50e3, std::max(400.0, 0.15 * s.length())) + (e.drain(t) - t);
-  e.shift(t, d, d);
+  e.shift(t, d, e.gpu() ? d : 0);
   e.op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t, d - 2);
   return true;
 }

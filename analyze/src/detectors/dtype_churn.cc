@@ -45,6 +45,20 @@ bool find(const WindowStats& s, Finding& f) {
 
 // Eight conversions of a 1024x1024 tensor; with `both_ways`, every other one from bf16 (back to float).
 bool conversions(Editor& e, const InjectSite& s, bool both_ways) {
+  if (!e.gpu()) {  // a CPU capture: the conversions are the work
+    const double t = s.host_point(e);
+    if (t < 0) return false;
+    const double k = std::max(8.0, 0.004 * s.length());
+    e.shift(t, 8 * (k + 2), 0);
+    for (int i = 0; i < 8; ++i) {  // x.to(dtype): aten::to, calling _to_copy, calling copy_
+      const double h = t + (k + 2) * i;
+      e.work("aten::to", h, k);
+      const int32_t op = e.op("aten::_to_copy", h + 0.5, k - 1);
+      e.inputs(op, {{1024, 1024}}, {both_ways && i % 2 ? "c10::BFloat16" : "float"});
+      e.op("aten::copy_", h + 1, k - 2);
+    }
+    return true;
+  }
   const double t = s.launch_point(e, false);
   if (t < 0) return false;
   const double k = std::max(8.0, 0.004 * s.length());

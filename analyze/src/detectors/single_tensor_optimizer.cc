@@ -32,6 +32,15 @@ bool find(const WindowStats& s, Finding& f) {
 
 // An optimizer step over 48 parameters, one launch each: `op` launches `kernel` per parameter.
 bool optimizer_step(Editor& e, const InjectSite& s, const char* step, const char* op, const char* kernel) {
+  if (!e.gpu()) {  // a CPU capture: the 48 ops are the work
+    const double t = s.host_point(e);
+    if (t < 0) return false;
+    const double d = std::max(6.0, 0.002 * s.length()), host = 48 * (d + 1) + 4;
+    e.shift(t, host, 0);
+    e.op(step, t, host - 2);
+    for (int i = 0; i < 48; ++i) e.work(op, t + 1 + (d + 1) * i, d);
+    return true;
+  }
   const double t = s.launch_point(e, false);
   if (t < 0) return false;
   const double host = 48 * 10 + 4;

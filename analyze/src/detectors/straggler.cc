@@ -23,6 +23,13 @@ bool find(const WindowStats& s, Finding& f) {
 // The window's computation on this rank: its kernels other than communication.
 double compute_in(const Editor& e, const InjectSite& s) {
   double us = 0;
+  if (!e.gpu()) {  // a CPU capture: its top-level ops that do not communicate
+    for (int32_t i : e.top_level_ops()) {
+      const KinetoEvent& k = e.kineto().events[i];
+      if (k.ts >= s.begin && k.ts < s.end && classify_op(e.trace().str(k.name)) != WorkClass::Comm) us += k.dur;
+    }
+    return us;
+  }
   for (const KinetoEvent& k : e.kineto().events)
     if (k.cat == KinetoCat::Kernel && k.ts >= s.begin && k.ts < s.end &&
         classify_kernel(e.trace().str(k.name)) != WorkClass::Comm)
@@ -34,6 +41,14 @@ double compute_in(const Editor& e, const InjectSite& s) {
 // computation (at least 400 us) launched mid-step, delaying what follows. Only the rank's own timeline changes: the
 // skew is its computation against the median rank's, so the corpus injects it into one rank of a job.
 bool inject(Editor& e, const InjectSite& s) {
+  if (!e.gpu()) {
+    const double t = s.host_point(e);
+    if (t < 0) return false;
+    const double extra = std::max(400.0, 0.2 * compute_in(e, s));
+    e.shift(t, extra + 2, 0);
+    e.work("aten::embedding_bag", t, extra);
+    return true;
+  }
   const double t = s.launch_point(e, false);
   if (t < 0) return false;
   const double extra = std::max(400.0, 0.2 * compute_in(e, s)), start = std::max(e.drain(t), t + 8);
@@ -49,6 +64,17 @@ bool inject(Editor& e, const InjectSite& s) {
 // computation unchanged.
 bool decoy(Editor& e, const InjectSite& s) {
   const auto& ev = e.kineto().events;
+  if (!e.gpu()) {  // a CPU capture: the last collective op of the step waits as long
+    int32_t comm = -1;
+    for (int32_t i : e.top_level_ops())
+      if (ev[i].ts >= s.begin && ev[i].ts < s.end && classify_op(e.trace().str(ev[i].name)) == WorkClass::Comm)
+        comm = i;
+    if (comm < 0) return false;
+    const double wait = std::max(400.0, 0.2 * compute_in(e, s));
+    e.shift(ev[comm].ts + ev[comm].dur, wait, 0);
+    e.stretch(comm, wait);
+    return true;
+  }
   int32_t comm = -1;
   for (int32_t i = 0; i < static_cast<int32_t>(ev.size()); ++i)
     if (ev[i].cat == KinetoCat::Kernel && ev[i].launcher >= 0 && ev[ev[i].launcher].ts >= s.begin &&

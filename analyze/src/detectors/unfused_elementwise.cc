@@ -28,7 +28,18 @@ bool find(const WindowStats& s, Finding& f) {
 }
 
 // Six elementwise kernels back to back (mul, add, tanh, mul, add, sigmoid), each 1.2% of the window.
+// On a CPU capture the ops are the work: `ops` in a row at the instant, each 1.2% of the window.
+bool ops_cpu(Editor& e, const InjectSite& s, const std::vector<const char*>& ops) {
+  const double t = s.host_point(e);
+  if (t < 0) return false;
+  const double d = std::max(20.0, 0.012 * s.length());
+  e.shift(t, double(ops.size()) * (d + 2), 0);
+  for (size_t i = 0; i < ops.size(); ++i) e.work(std::string("aten::") + ops[i], t + (d + 2) * double(i), d);
+  return true;
+}
+
 bool inject(Editor& e, const InjectSite& s) {
+  if (!e.gpu()) return ops_cpu(e, s, {"mul", "add", "tanh", "mul", "add", "sigmoid"});
   const double t = s.launch_point(e, false);
   if (t < 0) return false;
   const double d = std::max(20.0, 0.012 * s.length()), start = std::max(e.drain(t), t + 7);
@@ -46,6 +57,8 @@ bool inject(Editor& e, const InjectSite& s) {
 
 // As many elementwise kernels, each pair cut off by a reduction (a norm's statistics, a loss): no three in a row.
 bool decoy(Editor& e, const InjectSite& s) {
+  // Reductions first and last too: the ops around the instant may be elementwise.
+  if (!e.gpu()) return ops_cpu(e, s, {"sum", "mul", "add", "sum", "tanh", "mul", "mean", "add", "sigmoid", "sum"});
   const double t = s.launch_point(e, false);
   if (t < 0) return false;
   const double d = std::max(20.0, 0.012 * s.length()), start = std::max(e.drain(t), t + 7);

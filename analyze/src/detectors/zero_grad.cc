@@ -31,8 +31,26 @@ bool find(const WindowStats& s, Finding& f) {
   return true;
 }
 
+// On a CPU capture: eight gradients zeroed by zero_ (with the fill_ it calls) under zero_grad, each 0.4% of the
+// window; the decoy, eight aten::zeros outside it.
+bool zeroings_cpu(Editor& e, const InjectSite& s, bool in_zero_grad) {
+  const double t = s.host_point(e);
+  if (t < 0) return false;
+  const double z = std::max(12.0, 0.004 * s.length()), host = 8 * (z + 2) + 4;
+  e.shift(t, host, 0);
+  if (in_zero_grad) e.op("Optimizer.zero_grad#SGD.zero_grad", t, host - 2);
+  for (int i = 0; i < 8; ++i) {
+    const double h = t + 1 + (z + 2) * i;
+    e.work(in_zero_grad ? "aten::zero_" : "aten::zeros", h, z);
+    if (!in_zero_grad) e.op("aten::zero_", h + 0.5, z - 1);
+    e.op("aten::fill_", h + 1, z - 2);
+  }
+  return true;
+}
+
 // optimizer.zero_grad(set_to_none=False): eight gradients zeroed by memsets.
 bool inject(Editor& e, const InjectSite& s) {
+  if (!e.gpu()) return zeroings_cpu(e, s, true);
   const double t = s.launch_point(e, false);
   if (t < 0) return false;
   const double host = 8 * 14 + 4;
@@ -53,6 +71,7 @@ bool inject(Editor& e, const InjectSite& s) {
 
 // Memsets outside zero_grad: new zero-filled buffers (aten::zeros) in the forward.
 bool decoy(Editor& e, const InjectSite& s) {
+  if (!e.gpu()) return zeroings_cpu(e, s, false);
   const double t = s.launch_point(e, false);
   if (t < 0) return false;
   const double host = 8 * 14;

@@ -20,7 +20,7 @@ WindowModel train_window_model(const CorpusData& data, const TrainOptions& o) {
   const int64_t F = static_cast<int64_t>(names.size());
   std::vector<const CorpusWindow*> train;
   for (const CorpusWindow& w : data.windows)
-    if (!w.test) train.push_back(&w);
+    if (!w.test && w.gpu) train.push_back(&w);  // the classifier judges GPU steps (analyze.cc)
   if (train.empty()) throw UserError(data.dir + ": the corpus has no training window to learn from");
   const int64_t N = static_cast<int64_t>(train.size());
   // A window is a positive of a class when the class was injected into it, or its clean step already showed it (by

@@ -57,6 +57,7 @@ double best_threshold(const std::vector<bool>& truth, const std::vector<double>&
 // A corpus read and judged: each labeled window with its features and the rules' verdicts.
 struct CorpusWindow {
   bool test = false;
+  bool gpu = true;                   // a GPU timeline's step; else a CPU capture's (work: its top-level ops)
   std::string injected;              // the class injected, "" when left clean or given a decoy
   std::string decoy;                 // the class whose look-alike it was given
   std::vector<std::string> present;  // classes the clean window already showed
@@ -108,7 +109,8 @@ struct ClassEvaluation {
 struct Evaluation {
   std::string corpus;
   size_t traces = 0, windows = 0, train = 0, test = 0;
-  std::vector<ClassEvaluation> classes;
+  std::vector<ClassEvaluation> classes;      // on the GPU timelines' windows
+  std::vector<ClassEvaluation> cpu_classes;  // on the CPU captures' windows, the classes injected there (no classifier)
 };
 
 // With a model, its classes are scored too.
