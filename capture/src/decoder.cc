@@ -120,6 +120,13 @@ class Decoder {
     n.scope = rec.scope;
     n.collective = rec.collective;
     n.tid = static_cast<int64_t>(d_.tid);
+    if (rec.dur >= 0) {
+      n.ts = rec.ts;
+      n.dur = rec.dur;
+      // A timed leaf links to its host event by a Record function id of its own: 2^40 and up, above RecordFunction's
+      // handles (a counter from 1) and below 2^53, which JSON readers that go through a double keep exactly.
+      n.rf_id = (int64_t{1} << 40) + rec.id;
+    }
     values(r, n.in, n.nin);
     values(r, n.out, n.nout);
     d_.nodes.push_back(n);

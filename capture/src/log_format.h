@@ -4,7 +4,8 @@
 //   Begin   BeginRecord, [tid u64], [fw_tid u64, fw_parent i64],
 //           [inputs: count u32, values; ranges: (1 u8, position u32, min i64, max i64)..., 0 u8], [ts i64]
 //   End     EndRecord, [ts i64], [outputs: count u32, values]
-//   Leaf    LeafRecord, inputs, outputs (a node without a RecordFunction: collectives, the process groups)
+//   Leaf    LeafRecord, inputs, outputs (a node without a RecordFunction: collectives, the process groups; timed
+//           when its dur is 0 or more)
 //   StepBegin / StepEnd   the ProfilerStep#N marker: StepBeginRecord / ts i64
 //
 // The bracketed parts are present when the record's flags say so. Times are nanoseconds since the window opened.
@@ -56,6 +57,7 @@ struct LeafRecord {
   uint32_t name;
   uint8_t scope;
   int32_t collective;  // index in the Session's collectives, -1: none
+  int64_t ts, dur;     // host time (ns since the window opened); dur -1: not timed
 };
 struct StepBeginRecord {
   int64_t id;

@@ -285,10 +285,16 @@ void close_step_marker(ThreadLog& L) {
 }
 
 void write_leaf(ThreadLog& L, uint32_t name, int32_t collective, const std::vector<c10::IValue>& inputs,
-                const std::vector<c10::IValue>& outputs) {
-  auto id = static_cast<int64_t>(state().next_id++);
+                const std::vector<c10::IValue>& outputs, int64_t began_ns) {
+  RecordingState& S = state();
+  auto id = static_cast<int64_t>(S.next_id++);
+  int64_t ts = 0, dur = -1;
+  if (S.host_times && began_ns >= 0) {
+    ts = began_ns - S.origin_ns;
+    dur = std::max<int64_t>(0, now_ns() - began_ns);
+  }
   L.w.put(kLeaf);
-  L.w.put(LeafRecord{id, name, static_cast<uint8_t>(at::RecordScope::USER_SCOPE), collective});
+  L.w.put(LeafRecord{id, name, static_cast<uint8_t>(at::RecordScope::USER_SCOPE), collective, ts, dur});
   put_values(L, c10::ArrayRef<const c10::IValue>(inputs.data(), inputs.size()));
   put_values(L, c10::ArrayRef<const c10::IValue>(outputs.data(), outputs.size()));
   L.count_node();

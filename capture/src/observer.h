@@ -21,8 +21,9 @@ at::CallbackHandle add_observer();
 void open_step_marker(ThreadLog& L, uint32_t name);
 // Closes the marker and whatever is still open above it.
 void close_step_marker(ThreadLog& L);
-// A node without a RecordFunction (a collective, the process groups) under the op open now.
+// A node without a RecordFunction (a collective, the process groups) under the op open now; timed on the host
+// timeline from `began_ns` (now_ns() when it began; -1: untimed) to now.
 void write_leaf(ThreadLog& L, uint32_t name, int32_t collective, const std::vector<c10::IValue>& inputs,
-                const std::vector<c10::IValue>& outputs);
+                const std::vector<c10::IValue>& outputs, int64_t began_ns = -1);
 
 }  // namespace reprise::capture::detail

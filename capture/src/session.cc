@@ -231,7 +231,7 @@ Session* Session::active() {
 }
 
 void Session::record_collective(const Collective& collective, const std::vector<at::Tensor>& inputs,
-                                const std::vector<at::Tensor>& outputs) {
+                                const std::vector<at::Tensor>& outputs, int64_t began_ns) {
   Impl& s = *impl_;
   if (!s.window_open) return;
   detail::ThreadLog& L = detail::thread_log();
@@ -243,7 +243,7 @@ void Session::record_collective(const Collective& collective, const std::vector<
     index = static_cast<int32_t>(s.collectives.size());
     s.collectives.push_back(std::move(c));
   }
-  detail::write_leaf(L, detail::intern("record_param_comms"), index, in, {tensor_list(outputs)});
+  detail::write_leaf(L, detail::intern("record_param_comms"), index, in, {tensor_list(outputs)}, began_ns);
 }
 
 }  // namespace reprise::capture

@@ -802,15 +802,18 @@ TEST(AnalyzeCorpus, FusedBasesGiveUnfusedElementwiseCleanSteps) {
 }
 
 // A CPU capture's clean 10 ms steps: its work is the host's top-level ops, a GEMM (with the ops it calls) and a
-// reduction in turn every 100 us, nothing elementwise in a row, no conversion, no optimizer.
-Kineto cpu_steps(int steps) {
+// reduction in turn every 100 us, nothing elementwise in a row, no conversion, no optimizer; with `comms`, the step
+// ends with a collective (as a Reprise capture times them on the host).
+Kineto cpu_steps(int steps, bool comms = false) {
   Kineto k;
   for (int s = 0; s < steps; ++s) {
     const double at = 10000.0 * s;
     k.op("ProfilerStep#" + std::to_string(s + 1), at, 9900);
     for (int i = 0; i < 100; ++i) {
       const double t = at + 100 * i;
-      if (i % 2) {
+      if (comms && i == 99) {
+        k.op("record_param_comms", t, 90);
+      } else if (i % 2) {
         k.op("aten::sum", t, 90);
       } else {
         k.op("aten::mm", t, 90);
@@ -861,7 +864,7 @@ TEST(AnalyzeInject, OnACpuCaptureEachHostSidePatternIsFoundInItsStepAndItsDecoyN
 // CPU captures in the corpus: injected like GPU timelines, scored apart (rules and baseline; the classifier learned
 // from GPU steps), stragglers among three ranks by their top-level ops.
 TEST(AnalyzeCorpus, CpuCapturesAreInjectedAndScoredApart) {
-  const Trace clean = read_back(cpu_steps(8).text(), "cpu8.json");
+  const Trace clean = read_back(cpu_steps(8, true).text(), "cpu8.json");
   TraceSet job;
   for (int r = 0; r < 3; ++r) {
     job.ranks.push_back(clone(clean));
@@ -875,6 +878,7 @@ TEST(AnalyzeCorpus, CpuCapturesAreInjectedAndScoredApart) {
   const analyze::CorpusSummary c = analyze::make_corpus(job_of(job), dir, o);
   EXPECT_EQ(c.bases, 3u);
   EXPECT_GT(c.injected.at("straggler"), 0u);
+  EXPECT_GT(c.decoys.at("straggler"), 0u);  // the step's last collective waiting as long
   std::ifstream in(dir + "/corpus.json");
   const auto corpus = nlohmann::json::parse(in);
   for (const auto& t : corpus["traces"]) EXPECT_EQ(t["device"], "cpu");

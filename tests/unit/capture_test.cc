@@ -11,6 +11,7 @@
 
 #include "event_log.h"
 #include "reprise/capture/session.h"
+#include "reprise/common/clock.h"
 #include "reprise/common/dtype.h"
 #include "reprise/replay/replay.h"
 #include "reprise/trace/read.h"
@@ -157,11 +158,20 @@ TEST(Capture, RecordedCollectivesReadBackAsTheModelsCollectives) {
     s.record_collective(a2a, {x}, {y});  // not recording yet: nothing
     s.step();
     s.record_collective(a2a, {x}, {y});
-    s.record_collective(bcast, {z}, {z});
+    const int64_t began = now_ns();
+    busy_wait_ns(300000);  // the broadcast, as long as 300 us
+    s.record_collective(bcast, {z}, {z}, began);
     s.stop();
   }
-  Trace t = read_et(o.path);
+  TraceSet set = load_traces({o.path, dir + "/rank-1.kineto.json.gz"});  // the ET with its host timeline
+  ASSERT_EQ(set.ranks.size(), 1u);
+  const Trace& t = set.ranks[0];
   ASSERT_EQ(t.collectives.size(), 2u);
+  // Timed from `began` on the host timeline and linked to its node by an rf_id of its own; the other untimed.
+  const Node& timed = t.nodes[t.collectives[1].node];
+  EXPECT_NE(timed.rf_id, 0);
+  EXPECT_GE(timed.dur_us, 300);
+  EXPECT_LT(t.nodes[t.collectives[0].node].dur_us, 0);
   const Collective& c = t.collectives[0];
   EXPECT_EQ(t.name(t.nodes[c.node]), "record_param_comms");
   EXPECT_EQ(t.name(t.nodes[t.nodes[c.node].parent]), "ProfilerStep#0");

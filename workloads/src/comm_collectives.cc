@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "reprise/capture/session.h"
+#include "reprise/common/clock.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/workloads/workloads.h"
 
@@ -67,16 +68,18 @@ class CommCollectives : public Collectives {
 
   void all_reduce(at::Tensor& t) override {
     require_contiguous("all_reduce", t);
-    record({"all_reduce", "allreduce", dtype(t), {t}, {t}, t.numel(), t.numel(), seq_++, rank()});
+    const int64_t began = now_ns();
     run(args(comms::Kind::AllReduce, t, t, t.numel()));
+    record({"all_reduce", "allreduce", dtype(t), {t}, {t}, t.numel(), t.numel(), seq_++, rank()}, began);
   }
 
   void all_to_all(at::Tensor& out, const at::Tensor& in) override {
     require_pair("all_to_all", out, in);
     if (!in.is_contiguous() || !out.is_contiguous() || in.numel() != out.numel() || in.numel() % world_size() != 0)
       throw std::invalid_argument("all_to_all: contiguous tensors of equal size, divisible by the group size");
-    record({"all_to_all", "all_to_all", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()});
+    const int64_t began = now_ns();
     run(args(comms::Kind::AllToAll, in, out, in.numel() / world_size()));
+    record({"all_to_all", "all_to_all", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()}, began);
   }
 
   // PyTorch's all_to_all_single with split sizes records itself as alltoall_base, the splits in rows of dim 0.
@@ -98,14 +101,15 @@ class CommCollectives : public Collectives {
     if (in.size(0) > 0 && out.size(0) > 0 && in.numel() / in.size(0) != out.numel() / out.size(0))
       throw std::invalid_argument("all_to_all_v: rows of " + std::to_string(in.numel() / in.size(0)) + " and " +
                                   std::to_string(out.numel() / out.size(0)) + " elements: they must be the same");
-    record({"all_to_allv", "alltoall_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()}, in_splits,
-           out_splits);
     // Counts and displacements per peer as replay sizes a trace's all_to_allv.
     comms::Args a = args(comms::Kind::AllToAllV, in, out, 0);
     size_t in_elems = 0, out_elems = 0;
     comms::size_from_trace(comms::Kind::AllToAllV, {in.numel(), out.numel(), in_splits, out_splits}, world_size(), a,
                            in_elems, out_elems);
+    const int64_t began = now_ns();
     run(std::move(a));
+    record({"all_to_allv", "alltoall_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()}, began,
+           in_splits, out_splits);
   }
 
   // PyTorch's reduce_scatter_tensor and all_gather_into_tensor (what Megatron's distributed optimizer and ZeRO
@@ -114,28 +118,33 @@ class CommCollectives : public Collectives {
     require_pair("reduce_scatter", out, in);
     if (!in.is_contiguous() || !out.is_contiguous() || in.numel() != out.numel() * world_size())
       throw std::invalid_argument("reduce_scatter: contiguous tensors, the input group size times the output");
-    record({"reduce_scatter", "_reduce_scatter_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()});
+    const int64_t began = now_ns();
     run(args(comms::Kind::ReduceScatter, in, out, out.numel()));
+    record({"reduce_scatter", "_reduce_scatter_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()},
+           began);
   }
 
   void all_gather(at::Tensor& out, const at::Tensor& in) override {
     require_pair("all_gather", out, in);
     if (!in.is_contiguous() || !out.is_contiguous() || out.numel() != in.numel() * world_size())
       throw std::invalid_argument("all_gather: contiguous tensors, the output group size times the input");
-    record({"all_gather", "_allgather_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()});
+    const int64_t began = now_ns();
     run(args(comms::Kind::AllGather, in, out, in.numel()));
+    record({"all_gather", "_allgather_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()}, began);
   }
 
   void send(const at::Tensor& t, int peer) override {
     require_contiguous("send", t);
-    record({"send", "send", dtype(t), {t}, {t}, t.numel(), t.numel(), p2p_seq_++, peer, true});
+    const int64_t began = now_ns();
     run(p2p_args({true, t, peer}));
+    record({"send", "send", dtype(t), {t}, {t}, t.numel(), t.numel(), p2p_seq_++, peer, true}, began);
   }
 
   void recv(at::Tensor& t, int peer) override {
     require_contiguous("recv", t);
-    record({"recv", "recv", dtype(t), {t}, {t}, t.numel(), t.numel(), p2p_seq_++, peer, true});
+    const int64_t began = now_ns();
     run(p2p_args({false, t, peer}));
+    record({"recv", "recv", dtype(t), {t}, {t}, t.numel(), t.numel(), p2p_seq_++, peer, true}, began);
   }
 
   void batch_p2p(const std::vector<P2P>& ops) override {
@@ -146,13 +155,15 @@ class CommCollectives : public Collectives {
       require_contiguous(p.send ? "send" : "recv", p.tensor);
       const char* name = p.send ? "send" : "recv";
       record(
-          {name, name, dtype(p.tensor), {p.tensor}, {p.tensor}, p.tensor.numel(), p.tensor.numel(), seq, p.peer, true});
+          {name, name, dtype(p.tensor), {p.tensor}, {p.tensor}, p.tensor.numel(), p.tensor.numel(), seq, p.peer, true},
+          -1);
       all.push_back(p2p_args(p));
     }
-    record({"coalesced", "coalesced", "Byte", {}, {}, 0, 0, seq, rank(), true});
+    record({"coalesced", "coalesced", "Byte", {}, {}, 0, 0, seq, rank(), true}, -1);
     set_stream(all.front());
+    const int64_t began = now_ns();  // the batch's time is its wait's, as PyTorch's batch_isend_irecv spends it
     comm_->start_group(all)->wait_on(all.front().stream);
-    record({"wait", "wait", "Byte", {}, {}, 0, 0, seq, rank(), true});
+    record({"wait", "wait", "Byte", {}, {}, 0, 0, seq, rank(), true}, began);
   }
 
   Collectives* new_group(const std::vector<int>& ranks, const std::string& desc) override {
@@ -204,8 +215,9 @@ class CommCollectives : public Collectives {
     comm_->start(a)->wait_on(a.stream);
   }
 
-  // all_to_allv's splits: rows of dim 0 per rank.
-  void record(const Record& r, const std::vector<int64_t>& in_splits = {},
+  // Once the operation returned (`began`: now_ns() before it started, -1 untimed); all_to_allv's splits: rows of
+  // dim 0 per rank.
+  void record(const Record& r, int64_t began, const std::vector<int64_t>& in_splits = {},
               const std::vector<int64_t>& out_splits = {}) const {
     capture::Session* s = capture::Session::active();
     if (!s) return;
@@ -226,7 +238,7 @@ class CommCollectives : public Collectives {
     c.global_rank_start = info_.ranks.front();
     // Every group made here is evenly strided (Megatron's layouts are); a lone rank's stride is 1.
     c.global_rank_stride = info_.ranks.size() > 1 ? info_.ranks[1] - info_.ranks[0] : 1;
-    s->record_collective(c, r.in, r.out);
+    s->record_collective(c, r.in, r.out, began);
   }
 
   at::Device device_;

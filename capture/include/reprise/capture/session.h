@@ -88,8 +88,10 @@ class Session {
   // in/out_elems and splits, seq (written as PyTorch 2.x's (seq, isP2P) tuple when p2p is set), rank, pg_name,
   // pg_desc, pg_size, global_rank_start and stride. Those left
   // unknown (-1, "") are written as the default process group's: "0", "default_pg", size 1, ranks from 0 by 1.
+  // With `began_ns` (reprise::now_ns() of reprise/common/clock.h when the collective was issued; call this once it
+  // returns) the node is timed on the host timeline, from then to this call, and linked to it by its rf_id.
   void record_collective(const Collective& c, const std::vector<at::Tensor>& inputs = {},
-                         const std::vector<at::Tensor>& outputs = {});
+                         const std::vector<at::Tensor>& outputs = {}, int64_t began_ns = -1);
 
   // The session currently recording in this process, or nullptr.
   static Session* active();
