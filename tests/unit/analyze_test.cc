@@ -636,6 +636,12 @@ TEST(AnalyzeMetrics, BestThresholdSitsBetweenTheClasses) {
   EXPECT_DOUBLE_EQ(analyze::best_threshold({false, true, false, true, true}, {1, 2, 3, 4, 5}), 1.5);
 }
 
+// An edited timeline written as Kineto JSON, read back and analyzed alone.
+analyze::Analysis analyze_edited(const analyze::detail::Editor& e, const std::string& name) {
+  TraceSet set;
+  set.ranks.push_back(read_back(analyze::detail::kineto_json(e), name));
+  return analyze::analyze(set, {});
+}
 TEST(AnalyzeInject, EachInjectedPatternIsFoundInItsStepAndNowhereElse) {
   const Trace clean = read_back(clean_steps(3).text(), "clean.json");
   {
@@ -649,9 +655,7 @@ TEST(AnalyzeInject, EachInjectedPatternIsFoundInItsStepAndNowhereElse) {
     std::mt19937_64 rng(7);
     analyze::detail::Editor editor(clean);
     ASSERT_TRUE(d->inject(editor, {10000, 20000, &rng}));  // ProfilerStep#2
-    TraceSet set;
-    set.ranks.push_back(read_back(analyze::detail::kineto_json(editor), "injected.json"));
-    const analyze::Analysis a = analyze::analyze(set, {});
+    const analyze::Analysis a = analyze_edited(editor, "injected.json");
     ASSERT_EQ(a.findings.size(), 1u) << analyze::analysis_json(a, false);
     EXPECT_EQ(a.findings[0].detector, d->info.id);
     EXPECT_EQ(a.findings[0].window, "ProfilerStep#2");
@@ -801,6 +805,17 @@ TEST(AnalyzeCorpus, FusedBasesGiveUnfusedElementwiseCleanSteps) {
   EXPECT_TRUE(scored) << "held-out unfused_elementwise steps";
 }
 
+// A run of `n` ranks, each a copy of `clean` (files PREFIX0.json, PREFIX1.json, ...).
+TraceSet ranks_of(const Trace& clean, int n, const std::string& prefix) {
+  TraceSet job;
+  for (int r = 0; r < n; ++r) {
+    job.ranks.push_back(clone(clean));
+    job.ranks.back().rank = r;
+    job.ranks.back().source = prefix + std::to_string(r) + ".json";
+  }
+  return job;
+}
+
 // A CPU capture's clean 10 ms steps: its work is the host's top-level ops, a GEMM (with the ops it calls) and a
 // reduction in turn every 100 us, nothing elementwise in a row, no conversion, no optimizer; with `comms`, the step
 // ends with a collective (as a Reprise capture times them on the host).
@@ -842,9 +857,7 @@ TEST(AnalyzeInject, OnACpuCaptureEachHostSidePatternIsFoundInItsStepAndItsDecoyN
     EXPECT_FALSE(editor.gpu());
     if (!d->inject(editor, {10000, 20000, &rng})) continue;  // a GPU pattern: no CPU form
     cpu_forms.insert(d->info.id);
-    TraceSet set;
-    set.ranks.push_back(read_back(analyze::detail::kineto_json(editor), "injected.json"));
-    const analyze::Analysis a = analyze::analyze(set, {});
+    const analyze::Analysis a = analyze_edited(editor, "injected.json");
     ASSERT_EQ(a.findings.size(), 1u) << analyze::analysis_json(a, false);
     EXPECT_EQ(a.findings[0].detector, d->info.id);
     EXPECT_EQ(a.findings[0].window, "ProfilerStep#2");
@@ -852,9 +865,7 @@ TEST(AnalyzeInject, OnACpuCaptureEachHostSidePatternIsFoundInItsStepAndItsDecoyN
     if (!d->decoy) continue;
     analyze::detail::Editor look_alike(clean);
     ASSERT_TRUE(d->decoy(look_alike, {10000, 20000, &rng}));
-    TraceSet decoyed;
-    decoyed.ranks.push_back(read_back(analyze::detail::kineto_json(look_alike), "decoy.json"));
-    const analyze::Analysis b = analyze::analyze(decoyed, {});
+    const analyze::Analysis b = analyze_edited(look_alike, "decoy.json");
     EXPECT_TRUE(b.findings.empty()) << analyze::analysis_json(b, false);
   }
   EXPECT_EQ(cpu_forms, (std::set<std::string>{"data_loader", "dtype_churn", "single_tensor_optimizer",
@@ -864,13 +875,7 @@ TEST(AnalyzeInject, OnACpuCaptureEachHostSidePatternIsFoundInItsStepAndItsDecoyN
 // CPU captures in the corpus: injected like GPU timelines, scored apart (rules and baseline; the classifier learned
 // from GPU steps), stragglers among three ranks by their top-level ops.
 TEST(AnalyzeCorpus, CpuCapturesAreInjectedAndScoredApart) {
-  const Trace clean = read_back(cpu_steps(8, true).text(), "cpu8.json");
-  TraceSet job;
-  for (int r = 0; r < 3; ++r) {
-    job.ranks.push_back(clone(clean));
-    job.ranks.back().rank = r;
-    job.ranks.back().source = "cpu-rank-" + std::to_string(r) + ".json";
-  }
+  const TraceSet job = ranks_of(read_back(cpu_steps(8, true).text(), "cpu8.json"), 3, "cpu-rank-");
   const std::string dir = test::temp_dir() + "/cpu-corpus";
   analyze::CorpusOptions o;
   o.copies = 8;
@@ -973,13 +978,7 @@ TEST(AnalyzeCorpus, AJobOfSeveralRanksIsInjectedAndReadTogether) {
   Kineto k = clean_steps(8);
   for (int s = 0; s < 8; ++s)
     k.gpu("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 10000.0 * s + 9000, 5, 10000.0 * s + 10450, 300, 8);
-  const Trace clean = read_back(k.text(), "clean.json");
-  TraceSet job;
-  for (int r = 0; r < 4; ++r) {
-    job.ranks.push_back(clone(clean));
-    job.ranks.back().rank = r;
-    job.ranks.back().source = "rank-" + std::to_string(r) + ".json";
-  }
+  const TraceSet job = ranks_of(read_back(k.text(), "clean.json"), 4, "rank-");
   const std::string dir = test::temp_dir() + "/job-corpus";
   analyze::CorpusOptions o;
   o.copies = 12;
@@ -1023,9 +1022,7 @@ TEST(AnalyzeInject, DecoysLookAlikeButAreNotThePattern) {
     analyze::detail::Editor editor(clean);
     ASSERT_TRUE(d->decoy(editor, {10000, 20000, &rng}));
     ++decoys;
-    TraceSet set;
-    set.ranks.push_back(read_back(analyze::detail::kineto_json(editor), "decoy.json"));
-    const analyze::Analysis a = analyze::analyze(set, {});
+    const analyze::Analysis a = analyze_edited(editor, "decoy.json");
     EXPECT_TRUE(a.findings.empty()) << analyze::analysis_json(a, false);
   }
   EXPECT_GE(decoys, 8u);
