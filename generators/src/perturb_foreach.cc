@@ -148,8 +148,10 @@ Form foreach_of(Trace& t, const std::vector<uint32_t>& ops, std::string& why) {
       return {};
     }
     f.schema = op + ".Scalar(" + self + ", Tensor[] tensors1, Scalar weight)" + ret;
-  } else if (x == "maximum" && in.size() == 2 && is_tensor(in[1])) {
-    f.schema = op + ".List(" + self + ", Tensor[] other)" + ret;  // amsgrad's running maximum (out of place in 1.13)
+  } else if (x == "maximum" && (in.size() == 2 || (in.size() == 3 && is_tensor(in[2]))) && is_tensor(in[1])) {
+    // amsgrad's running maximum, torch.maximum(a, b, out=a) in 1.13: out of place there (no _foreach_maximum_), its
+    // items the `out` tensors, which the ops after it read.
+    f.schema = op + ".List(" + self + ", Tensor[] other)" + ret;
     f.args = {tensor_list(t, ops, 0), tensor_list(t, ops, 1)};
   } else {
     return {};
