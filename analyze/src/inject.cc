@@ -218,14 +218,18 @@ void Editor::fuse(const std::vector<std::vector<int32_t>>& chains) {
     for (size_t i = 1; i < kernels.size(); ++i) {
       const size_t k = static_cast<size_t>(kernels[i]);
       removed_[k] = 1;
-      if (ev[k].cat == KinetoCat::CpuOp)  // a CPU op: with the ops it called
-        for (size_t j = 0; j < ev.size(); ++j)
-          if (j != k && ev[j].cat == KinetoCat::CpuOp && ev[j].pid == ev[k].pid && ev[j].tid == ev[k].tid &&
-              ev[j].ts >= ev[k].ts && ev[j].ts + ev[j].dur <= ev[k].ts + ev[k].dur)
-            removed_[j] = 1;
       auto l = launch.find(ev[k].correlation);
       if (ev[k].correlation >= 0 && l != launch.end()) removed_[l->second] = 1;
     }
+  }
+  // A CPU op left out (a CPU capture's chain member) takes the ops it called along: those under a removed CPU op.
+  for (size_t j = 0; j < ev.size(); ++j) {
+    if (ev[j].cat != KinetoCat::CpuOp || removed_[j]) continue;
+    for (int32_t p = ev[j].parent; p >= 0; p = ev[static_cast<size_t>(p)].parent)
+      if (removed_[static_cast<size_t>(p)] && ev[static_cast<size_t>(p)].cat == KinetoCat::CpuOp) {
+        removed_[j] = 1;
+        break;
+      }
   }
 }
 

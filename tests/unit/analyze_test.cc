@@ -769,6 +769,33 @@ TEST(AnalyzeInject, FusingAChainLeavesOneKernelAsLongAsItsLongest) {
   EXPECT_FALSE(classes(after).count("unfused_elementwise"));
 }
 
+// On a CPU capture a chain is top-level ops: fused, the others go with the ops they called.
+TEST(AnalyzeInject, FusingACpuChainLeavesItsFirstOpAsLongAsItsLongestAndDropsWhatTheOthersCalled) {
+  Kineto k;
+  k.op("ProfilerStep#1", 0, 1000);
+  k.op("aten::mm", 10, 80);
+  const char* chain[] = {"aten::mul", "aten::add", "aten::tanh", "aten::mul"};
+  for (int i = 0; i < 4; ++i) {
+    k.op(chain[i], 100 + 100 * i, i == 2 ? 90 : 50);
+    k.op("aten::empty", 101 + 100 * i, 2);  // what it called
+  }
+  k.op("aten::sum", 600, 80);
+  const Trace cpu = read_back(k.text(), "cpu-chain.json");
+  const analyze::detail::Timeline tl = analyze::detail::build_timeline(cpu, 0);
+  const std::vector<analyze::detail::Chain> found = analyze::detail::elementwise_chains(tl, 0, tl.work.size());
+  ASSERT_EQ(found.size(), 1u);
+  std::vector<std::vector<int32_t>> events(1);
+  for (size_t w : found[0].members) events[0].push_back(tl.work[w].event);
+  analyze::detail::Editor editor(cpu);
+  editor.fuse(events);
+  const Trace fused = read_back(analyze::detail::kineto_json(editor), "cpu-fused.json");
+  std::vector<std::string> names;
+  for (const KinetoEvent& e : fused.kineto->events) names.emplace_back(fused.str(e.name));
+  EXPECT_EQ(names, (std::vector<std::string>{"ProfilerStep#1", "aten::mm", "aten::tanh", "aten::empty", "aten::sum"}));
+  EXPECT_EQ(fused.kineto->events[2].ts, 100);  // where the chain began, as long as its longest
+  EXPECT_EQ(fused.kineto->events[2].dur, 90);
+}
+
 // Every step of this trace has a chain of four elementwise kernels (the shared traces' steps all have chains): its
 // fused variant gives unfused_elementwise the clean steps it is injected into and scored on.
 TEST(AnalyzeCorpus, FusedBasesGiveUnfusedElementwiseCleanSteps) {
