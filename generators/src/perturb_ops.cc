@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
+#include <set>
 
 #include "perturb_edit.h"
 #include "reprise/common/error.h"
@@ -296,6 +298,97 @@ std::string split_all_reduces(Trace& t, int world, const std::string& where) {
   }
   reindex(t);
   return std::to_string(splits.size()) + " all_reduces -> reduce_scatter + all_gather";
+}
+
+namespace {
+
+// The storages (or ids, for tensors without one) of the tensors in `v`, lists and tuples included.
+void storages_of(const Trace& t, const Value& v, std::set<int64_t>& out) {
+  if (v.kind == ValueKind::Tensor) {
+    const Tensor& x = t.tensors[v.ref];
+    out.insert(x.storage_id ? x.storage_id : -x.id - 1);
+  } else if (v.kind == ValueKind::List || v.kind == ValueKind::Tuple) {
+    for (const Value& item : t.items(v)) storages_of(t, item, out);
+  }
+}
+
+bool touches(const Trace& t, uint32_t node, const std::set<int64_t>& storages) {
+  std::set<int64_t> mine;
+  for (const Value& v : t.inputs(t.nodes[node])) storages_of(t, v, mine);
+  for (const Value& v : t.outputs(t.nodes[node])) storages_of(t, v, mine);
+  return std::any_of(mine.begin(), mine.end(), [&](int64_t s) { return storages.count(s) > 0; });
+}
+
+// The ProfilerStep around a node, and the thread (root) it runs on.
+uint32_t step_of(const Trace& t, uint32_t i) {
+  for (uint32_t p = i; p != kNone32; p = t.nodes[p].parent)
+    if (t.nodes[p].kind == NodeKind::Annotation && t.name(t.nodes[p]).substr(0, 13) == "ProfilerStep#") return p;
+  return kNone32;
+}
+uint32_t thread_of(const Trace& t, uint32_t i) {
+  while (t.nodes[i].parent != kNone32) i = t.nodes[i].parent;
+  return i;
+}
+
+}  // namespace
+
+std::string overlap_collectives(Trace& t, const OpPattern& which) {
+  const std::vector<uint32_t> ops = outermost_ops(t);
+  std::map<uint32_t, size_t> place;  // outermost op -> its place in `ops`
+  for (size_t k = 0; k < ops.size(); ++k) place[ops[k]] = k;
+  std::set<int32_t> waited;  // collectives a wait of the trace completes already
+  for (const Collective& c : t.collectives)
+    if (c.is_wait && c.waits_for >= 0) waited.insert(c.waits_for);
+  std::vector<Insertion> ins;
+  size_t at_reader = 0, at_end = 0;
+  for (size_t ci = 0; ci < t.collectives.size(); ++ci) {
+    const Collective& c = t.collectives[ci];
+    if (c.is_wait || c.p2p || waited.count(static_cast<int32_t>(ci)) || !which.matches(c.name)) continue;
+    uint32_t unit = c.node;  // the replayed op the collective is (a c10d wrapper, or itself)
+    while (!place.count(unit) && t.nodes[unit].parent != kNone32) unit = t.nodes[unit].parent;
+    if (!place.count(unit)) continue;
+    std::set<int64_t> storages;
+    for (const Value& v : t.inputs(t.nodes[c.node])) storages_of(t, v, storages);
+    for (const Value& v : t.outputs(t.nodes[c.node])) storages_of(t, v, storages);
+    const uint32_t step = step_of(t, unit), thread = thread_of(t, unit);
+    // The first later op of its step and thread that reads or writes its tensors: the wait goes before it; with
+    // none, after the step's last op on that thread.
+    uint32_t last = unit, reader = kNone32;
+    for (size_t k = place[unit] + 1; k < ops.size(); ++k) {
+      const uint32_t op = ops[k];
+      if (step_of(t, op) != step) break;
+      if (thread_of(t, op) != thread) continue;
+      if (touches(t, op, storages)) {
+        reader = op;
+        break;
+      }
+      last = op;
+    }
+    if (reader == kNone32 && last == unit) continue;  // nothing after it to overlap with
+    Insertion x;
+    x.anchor = reader != kNone32 ? reader : last;
+    x.before = reader != kNone32;
+    x.nodes.push_back(copy_node(t, c.node));
+    Node& w = x.nodes.back();
+    const Node& a = t.nodes[x.anchor];
+    if (a.ts_us >= 0) w.ts_us = x.before ? a.ts_us : a.ts_us + std::max(0.0, a.dur_us), w.dur_us = 0;
+    x.parent.push_back(-1);
+    ins.push_back(std::move(x));
+    ++(reader != kNone32 ? at_reader : at_end);
+  }
+  if (ins.empty())
+    throw UserError(which.where + ": overlap: no collective matching '" + which.text + "' in " + t.source +
+                    " has work after it in its step to overlap with");
+  const std::vector<std::vector<int64_t>> ids = insert_nodes(t, std::move(ins));
+  for (const std::vector<int64_t>& added : ids) {
+    const uint32_t node = t.find(added[0]);
+    set_attr_string(t, node, "collective_name", "wait");
+    rename_positional(t, node, "wait");
+  }
+  reindex(t);
+  return std::to_string(at_reader + at_end) + " collective(s) matching '" + which.text +
+         "' made asynchronous: " + std::to_string(at_reader) + " waited before the first op that uses their tensors, " +
+         std::to_string(at_end) + " at their step's end";
 }
 
 std::string move_to_stream(Trace& t, const OpPattern& ops, int64_t stream) {

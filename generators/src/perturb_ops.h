@@ -49,6 +49,11 @@ std::string split_all_reduces(Trace& t, int world, const std::string& where);
 
 std::string move_to_stream(Trace& t, const OpPattern& ops, int64_t stream);
 
+// overlap: each blocking collective whose name matches `which` (all_reduce, ...) made asynchronous: a wait for it
+// goes before the first later op of its step and thread that reads or writes its tensors, or after the step's last
+// op there, so the work in between overlaps it (perturb_ops.cc).
+std::string overlap_collectives(Trace& t, const OpPattern& which);
+
 // The op times closed over the dropped ops' spans (begin, end in microseconds; perturb.cc): each time moves earlier
 // by the time dropped before it, so the gaps on either side of what went stay as they were.
 void close_dropped_time(Trace& t, std::vector<std::pair<double, double>> dropped);

@@ -105,6 +105,11 @@ case $CASE in
     check_json "$WORK/a.json" '[(m["detector"], m["rank"], m["pairs"]) for m in r["measured"]] == [("dtype_churn", -1, 2)] and r["measured"][0]["original_us"] > 0 and r["measured"][0]["fixed_us"] > 0 and "collectives skipped" not in r["measured"][0].get("note", "")'
     grep -q "^dtype_churn  *all " "$WORK/a.txt" || fail "no job-wide row in: $(cat "$WORK/a.txt")"
     [ "$(grep -c "measured savings per step" "$WORK/a.txt")" = 1 ] || fail "not one table: $(cat "$WORK/a.txt")"
+    # The gradients' all_reduce runs blocking on the host (exposed_comm): its fix waits for it where the optimizer
+    # first reads the gradients, and the variant replays on both ranks.
+    "${MPI[@]}" -np 2 "$BIN/reprise" analyze "$WORK/cap" --measure --pairs 1 --iterations 1 --only exposed_comm \
+      --json "$WORK/e.json" >"$WORK/e.txt" 2>&1 || fail "analyze --measure exposed_comm exited $?: $(cat "$WORK/e.txt")"
+    check_json "$WORK/e.json" '[(m["detector"], m["rank"], m["pairs"]) for m in r["measured"]] == [("exposed_comm", -1, 1)] and r["measured"][0]["fixed_us"] > 0'
     out=$("${MPI[@]}" -np 3 "$BIN/reprise" analyze "$WORK/cap" --measure -q 2>&1) && fail "3 ranks: expected a failure"
     grep -q "under a launch of 3 ranks replays a trace of as many, and $WORK/cap has 2" <<<"$out" || fail "message: $out"
     out=$("$BIN/reprise" analyze "$WORK/cap" --measure -q 2>&1) && fail "one process: expected a failure"

@@ -7,6 +7,7 @@
 #include "reprise/trace/builder.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/write.h"
+#include "select_nodes.h"
 #include "test_util.h"
 #include "transform.h"
 #include "workspace.h"
@@ -647,6 +648,54 @@ TEST(Perturb, ForeachFindsTheBlockPastSetUpOpsOfTheSameNameAndKeepsTheDataFlow) 
   EXPECT_EQ(error_of("  foreach: 'SGD'\n", &running),
             "x.yaml:2:12: foreach: no optimizer step could be rewritten in <built> (Optimizer.step#SGD.step: "
             "aten::mul of parameter 2 reads what aten::add_ of parameter 1 wrote)");
+}
+
+// overlap: each all_reduce issued where it was and waited for right before the first later op that uses its
+// tensors (or at its step's end), so the work in between runs beside it.
+TEST(Perturb, OverlapWaitsForEachCollectiveAtItsFirstReader) {
+  const Trace src = synthetic_trace(small_job());
+  Workspace ws = apply(clone(src), "  overlap: 'all_reduce'\n", 2);
+  const Trace& t = ws.roles[0];
+  size_t reduces = 0, waits = 0;
+  for (const Collective& c : src.collectives) reduces += c.name == "all_reduce";
+  ASSERT_GT(reduces, 0u);
+  const std::vector<uint32_t> ops = outermost_ops(t);
+  for (const Collective& c : t.collectives) {
+    if (!c.is_wait) continue;
+    ++waits;
+    ASSERT_GE(c.waits_for, 0);
+    const Collective& r = t.collectives[static_cast<size_t>(c.waits_for)];
+    EXPECT_EQ(r.name, "all_reduce");
+    EXPECT_EQ(r.seq, c.seq);
+    EXPECT_LT(r.node, c.node);  // issued first, waited for later
+    // The op after the wait uses the reduced tensor (its storage), or the wait ends its step.
+    std::set<int64_t> storages;
+    for (const Value& v : t.outputs(t.nodes[r.node]))
+      for (const Value& x :
+           v.kind == ValueKind::List ? std::vector<Value>(t.items(v).begin(), t.items(v).end()) : std::vector<Value>{v})
+        if (x.kind == ValueKind::Tensor) storages.insert(t.tensors[x.ref].storage_id);
+    auto at = std::find(ops.begin(), ops.end(), c.node);
+    ASSERT_NE(at, ops.end());
+    if (at + 1 == ops.end()) continue;
+    bool reads = false;
+    for (const Value& v : t.inputs(t.nodes[*(at + 1)]))
+      reads = reads || (v.kind == ValueKind::Tensor && storages.count(t.tensors[v.ref].storage_id));
+    for (const Value& v : t.outputs(t.nodes[*(at + 1)]))
+      reads = reads || (v.kind == ValueKind::Tensor && storages.count(t.tensors[v.ref].storage_id));
+    EXPECT_TRUE(reads) << t.name(t.nodes[*(at + 1)]);
+  }
+  EXPECT_EQ(waits, reduces);
+  EXPECT_NE(ws.notes.at(0).find(std::to_string(reduces) + " collective(s) matching 'all_reduce' made asynchronous"),
+            std::string::npos)
+      << ws.notes.at(0);
+  // Written and read back, each wait still names its all_reduce.
+  const Trace back = read_et_text(et_json(t), "back.json");
+  size_t linked = 0;
+  for (const Collective& c : back.collectives) linked += c.is_wait && c.waits_for >= 0;
+  EXPECT_EQ(linked, reduces);
+  Trace none = synthetic_trace(small_job());
+  EXPECT_EQ(error_of("  overlap: 'broadcast'\n", &none).substr(0, 46),
+            "x.yaml:2:12: overlap: no collective matching '");
 }
 
 TEST(Perturb, MistakesAreReportedAtTheirPlace) {

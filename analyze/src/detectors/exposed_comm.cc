@@ -68,7 +68,9 @@ const Detector kExposedComm{{"exposed_comm", "exposed communication",
                              "more of the collectives' time",
                              "overlap the collectives with computation (DDP bucketing, FSDP prefetch, async ops "
                              "waited later, a separate stream)",
-                             "the collectives moved to overlap the computation before them"},
+                             "each collective made asynchronous, waited for right before the first op that uses its "
+                             "tensors (or at the step's end): the work in between overlaps it",
+                             "{overlap: '.'}"},
                             find,
                             inject,
                             decoy};

@@ -23,6 +23,7 @@ struct PerturbSpec {
   std::unique_ptr<OpPattern> fuse_outside;  // ... except ops inside a scope of a matching name
   int64_t fuse_min = 3;
   std::unique_ptr<OpPattern> foreach_scope;  // optimizer steps rewritten as foreach ops
+  std::unique_ptr<OpPattern> overlap;        // collectives made asynchronous, waited at their first reader
   const Dtype* from = nullptr;
   const Dtype* to = nullptr;
   std::unique_ptr<OpPattern> dtype_ops;
@@ -264,13 +265,16 @@ void fuse_runs(Trace& t, const OpPattern& ops, const OpPattern* outside, int64_t
 
 TransformStep parse_perturb(const YAML::Node& p, const ConfigContext& cx) {
   const YamlFile& f = cx.file;
-  f.expect_map(p, "perturb", {"dtype", "drop", "fuse", "foreach", "jitter", "insert", "collective", "streams"});
-  if (p.size() == 0) f.fail(p, "perturb: expected dtype, drop, fuse, foreach, jitter, insert, collective or streams");
+  f.expect_map(p, "perturb",
+               {"dtype", "drop", "fuse", "foreach", "overlap", "jitter", "insert", "collective", "streams"});
+  if (p.size() == 0)
+    f.fail(p, "perturb: expected dtype, drop, fuse, foreach, overlap, jitter, insert, collective or streams");
   auto s = std::make_shared<PerturbSpec>();
   if (p["dtype"]) parse_dtype(f, p["dtype"], *s);
   if (p["drop"]) parse_drop(f, p["drop"], *s);
   if (p["fuse"]) parse_fuse(f, p["fuse"], *s);
   if (p["foreach"]) s->foreach_scope = std::make_unique<OpPattern>(pattern(f, p["foreach"], "foreach"));
+  if (p["overlap"]) s->overlap = std::make_unique<OpPattern>(pattern(f, p["overlap"], "overlap"));
   if (p["jitter"]) parse_jitter(f, p["jitter"], *s);
   if (p["collective"]) parse_collective(f, p["collective"], *s);
   if (p["streams"]) parse_streams(f, p["streams"], *s);
@@ -282,14 +286,15 @@ TransformStep parse_perturb(const YAML::Node& p, const ConfigContext& cx) {
       s->inserts.push_back(parse_insert(f, in));
   }
   return [s](Workspace& ws) {
-    // Dropping, fusing or foreach alone keeps the op times true (closed over what went); the other keys add or change
-    // ops whose times the source does not have.
+    // Dropping, fusing, foreach or overlap alone keeps the op times true (closed over what went; a wait issued where
+    // its reader was, in no time); the other keys add or change ops whose times the source does not have.
     ws.work_changed(!s->to && s->collective_where.empty() && !s->jitter && s->inserts.empty() && !s->stream_ops);
     for (Trace& t : ws.roles) {
       auto note = [&](const std::string& what) { ws.note("perturb: " + t.source + ": " + what); };
       if (s->drop) drop_ops(t, *s->drop, s->drop_within.get(), ws);
       if (s->fuse) fuse_runs(t, *s->fuse, s->fuse_outside.get(), s->fuse_min, ws);
       if (s->foreach_scope) note(foreach_optimizer(t, *s->foreach_scope));
+      if (s->overlap) note(overlap_collectives(t, *s->overlap));
       if (s->to && s->dtype_ops) note(convert_ops(t, *s->from, *s->to, *s->dtype_ops));
       if (s->to && !s->dtype_ops) note(change_dtype(t, *s->from, *s->to));
       if (!s->collective_where.empty()) note(split_all_reduces(t, ws.world_size(), s->collective_where));
@@ -338,9 +343,10 @@ void close_dropped_time(Trace& t, std::vector<std::pair<double, double>> dropped
 
 const TransformDescriptor kPerturb{
     "perturb",
-    "a variant of the same work: ops dropped or fused, optimizer loops as foreach ops, another dtype (with casts at "
-    "the seams), all_reduce split, sizes jittered, GEMMs or host delays inserted, ops on another stream",
-    {"dtype", "drop", "fuse", "foreach", "jitter", "insert", "collective", "streams"},
+    "a variant of the same work: ops dropped or fused, optimizer loops as foreach ops, collectives overlapped with "
+    "the work after them, another dtype (with casts at the seams), all_reduce split, sizes jittered, GEMMs or host "
+    "delays inserted, ops on another stream",
+    {"dtype", "drop", "fuse", "foreach", "overlap", "jitter", "insert", "collective", "streams"},
     parse_perturb};
 
 }  // namespace reprise::gen
