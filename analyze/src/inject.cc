@@ -85,6 +85,9 @@ void Editor::shift(double t, double host_us, double gpu_us) {
     if (!host_side(ev[i].cat)) after[i] = ev[i].launcher >= 0 ? ev[ev[i].launcher].ts >= t : ev[i].ts >= t;
   for (size_t i = 0; i < ev.size(); ++i) {
     KinetoEvent& e = ev[i];
+    // On a CPU capture the host thread is delayed, not its neighbours (a data loader's workers): their ops neither
+    // move nor grow, which would add computation nothing injected.
+    if (!gpu_ && (e.pid != host_pid_ || e.tid != host_tid_)) continue;
     if (host_side(e.cat)) {
       if (e.ts >= t)
         e.ts += host_us;
@@ -214,7 +217,9 @@ void Editor::fuse(const std::vector<std::vector<int32_t>>& chains) {
       if (ev[static_cast<size_t>(k)].dur > ev[static_cast<size_t>(longest)].dur) longest = k;
     KinetoEvent& first = ev[static_cast<size_t>(kernels.front())];
     first.dur = ev[static_cast<size_t>(longest)].dur;
-    first.name = ev[static_cast<size_t>(longest)].name;
+    // A CPU op keeps its name, which the ops it called go with (an autograd wrapper's name over another's calls
+    // would not be the work it is).
+    if (first.cat != KinetoCat::CpuOp) first.name = ev[static_cast<size_t>(longest)].name;
     for (size_t i = 1; i < kernels.size(); ++i) {
       const size_t k = static_cast<size_t>(kernels[i]);
       removed_[k] = 1;

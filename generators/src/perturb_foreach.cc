@@ -211,12 +211,13 @@ Block block_of(const std::vector<std::string_view>& names) {
 // tensor last written by an earlier parameter's op of the same or a later position (outputs, in place ones
 // included), which the rewrite would then run after the read.
 bool keeps_data_flow(const Trace& t, const std::vector<std::vector<uint32_t>>& pos, std::string& why) {
-  // Tensor (id, storage, offset) -> (block, position) of its latest writer so far in the recorded order (ids are
-  // reused after frees: what an op reads is what the latest op to write that tensor wrote).
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::pair<size_t, size_t>> writer;
+  // Tensor (id, storage, offset, dtype, elements) -> (block, position) of its latest writer so far in the recorded
+  // order. Ids are reused after frees: what an op reads is what the latest op to write that tensor wrote, and a
+  // number lifted to a 0-dim tensor may get the id and storage a freed result had (so dtype and size are in the key).
+  std::map<std::tuple<int64_t, int64_t, int64_t, StrId, int64_t>, std::pair<size_t, size_t>> writer;
   auto key = [&](const Value& v) {
     const Tensor& x = t.tensors[v.ref];
-    return std::make_tuple(x.id, x.storage_id, x.offset);
+    return std::make_tuple(x.id, x.storage_id, x.offset, x.dtype, x.numel);
   };
   const size_t blocks = pos[0].size();
   for (size_t b = 0; b < blocks; ++b) {

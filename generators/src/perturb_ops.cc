@@ -312,21 +312,25 @@ void storages_of(const Trace& t, const Value& v, std::set<int64_t>& out) {
   }
 }
 
+// Whether `node` or an op it called (an autograd wrapper's accumulation into .grad, say) reads or writes one of
+// `storages`.
 bool touches(const Trace& t, uint32_t node, const std::set<int64_t>& storages) {
   std::set<int64_t> mine;
   for (const Value& v : t.inputs(t.nodes[node])) storages_of(t, v, mine);
   for (const Value& v : t.outputs(t.nodes[node])) storages_of(t, v, mine);
-  return std::any_of(mine.begin(), mine.end(), [&](int64_t s) { return storages.count(s) > 0; });
+  if (std::any_of(mine.begin(), mine.end(), [&](int64_t s) { return storages.count(s) > 0; })) return true;
+  for (uint32_t c : t.children(t.nodes[node]))
+    if (touches(t, c, storages)) return true;
+  return false;
 }
 
-// The ProfilerStep around a node, and the thread (root) it runs on.
-uint32_t step_of(const Trace& t, uint32_t i) {
-  for (uint32_t p = i; p != kNone32; p = t.nodes[p].parent)
-    if (t.nodes[p].kind == NodeKind::Annotation && t.name(t.nodes[p]).substr(0, 13) == "ProfilerStep#") return p;
-  return kNone32;
+// The step a node belongs to as replay cuts steps (by id: from a ProfilerStep's id to the next one's; -1 before the
+// first), and the thread node it runs under.
+int64_t step_of(const Trace& t, const std::vector<int64_t>& step_ids, uint32_t i) {
+  return static_cast<int64_t>(std::upper_bound(step_ids.begin(), step_ids.end(), t.nodes[i].id) - step_ids.begin()) - 1;
 }
 uint32_t thread_of(const Trace& t, uint32_t i) {
-  while (t.nodes[i].parent != kNone32) i = t.nodes[i].parent;
+  while (t.nodes[i].kind != NodeKind::Thread && t.nodes[i].parent != kNone32) i = t.nodes[i].parent;
   return i;
 }
 
@@ -334,6 +338,17 @@ uint32_t thread_of(const Trace& t, uint32_t i) {
 
 std::string overlap_collectives(Trace& t, const OpPattern& which) {
   const std::vector<uint32_t> ops = outermost_ops(t);
+  std::vector<int64_t> step_ids;
+  for (const Node& n : t.nodes)
+    if (n.kind == NodeKind::Annotation && t.name(n).substr(0, 13) == "ProfilerStep#") step_ids.push_back(n.id);
+  std::sort(step_ids.begin(), step_ids.end());
+  // A wait names its collective by sequence number and group: one shared by two collectives (no seq recorded, a
+  // coalesced block's members) would link to the wrong one.
+  std::map<std::pair<int64_t, std::string>, int> uses;
+  for (const Collective& c : t.collectives)
+    if (!c.is_wait) ++uses[{c.seq, c.pg_name}];
+  int64_t next_rf = 0;  // each wait's own rf_id, after every one the trace has
+  for (const Node& n : t.nodes) next_rf = std::max(next_rf, n.rf_id + 1);
   std::map<uint32_t, size_t> place;  // outermost op -> its place in `ops`
   for (size_t k = 0; k < ops.size(); ++k) place[ops[k]] = k;
   std::set<int32_t> waited;  // collectives a wait of the trace completes already
@@ -343,20 +358,23 @@ std::string overlap_collectives(Trace& t, const OpPattern& which) {
   size_t at_reader = 0, at_end = 0;
   for (size_t ci = 0; ci < t.collectives.size(); ++ci) {
     const Collective& c = t.collectives[ci];
-    if (c.is_wait || c.p2p || waited.count(static_cast<int32_t>(ci)) || !which.matches(c.name)) continue;
+    if (c.is_wait || c.p2p || c.name == "coalesced" || c.name == "barrier" || waited.count(static_cast<int32_t>(ci)) ||
+        !which.matches(c.name) || c.seq < 0 || uses[{c.seq, c.pg_name}] != 1)
+      continue;
     uint32_t unit = c.node;  // the replayed op the collective is (a c10d wrapper, or itself)
     while (!place.count(unit) && t.nodes[unit].parent != kNone32) unit = t.nodes[unit].parent;
     if (!place.count(unit)) continue;
     std::set<int64_t> storages;
     for (const Value& v : t.inputs(t.nodes[c.node])) storages_of(t, v, storages);
     for (const Value& v : t.outputs(t.nodes[c.node])) storages_of(t, v, storages);
-    const uint32_t step = step_of(t, unit), thread = thread_of(t, unit);
+    const int64_t step = step_of(t, step_ids, unit);
+    const uint32_t thread = thread_of(t, unit);
     // The first later op of its step and thread that reads or writes its tensors: the wait goes before it; with
     // none, after the step's last op on that thread.
     uint32_t last = unit, reader = kNone32;
     for (size_t k = place[unit] + 1; k < ops.size(); ++k) {
       const uint32_t op = ops[k];
-      if (step_of(t, op) != step) break;
+      if (step_of(t, step_ids, op) != step) break;
       if (thread_of(t, op) != thread) continue;
       if (touches(t, op, storages)) {
         reader = op;
@@ -370,7 +388,9 @@ std::string overlap_collectives(Trace& t, const OpPattern& which) {
     x.before = reader != kNone32;
     x.nodes.push_back(copy_node(t, c.node));
     Node& w = x.nodes.back();
+    w.rf_id = next_rf++;  // its own: a timeline links one node by an rf_id
     const Node& a = t.nodes[x.anchor];
+    w.ts_us = w.dur_us = -1;
     if (a.ts_us >= 0) w.ts_us = x.before ? a.ts_us : a.ts_us + std::max(0.0, a.dur_us), w.dur_us = 0;
     x.parent.push_back(-1);
     ins.push_back(std::move(x));

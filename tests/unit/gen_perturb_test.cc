@@ -2,6 +2,7 @@
 // config mistakes each reports at its YAML place.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <optional>
 
 #include "reprise/trace/builder.h"
@@ -653,38 +654,74 @@ TEST(Perturb, ForeachFindsTheBlockPastSetUpOpsOfTheSameNameAndKeepsTheDataFlow) 
 // overlap: each all_reduce issued where it was and waited for right before the first later op that uses its
 // tensors (or at its step's end), so the work in between runs beside it.
 TEST(Perturb, OverlapWaitsForEachCollectiveAtItsFirstReader) {
-  const Trace src = synthetic_trace(small_job());
+  Trace src = synthetic_trace(small_job());
+  // Timed as a capture's ops are: op k of the trace at 10k us for 5 us.
+  int k = 0;
+  for (Node& n : src.nodes)
+    if (n.kind != NodeKind::Root && n.kind != NodeKind::Thread) n.ts_us = 10.0 * k++, n.dur_us = 5;
   Workspace ws = apply(clone(src), "  overlap: 'all_reduce'\n", 2);
   const Trace& t = ws.roles[0];
-  size_t reduces = 0, waits = 0;
+  size_t reduces = 0;
   for (const Collective& c : src.collectives) reduces += c.name == "all_reduce";
   ASSERT_GT(reduces, 0u);
   const std::vector<uint32_t> ops = outermost_ops(t);
+  // The tensors' storages an op or what it called uses.
+  std::function<void(uint32_t, std::set<int64_t>&)> used = [&](uint32_t n, std::set<int64_t>& out) {
+    std::function<void(const Value&)> add = [&](const Value& v) {
+      if (v.kind == ValueKind::Tensor) out.insert(t.tensors[v.ref].storage_id);
+      if (v.kind == ValueKind::List || v.kind == ValueKind::Tuple)
+        for (const Value& x : t.items(v)) add(x);
+    };
+    for (const Value& v : t.inputs(t.nodes[n])) add(v);
+    for (const Value& v : t.outputs(t.nodes[n])) add(v);
+    for (uint32_t c : t.children(t.nodes[n])) used(c, out);
+  };
+  std::vector<int64_t> steps;  // ProfilerStep ids: a step runs from one to the next, as replay cuts them
+  for (const Node& n : t.nodes)
+    if (t.name(n).rfind("ProfilerStep#", 0) == 0) steps.push_back(n.id);
+  auto step_of = [&](uint32_t n) {
+    return std::upper_bound(steps.begin(), steps.end(), t.nodes[n].id) - steps.begin();
+  };
+  size_t at_end = 0;
+  std::set<int32_t> completed;
   for (const Collective& c : t.collectives) {
     if (!c.is_wait) continue;
-    ++waits;
     ASSERT_GE(c.waits_for, 0);
+    EXPECT_TRUE(completed.insert(c.waits_for).second) << "two waits for one collective";
     const Collective& r = t.collectives[static_cast<size_t>(c.waits_for)];
     EXPECT_EQ(r.name, "all_reduce");
     EXPECT_EQ(r.seq, c.seq);
-    EXPECT_LT(r.node, c.node);  // issued first, waited for later
-    // The op after the wait uses the reduced tensor (its storage), or the wait ends its step.
-    std::set<int64_t> storages;
-    for (const Value& v : t.outputs(t.nodes[r.node]))
-      for (const Value& x :
-           v.kind == ValueKind::List ? std::vector<Value>(t.items(v).begin(), t.items(v).end()) : std::vector<Value>{v})
-        if (x.kind == ValueKind::Tensor) storages.insert(t.tensors[x.ref].storage_id);
-    auto at = std::find(ops.begin(), ops.end(), c.node);
-    ASSERT_NE(at, ops.end());
-    if (at + 1 == ops.end()) continue;
-    bool reads = false;
-    for (const Value& v : t.inputs(t.nodes[*(at + 1)]))
-      reads = reads || (v.kind == ValueKind::Tensor && storages.count(t.tensors[v.ref].storage_id));
-    for (const Value& v : t.outputs(t.nodes[*(at + 1)]))
-      reads = reads || (v.kind == ValueKind::Tensor && storages.count(t.tensors[v.ref].storage_id));
-    EXPECT_TRUE(reads) << t.name(t.nodes[*(at + 1)]);
+    std::set<int64_t> reduced;
+    used(r.node, reduced);
+    reduced.erase(0);
+    uint32_t unit = r.node;  // the replayed op it is: a c10d wrapper, or itself
+    while (std::find(ops.begin(), ops.end(), unit) == ops.end()) unit = t.nodes[unit].parent;
+    auto issued = std::find(ops.begin(), ops.end(), unit), waited = std::find(ops.begin(), ops.end(), c.node);
+    ASSERT_LT(issued, waited);                        // issued first, waited for later
+    for (auto at = issued + 1; at != waited; ++at) {  // nothing in between uses its tensors
+      std::set<int64_t> mine;
+      used(*at, mine);
+      for (int64_t s : mine) EXPECT_FALSE(reduced.count(s)) << t.name(t.nodes[*at]) << " before the wait";
+    }
+    // The op right after it uses them, unless the wait ends its step (the next op another wait, or in the next step).
+    auto next = waited + 1;
+    while (next != ops.end() && t.nodes[*next].kind == NodeKind::Wait) ++next;
+    if (next == ops.end() || step_of(*next) != step_of(c.node)) {
+      ++at_end;
+    } else {
+      std::set<int64_t> theirs;
+      used(*next, theirs);
+      EXPECT_TRUE(std::any_of(theirs.begin(), theirs.end(), [&](int64_t s) { return reduced.count(s) > 0; }))
+          << t.name(t.nodes[*next]) << " after the wait";
+    }
+    // Its own rf_id, timed where its reader began: the op times still make a host timeline.
+    EXPECT_NE(t.nodes[c.node].rf_id, t.nodes[r.node].rf_id);
+    EXPECT_GE(t.nodes[c.node].ts_us, 0);
   }
-  EXPECT_EQ(waits, reduces);
+  EXPECT_EQ(completed.size(), reduces);
+  EXPECT_NE(ws.notes.at(0).find(std::to_string(at_end) + " at their step's end"), std::string::npos) << ws.notes.at(0);
+  EXPECT_TRUE(ws.op_times_valid);
+  EXPECT_FALSE(host_timeline_json(t).empty());
   EXPECT_NE(ws.notes.at(0).find(std::to_string(reduces) + " collective(s) matching 'all_reduce' made asynchronous"),
             std::string::npos)
       << ws.notes.at(0);
