@@ -539,9 +539,7 @@ std::string cell(double v) {
   std::snprintf(b, sizeof b, "%.2f", v);
   return b;
 }
-}  // namespace
 
-namespace {
 nlohmann::json classes_json(const std::vector<ClassEvaluation>& classes) {
   nlohmann::json list = nlohmann::json::array();
   for (const ClassEvaluation& c : classes)

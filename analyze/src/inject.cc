@@ -120,8 +120,7 @@ int32_t Editor::op(const std::string& name, double ts, double dur, KinetoCat cat
 }
 
 int32_t Editor::work(const std::string& name, double ts, double dur) {
-  const WorkClass c = classify_op(name);  // what the timeline counts as computation
-  if (!gpu_ && c != WorkClass::Comm && c != WorkClass::Memcpy && c != WorkClass::Memset) added_compute_us_ += dur;
+  if (!gpu_ && is_compute(classify_op(name))) added_compute_us_ += dur;  // as the timeline counts it
   return op(name, ts, dur);
 }
 

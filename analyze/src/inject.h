@@ -84,8 +84,6 @@ struct InjectSite {
   // On a trace without GPU work: a host instant in the window's middle part at which a top-level CPU op begins,
   // outside optimizer, zero_grad and data loader calls (their own patterns), or -1 when there is none.
   double host_point(const Editor& e) const;
-  // launch_point on a trace with GPU work, host_point on one without.
-  double point(const Editor& e) const { return e.gpu() ? launch_point(e, false) : host_point(e); }
 };
 
 }  // namespace reprise::analyze::detail

@@ -285,7 +285,7 @@ Timeline build_timeline(const Trace& t, int rank) {
     all.push_back({w.begin, w.end});
     if (w.cls == WorkClass::Comm)
       comm.push_back({w.begin, w.end});
-    else if (w.cls != WorkClass::Memcpy && w.cls != WorkClass::Memset)
+    else if (is_compute(w.cls))
       compute.push_back({w.begin, w.end});
   }
   tl.busy = merge(std::move(all));
@@ -357,36 +357,42 @@ OpDevice op_device(const Timeline& tl, size_t first, size_t last) {
   return d;
 }
 
-// A tensor input's sizes: Kineto's Input Dims, else the linked ET node's tensor.
-std::vector<int64_t> input_dims(const Timeline& tl, int32_t event, size_t i) {
+// A tensor input's sizes: Kineto's Input Dims, else the linked ET node's tensor; false when neither is known.
+bool known_input_dims(const Timeline& tl, int32_t event, size_t i, std::vector<int64_t>& dims) {
   const KinetoEvent& e = tl.event(event);
   const KinetoInfo& k = *tl.kineto;
   if (i < e.num_inputs) {
     const KinetoInput& in = k.inputs[e.inputs + i];
-    if (in.has_dims) return {k.input_dims.begin() + in.dims, k.input_dims.begin() + in.dims + in.rank};
+    if (in.has_dims) {
+      dims.assign(k.input_dims.begin() + in.dims, k.input_dims.begin() + in.dims + in.rank);
+      return true;
+    }
   }
   if (e.node != kNone32) {
     const Trace& t = *tl.trace;
     const Node& n = t.nodes[e.node];
     if (i < n.num_inputs && t.values[n.inputs + i].kind == ValueKind::Tensor) {
-      const Tensor& x = t.tensors[t.values[n.inputs + i].ref];
-      auto d = t.dims(x);
-      return {d.begin(), d.end()};
+      const auto d = t.dims(t.tensors[t.values[n.inputs + i].ref]);
+      dims.assign(d.begin(), d.end());
+      return true;
     }
   }
-  return {};
+  dims.clear();
+  return false;
+}
+
+// The sizes known_input_dims finds, empty when unknown.
+std::vector<int64_t> input_dims(const Timeline& tl, int32_t event, size_t i) {
+  std::vector<int64_t> dims;
+  known_input_dims(tl, event, i, dims);
+  return dims;
 }
 
 // Whether the op's first input is known to hold one element (a 0-dim tensor: a number lifted to a tensor).
 bool scalar_input(const Timeline& tl, int32_t event) {
-  const KinetoEvent& e = tl.event(event);
-  const KinetoInfo& k = *tl.kineto;
-  const bool kineto_dims = e.num_inputs > 0 && k.inputs[e.inputs].has_dims;
-  const bool et_tensor = e.node != kNone32 && tl.trace->nodes[e.node].num_inputs > 0 &&
-                         tl.trace->values[tl.trace->nodes[e.node].inputs].kind == ValueKind::Tensor;
-  if (!kineto_dims && !et_tensor) return false;
-  const std::vector<int64_t> dims = input_dims(tl, event, 0);
-  return std::all_of(dims.begin(), dims.end(), [](int64_t d) { return d == 1; });
+  std::vector<int64_t> dims;
+  return known_input_dims(tl, event, 0, dims) &&
+         std::all_of(dims.begin(), dims.end(), [](int64_t d) { return d == 1; });
 }
 
 std::string input_type(const Timeline& tl, int32_t event, size_t i) {

@@ -33,6 +33,8 @@ bool is_scope_name(std::string_view n);
 enum class WorkClass : uint8_t { Gemm, Elementwise, Reduce, Comm, Memcpy, Memset, Other };
 WorkClass classify_kernel(std::string_view name);
 WorkClass classify_op(std::string_view name);  // "aten::mm", "record_param_comms", ...
+// Whether work of the class is computation (Timeline::compute): not communication, a copy or a memset.
+inline bool is_compute(WorkClass c) { return c != WorkClass::Comm && c != WorkClass::Memcpy && c != WorkClass::Memset; }
 
 // One piece of device work: a GPU kernel, memcpy or memset; on a trace without GPU work, a top-level CPU op.
 struct Work {

@@ -331,13 +331,10 @@ std::string foreach_optimizer(Trace& t, const OpPattern& scope) {
   for (const auto& g : gathered) kept += g.second.size() + 1;
   keep_nodes(t, keep);
   if (!gathered.empty()) {
-    std::map<int64_t, uint32_t> index_of;
-    for (uint32_t i = 0; i < t.nodes.size(); ++i) index_of[t.nodes[i].id] = i;
     std::vector<Insertion> ins;
-    for (auto& [id, copies] : gathered) {
-      if (copies.empty()) continue;
+    for (auto& [id, copies] : gathered) {  // a copy per parameter but the first: one at least
       Insertion x;
-      x.anchor = index_of.at(id);
+      x.anchor = t.find(id);
       x.nodes = std::move(copies);
       x.parent.assign(x.nodes.size(), -1);
       ins.push_back(std::move(x));

@@ -324,10 +324,13 @@ bool touches(const Trace& t, uint32_t node, const std::set<int64_t>& storages) {
   return false;
 }
 
-// The step a node belongs to as replay cuts steps (by id: from a ProfilerStep's id to the next one's; -1 before the
-// first), and the thread node it runs under.
-int64_t step_of(const Trace& t, const std::vector<int64_t>& step_ids, uint32_t i) {
-  return static_cast<int64_t>(std::upper_bound(step_ids.begin(), step_ids.end(), t.nodes[i].id) - step_ids.begin()) - 1;
+// The step a node belongs to as replay cuts steps (profiler_steps: id ranges; -1 in none), and the thread node it runs
+// under.
+int64_t step_of(const Trace& t, const std::vector<StepSpan>& steps, uint32_t i) {
+  const int64_t id = t.nodes[i].id;  // the spans are in id order, each ending where the next begins
+  const auto s = std::upper_bound(steps.begin(), steps.end(), id,
+                                  [](int64_t x, const StepSpan& span) { return x < span.first_id; });
+  return s == steps.begin() ? -1 : static_cast<int64_t>(s - steps.begin()) - 1;
 }
 uint32_t thread_of(const Trace& t, uint32_t i) {
   while (t.nodes[i].kind != NodeKind::Thread && t.nodes[i].parent != kNone32) i = t.nodes[i].parent;
@@ -338,10 +341,11 @@ uint32_t thread_of(const Trace& t, uint32_t i) {
 
 std::string overlap_collectives(Trace& t, const OpPattern& which) {
   const std::vector<uint32_t> ops = outermost_ops(t);
-  std::vector<int64_t> step_ids;
-  for (const Node& n : t.nodes)
-    if (n.kind == NodeKind::Annotation && t.name(n).substr(0, 13) == "ProfilerStep#") step_ids.push_back(n.id);
-  std::sort(step_ids.begin(), step_ids.end());
+  // Each op's step and thread, once.
+  const std::vector<StepSpan> steps = profiler_steps(t);
+  std::vector<int64_t> op_step(ops.size());
+  std::vector<uint32_t> op_thread(ops.size());
+  for (size_t k = 0; k < ops.size(); ++k) op_step[k] = step_of(t, steps, ops[k]), op_thread[k] = thread_of(t, ops[k]);
   // A wait names its collective by sequence number and group: one shared by two collectives (no seq recorded, a
   // coalesced block's members) would link to the wrong one.
   std::map<std::pair<int64_t, std::string>, int> uses;
@@ -367,15 +371,14 @@ std::string overlap_collectives(Trace& t, const OpPattern& which) {
     std::set<int64_t> storages;
     for (const Value& v : t.inputs(t.nodes[c.node])) storages_of(t, v, storages);
     for (const Value& v : t.outputs(t.nodes[c.node])) storages_of(t, v, storages);
-    const int64_t step = step_of(t, step_ids, unit);
-    const uint32_t thread = thread_of(t, unit);
+    const size_t at = place[unit];
     // The first later op of its step and thread that reads or writes its tensors: the wait goes before it; with
     // none, after the step's last op on that thread.
     uint32_t last = unit, reader = kNone32;
-    for (size_t k = place[unit] + 1; k < ops.size(); ++k) {
+    for (size_t k = at + 1; k < ops.size(); ++k) {
       const uint32_t op = ops[k];
-      if (step_of(t, step_ids, op) != step) break;
-      if (thread_of(t, op) != thread) continue;
+      if (op_step[k] != op_step[at]) break;
+      if (op_thread[k] != op_thread[at]) continue;
       if (touches(t, op, storages)) {
         reader = op;
         break;

@@ -68,18 +68,16 @@ class CommCollectives : public Collectives {
 
   void all_reduce(at::Tensor& t) override {
     require_contiguous("all_reduce", t);
-    const int64_t began = now_ns();
-    run(args(comms::Kind::AllReduce, t, t, t.numel()));
-    record({"all_reduce", "allreduce", dtype(t), {t}, {t}, t.numel(), t.numel(), seq_++, rank()}, began);
+    run_recorded(args(comms::Kind::AllReduce, t, t, t.numel()),
+                 {"all_reduce", "allreduce", dtype(t), {t}, {t}, t.numel(), t.numel(), seq_++, rank()});
   }
 
   void all_to_all(at::Tensor& out, const at::Tensor& in) override {
     require_pair("all_to_all", out, in);
     if (!in.is_contiguous() || !out.is_contiguous() || in.numel() != out.numel() || in.numel() % world_size() != 0)
       throw std::invalid_argument("all_to_all: contiguous tensors of equal size, divisible by the group size");
-    const int64_t began = now_ns();
-    run(args(comms::Kind::AllToAll, in, out, in.numel() / world_size()));
-    record({"all_to_all", "all_to_all", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()}, began);
+    run_recorded(args(comms::Kind::AllToAll, in, out, in.numel() / world_size()),
+                 {"all_to_all", "all_to_all", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()});
   }
 
   // PyTorch's all_to_all_single with split sizes records itself as alltoall_base, the splits in rows of dim 0.
@@ -106,10 +104,9 @@ class CommCollectives : public Collectives {
     size_t in_elems = 0, out_elems = 0;
     comms::size_from_trace(comms::Kind::AllToAllV, {in.numel(), out.numel(), in_splits, out_splits}, world_size(), a,
                            in_elems, out_elems);
-    const int64_t began = now_ns();
-    run(std::move(a));
-    record({"all_to_allv", "alltoall_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()}, began,
-           in_splits, out_splits);
+    run_recorded(std::move(a),
+                 {"all_to_allv", "alltoall_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()},
+                 in_splits, out_splits);
   }
 
   // PyTorch's reduce_scatter_tensor and all_gather_into_tensor (what Megatron's distributed optimizer and ZeRO
@@ -118,33 +115,29 @@ class CommCollectives : public Collectives {
     require_pair("reduce_scatter", out, in);
     if (!in.is_contiguous() || !out.is_contiguous() || in.numel() != out.numel() * world_size())
       throw std::invalid_argument("reduce_scatter: contiguous tensors, the input group size times the output");
-    const int64_t began = now_ns();
-    run(args(comms::Kind::ReduceScatter, in, out, out.numel()));
-    record({"reduce_scatter", "_reduce_scatter_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()},
-           began);
+    run_recorded(
+        args(comms::Kind::ReduceScatter, in, out, out.numel()),
+        {"reduce_scatter", "_reduce_scatter_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()});
   }
 
   void all_gather(at::Tensor& out, const at::Tensor& in) override {
     require_pair("all_gather", out, in);
     if (!in.is_contiguous() || !out.is_contiguous() || out.numel() != in.numel() * world_size())
       throw std::invalid_argument("all_gather: contiguous tensors, the output group size times the input");
-    const int64_t began = now_ns();
-    run(args(comms::Kind::AllGather, in, out, in.numel()));
-    record({"all_gather", "_allgather_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()}, began);
+    run_recorded(args(comms::Kind::AllGather, in, out, in.numel()),
+                 {"all_gather", "_allgather_base", dtype(in), {in}, {out}, in.numel(), out.numel(), seq_++, rank()});
   }
 
   void send(const at::Tensor& t, int peer) override {
     require_contiguous("send", t);
-    const int64_t began = now_ns();
-    run(p2p_args({true, t, peer}));
-    record({"send", "send", dtype(t), {t}, {t}, t.numel(), t.numel(), p2p_seq_++, peer, true}, began);
+    run_recorded(p2p_args({true, t, peer}),
+                 {"send", "send", dtype(t), {t}, {t}, t.numel(), t.numel(), p2p_seq_++, peer, true});
   }
 
   void recv(at::Tensor& t, int peer) override {
     require_contiguous("recv", t);
-    const int64_t began = now_ns();
-    run(p2p_args({false, t, peer}));
-    record({"recv", "recv", dtype(t), {t}, {t}, t.numel(), t.numel(), p2p_seq_++, peer, true}, began);
+    run_recorded(p2p_args({false, t, peer}),
+                 {"recv", "recv", dtype(t), {t}, {t}, t.numel(), t.numel(), p2p_seq_++, peer, true});
   }
 
   void batch_p2p(const std::vector<P2P>& ops) override {
@@ -213,6 +206,13 @@ class CommCollectives : public Collectives {
   void run(comms::Args a) {
     set_stream(a);
     comm_->start(a)->wait_on(a.stream);
+  }
+  // Runs it, then records it as timed from its start to its return.
+  void run_recorded(comms::Args a, const Record& r, const std::vector<int64_t>& in_splits = {},
+                    const std::vector<int64_t>& out_splits = {}) {
+    const int64_t began = now_ns();
+    run(std::move(a));
+    record(r, began, in_splits, out_splits);
   }
 
   // Once the operation returned (`began`: now_ns() before it started, -1 untimed); all_to_allv's splits: rows of
