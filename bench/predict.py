@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Predictions against measured replays (issue 13's bars), on this machine's CPU, one thread.
 
-  bench/predict.py [--case accuracy|distributed|parallel|speed|ranking|variants|gpu ...] [--quick] [--repeats N]
+  bench/predict.py [--case accuracy|distributed|parallel|speed|ranking|ranking_generated|variants|gpu ...] [--quick] [--repeats N]
                    [--bin build/bin] [--work DIR] [--json FILE]
 
 accuracy     calibrate this machine once (reprise calibrate, as one rank and under mpirun on every core), then for mlp, dlrm and gpt at three sizes each and the
@@ -15,6 +15,10 @@ speed        a GPT captured on 2 ranks, scaled to 1,024 ranks, predicted: wall t
 ranking      DLRM sharding plans: 8 tables of their own sizes and pooling placed on 2 ranks in 8 ways (balanced,
              blocks, everything on one rank, ...), each captured, replayed under mpirun and predicted: is the
              predicted fastest plan the measured fastest, or within 5% of it? Kendall's tau of the two orders.
+ranking_generated
+             the same plans generated from one capture (every table on rank 0; scale: {tables: PLAN}) and predicted
+             from those bundles, judged against the real captures' replays; the generated bundles' replays against
+             the real ones too.
 variants     DLRM batch sizes x world sizes (1, 2 ranks), the same questions.
 gpu          on a GPU (cuda:0): calibrate there (`reprise calibrate --device cuda`, the float sweep), then mlp,
              dlrm and gpt at GPU-bound sizes (float, as the workloads run), captured on the GPU, replayed and predicted
@@ -135,18 +139,20 @@ def report(rows, title):
               f"{r['lo'] * 1e3:.2f}..{r['hi'] * 1e3:.2f} ms ({inside}); spread {100 * r['spread']:.1f}%")
 
 
-def validate(b, items, title):
-    """reprise validate over the case's predictions and merged measurements: NAME.html beside them."""
+def validate(b, items, title, predicted=None):
+    """reprise validate over the case's predictions and merged measurements: NAME.html beside them. `predicted`
+    maps an item to the name its prediction was written under (default: its own)."""
     cmd = [b.reprise, "validate", "-q", "--html", os.path.join(b.work, f"{title}.html"), "--json",
            os.path.join(b.work, f"{title}.validation.json")]
     for n, _, _ in items:
-        cmd += ["-p", os.path.join(b.work, f"{n}.prediction.json"), "-m", os.path.join(b.work, f"{n}.measured.json")]
+        p = (predicted or {}).get(n, n)
+        cmd += ["-p", os.path.join(b.work, f"{p}.prediction.json"), "-m", os.path.join(b.work, f"{n}.measured.json")]
     run(cmd)
     print(f"  report: {os.path.join(b.work, title + '.html')}")
 
 
-def rows_of(b, items, preds):
-    med, raw = b.measure(items)
+def rows_of(b, items, preds, measured=None):
+    med, raw = measured or b.measure(items)
     rows = []
     for n, _, _ in items:
         p = preds[n]
@@ -290,6 +296,11 @@ def ranking_of(b, items, title):
     rows = rows_of(b, items, preds)
     report(rows, title)
     validate(b, items, title.split()[0])
+    return order_of(rows)
+
+
+def order_of(rows):
+    """Is the predicted fastest the measured fastest (or within 5% of it)? Kendall's tau of the two orders."""
     meas = {r["name"]: r["measured"] for r in rows}
     pred = {r["name"]: r["predicted"] for r in rows}
     fp, fm = min(pred, key=pred.get), min(meas, key=meas.get)
@@ -308,14 +319,51 @@ def ranking_of(b, items, title):
             "pass": fp == fm or within}
 
 
+def plan_args(shards):
+    return ["--table-rows", ",".join(map(str, PLAN_ROWS)), "--table-lookups", ",".join(map(str, PLAN_LOOKUPS)),
+            "--shards", ",".join(map(str, shards))]
+
+
 def case_ranking(b):
     items = []
     for plan, shards in sharding_plans().items():
         name = f"dlrm-plan-{plan}"
-        args = ["--table-rows", ",".join(map(str, PLAN_ROWS)), "--table-lookups", ",".join(map(str, PLAN_LOOKUPS)),
-                "--shards", ",".join(map(str, shards))]
-        items.append((name, b.capture(name, "dlrm", args, 2), 2))
+        items.append((name, b.capture(name, "dlrm", plan_args(shards), 2), 2))
     return ranking_of(b, items, "ranking of sharding plans")
+
+
+def case_ranking_generated(b):
+    """The same plans without capturing them: each generated from the one capture that put every table on rank 0
+    (scale: {tables: PLAN}) and predicted from that bundle; judged against replays of the real captures. The
+    generated bundles are replayed too (interleaved with the real ones): how close the generator's plans run."""
+    base = b.capture("dlrm-plan-all-on-0", "dlrm", plan_args([0] * 8), 2)
+    items, gen_items, predicted = [], [], {}
+    for plan, shards in sharding_plans().items():
+        name = f"dlrm-plan-{plan}"
+        items.append((name, b.capture(name, "dlrm", plan_args(shards), 2), 2))
+        out = os.path.join(b.work, f"gen-{plan}")
+        if not os.path.exists(os.path.join(out, "benchmark.yaml")):
+            cfg = os.path.join(b.work, f"gen-{plan}.yaml")
+            with open(cfg, "w") as f:
+                f.write(f"name: gen-{plan}\nsource: {base}\ntransforms:\n  - scale: {{tables: {shards}}}\n")
+            run([b.reprise, "generate", cfg, "--out", out, "--force", "-q"])
+        gen_items.append((f"gen-{plan}", out, 2))
+        predicted[name] = f"gen-{plan}"
+    b.calibrate()
+    preds = {n: b.predict(os.path.join(b.work, f"gen-{n[len('dlrm-plan-'):]}"), predicted[n], 2) for n, _, _ in items}
+    med, raw = b.measure(items + gen_items)
+    rows = rows_of(b, items, preds, (med, raw))
+    report(rows, "ranking of sharding plans generated from one capture (measured: the real captures' replays)")
+    validate(b, items, "ranking-generated", predicted)
+    print(f"\n  {'plan':28} {'generated replay / real replay':>32}")
+    fidelity = {}
+    for n, _, _ in items:
+        g = predicted[n]
+        fidelity[n] = med[g] / med[n]
+        print(f"  {n:28} {fidelity[n]:32.3f}")
+    result = order_of(rows)
+    result["generated_over_real"] = fidelity
+    return result
 
 
 def case_variants(b):
@@ -330,7 +378,8 @@ def case_variants(b):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--case", action="append",
-                    choices=["accuracy", "distributed", "parallel", "speed", "ranking", "variants", "gpu"])
+                    choices=["accuracy", "distributed", "parallel", "speed", "ranking", "ranking_generated", "variants",
+                             "gpu"])
     ap.add_argument("--quick", action="store_true", help="fewer sizes, a quick calibration")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))

@@ -13,6 +13,7 @@ from the first with a config, then compare the two:
 --quick) when a median time ratio is outside [0.9, 1.1].
 """
 import argparse
+import gzip
 import json
 import os
 import statistics
@@ -39,9 +40,9 @@ def launcher(np_):
 class Case:
     """A workload captured as `base` and as `variant`, and the config that turns base into variant."""
 
-    def __init__(self, name, workload, base, variant, transform, world=(1, 1), allowed=None, note=""):
+    def __init__(self, name, workload, base, variant, transform, world=(1, 1), allowed=None, note="", per_rank=False):
         self.name, self.workload, self.base, self.variant = name, workload, base, variant
-        self.transform, self.world, self.note = transform, world, note
+        self.transform, self.world, self.note, self.per_rank = transform, world, note, per_rank
         self.allowed = allowed or (lambda op: False)  # ops whose counts may differ (documented)
 
 
@@ -49,6 +50,9 @@ def cases(quick):
     gpt = ["--seq", "32", "--hidden", "64", "--heads", "2", "--vocab", "256"] if quick else []
     dlrm = ["--batch", "32", "--rows", "2000", "--tables", "8"] if quick else ["--batch", "128", "--rows", "50000",
                                                                                  "--tables", "8"]
+    # Tables of their own sizes and pooling, so a table in the wrong place shows.
+    plan_dlrm = ["--batch", "32" if quick else "128", "--table-rows", "1000,2000,3000,4000,5000,6000,7000,8000",
+                 "--table-lookups", "2,4,6,8,10,12,14,16"]
     return [
         # bmm on CPU loops over the batch and records a select/as_strided/resolve_conj per item inside it: those
         # nested ops keep their recorded count (replay issues bmm, not them); every replayed op matches.
@@ -61,6 +65,14 @@ def cases(quick):
         # tables: reshard spreads each source rank's tables over the ranks that replay it, as a real 4-rank job
         # shards them: every op count and collective size of every rank matches.
         Case("dlrm_2_to_4_ranks", "dlrm", dlrm, dlrm, "- scale: {world_size: 4, tables: reshard}", world=(2, 4)),
+        # A sharding plan from one capture that put every table on rank 0: each rank's lookups, their backward and
+        # updates, and both all_to_allv layouts match a real capture of the plan, rank by rank.
+        Case("dlrm_plan_from_all_on_0", "dlrm", plan_dlrm + ["--shards", "0,0,0,0,0,0,0,0"],
+             plan_dlrm + ["--shards", "1,0,0,1,1,1,0,1"], "- scale: {tables: [1, 0, 0, 1, 1, 1, 0, 1]}",
+             world=(2, 2), per_rank=True),
+        Case("dlrm_plan_2_to_4_ranks", "dlrm", plan_dlrm + ["--shards", "0,0,0,0,0,0,0,0"],
+             plan_dlrm + ["--shards", "3,0,0,3,3,0,2,2"], "- scale: {tables: [3, 0, 0, 3, 3, 0, 2, 2], world_size: 4}",
+             world=(2, 4), per_rank=True),
     ]
 
 
@@ -71,7 +83,21 @@ def capture(bin_, case, args, world, out):
                            "--steps", "3", "--threads", "1", "-q"] + args)
 
 
-def summary(bin_, path):
+def exchanges(trace):
+    """Each all_to_all(v) of an ET file, in order: its name, splits and element counts, as recorded."""
+    out = []
+    with gzip.open(trace, "rt") as f:
+        for n in json.load(f)["nodes"]:
+            a = {x["name"]: x["value"] for x in n.get("attrs", [])}
+            if n["name"] == "record_param_comms" and "alltoall" in a.get("collective_name", "").replace("_", ""):
+                out.append((a["collective_name"], a.get("in_split_size"), a.get("out_split_size"),
+                            a.get("in_msg_nelems"), a.get("out_msg_nelems")))
+    return out
+
+
+def summary(bin_, path, per_rank=False):
+    """Per role of a bundle (each rank's role with per_rank), per rank of a capture: op counts and collectives
+    (with per_rank, every all_to_all(v)'s splits too)."""
     d = json.loads(run([f"{bin_}/reprise", "inspect", path, "--json", "--top", "100000", "-q"]))
     ranks = d["roles"]["ranks"] if "roles" in d else d["ranks"]
     out = []
@@ -79,10 +105,35 @@ def summary(bin_, path):
         ops = Counter({o["name"]: o["count"] for o in r["top_ops_by_count"]})
         coll = sorted((c["name"], c["dtype"], c["bytes"], c["count"]) for c in r["collectives_by_type"])
         out.append((ops, coll))
-    return out
+    if not per_rank:
+        return out
+    if "bundle" in d:
+        roles = d["bundle"]["roles"]
+        of = {k: i for i, role in enumerate(roles) for k in role["ranks"]}
+        return [(*out[of[k]], exchanges(os.path.join(path, roles[of[k]]["file"]))) for k in sorted(of)]
+    return [(*out[k], exchanges(os.path.join(path, f"rank-{k}.json.gz"))) for k in range(len(out))]
+
+
+def compare_ranks(case, gen, real):
+    """Rank by rank: generated rank k against captured rank k (the ranks of a sharding plan differ)."""
+    problems, documented = [], set()
+    if len(gen) != len(real):
+        return [f"{len(gen)} generated ranks, {len(real)} captured"], []
+    for k, ((gen_ops, g, gx), (real_ops, r, rx)) in enumerate(zip(gen, real)):
+        for op in sorted(set(gen_ops) | set(real_ops)):
+            if gen_ops[op] != real_ops[op]:
+                (documented.add if case.allowed(op) else problems.append)(
+                    op if case.allowed(op) else f"rank {k}: {op}: {gen_ops[op]} generated, {real_ops[op]} captured")
+        if g != r:
+            problems.append(f"rank {k}: collectives differ:\n    generated {g}\n    captured  {r}")
+        if gx != rx:
+            problems.append(f"rank {k}: all_to_all(v) splits differ:\n    generated {gx}\n    captured  {rx}")
+    return problems, sorted(documented)
 
 
 def compare(case, gen, real):
+    if case.per_rank:
+        return compare_ranks(case, gen, real)
     problems, documented = [], set()
     # Every generated role against captured rank 0: the ranks of these workloads run the same ops.
     real_ops = real[0][0]
@@ -136,8 +187,8 @@ def main():
         with open(cfg, "w") as f:
             f.write(f"name: {case.name}\nsource: base\ntransforms:\n  {case.transform}\n")
         run([f"{a.bin}/reprise", "generate", cfg, "--out", os.path.join(d, "generated"), "--force", "-q"])
-        problems, documented = compare(case, summary(a.bin, os.path.join(d, "generated")),
-                                       summary(a.bin, os.path.join(d, "real")))
+        problems, documented = compare(case, summary(a.bin, os.path.join(d, "generated"), case.per_rank),
+                                       summary(a.bin, os.path.join(d, "real"), case.per_rank))
         entry = {"case": case.name, "structure_ok": not problems, "problems": problems,
                  "documented_differences": documented, "note": case.note}
         print(f"{case.name}: structure {'same' if not problems else 'DIFFERS'}"

@@ -18,10 +18,16 @@ comms::Kind kind_of(const Collective& c) {
   return k;
 }
 
-// A collective's recorded sizes as rows: splits when there is one per peer, else single elements.
-struct Rows {
-  int64_t rows = 0, width = 1;
+// The per-peer row count rank j sends in its k-th all_to_all(v) of a group: what every receiver's splits need.
+using ChunkKey = size_t;  // ordinal among the job's all_to_all(v)s: every group spans the world here
+
+struct Sized {
+  int64_t in = 0, out = 0;
+  std::vector<int64_t> in_splits, out_splits;
 };
+
+}  // namespace
+
 Rows rows_of(int64_t elems, const std::vector<int64_t>& splits, int64_t group) {
   Rows r;
   int64_t sum = 0;
@@ -34,16 +40,6 @@ Rows rows_of(int64_t elems, const std::vector<int64_t>& splits, int64_t group) {
   }
   return r;
 }
-
-// The per-peer row count rank j sends in its k-th all_to_all(v) of a group: what every receiver's splits need.
-using ChunkKey = size_t;  // ordinal among the job's all_to_all(v)s: every group spans the world here
-
-struct Sized {
-  int64_t in = 0, out = 0;
-  std::vector<int64_t> in_splits, out_splits;
-};
-
-}  // namespace
 
 void resize_world(Workspace& ws, const std::vector<int64_t>& sources, Scaling scaling, const std::string& where) {
   const int g_old = ws.world_size();

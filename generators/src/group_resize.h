@@ -12,6 +12,12 @@ namespace reprise::gen {
 
 enum class Scaling { Weak, Strong };
 
+// A collective's recorded sizes as rows: splits when there is one per peer of `group`, else single elements.
+struct Rows {
+  int64_t rows = 0, width = 1;
+};
+Rows rows_of(int64_t elems, const std::vector<int64_t>& splits, int64_t group);
+
 // The job becomes `sources.size()` ranks; new rank k replays the role world rank `sources[k]` replayed. Groups
 // that spanned the old world span the new one; a smaller group is an error naming `where` (sub-group scaling is not
 // defined yet). Collective sizes follow `scaling`.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <tuple>
 
 #include "reprise/common/error.h"
 #include "reprise/replay/replay.h"
@@ -16,6 +17,36 @@ using Shape = std::vector<int64_t>;
 
 constexpr int64_t kRows = 100, kDim = 8, kBags = 4, kLookups = 12;  // 2 ranks x batch 2, 3 lookups per bag
 
+std::string splits_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t k = 0; k < v.size(); ++k) s += (k ? ", " : "") + std::to_string(v[k]);
+  return s + "]";
+}
+
+// An all_to_allv as the built-in dlrm records it (rank-major rows of width kDim).
+void all_to_allv(TraceBuilder& b, Value in, Value out, const std::vector<int64_t>& in_splits,
+                 const std::vector<int64_t>& out_splits, int64_t seq) {
+  int64_t in_rows = 0, out_rows = 0;
+  for (int64_t x : in_splits) in_rows += x;
+  for (int64_t x : out_splits) out_rows += x;
+  b.op("record_param_comms",
+       {b.list({in}), b.integer(seq), b.tuple({b.string("0"), b.string("default_pg")}), b.integer(0),
+        b.string("all_to_allv"), b.list({}), b.list({}), b.integer(0), b.integer(1), b.integer(2)},
+       {b.list({out})});
+  b.add_attr("collective_name", "string", b.string("all_to_allv"));
+  b.add_attr("dtype", "string", b.string("Float"));
+  b.add_attr("in_msg_nelems", "uint64", b.integer(in_rows * kDim));
+  b.add_attr("out_msg_nelems", "uint64", b.integer(out_rows * kDim));
+  b.add_attr("in_split_size", "string", b.string(splits_text(in_splits)));
+  b.add_attr("out_split_size", "string", b.string(splits_text(out_splits)));
+  b.add_attr("pg_name", "string", b.string("0"));
+  b.add_attr("pg_size", "uint64", b.integer(2));
+}
+
+constexpr const char* kEmptyLike =
+    "aten::empty_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? "
+    "pin_memory=None, MemoryFormat? memory_format=None) -> Tensor";
+
 struct Dlrm {
   Trace t;
   std::vector<int64_t> weights;  // storage ids, table order
@@ -23,8 +54,10 @@ struct Dlrm {
 
 // One rank of a 2-rank DLRM-like step with `tables` tables: lookups, stack -> view [T, 2, 2, D] -> permute ->
 // contiguous (what the all_to_all sends), a relu on it; then per table, last first: select of the gradient, the
-// lookup's backward, an SGD update and the gradient's zeroing.
-Dlrm dlrm(int64_t tables) {
+// lookup's backward, an SGD update and the gradient's zeroing. With `job_tables` (rank 0 holding `tables` of them,
+// rank 1 the rest), the exchanges too: an all_to_allv of the contiguous send buffer to a received [J*2, D], and one
+// of the received gradient to empty_like(send).
+Dlrm dlrm(int64_t tables, int64_t job_tables = 0) {
   TraceBuilder b;
   b.roots();
   b.set_parent(b.annotation("ProfilerStep#1"));
@@ -70,12 +103,19 @@ Dlrm dlrm(int64_t tables) {
   const Value send = b.tensor(spec({2, tables, 2, kDim}));
   b.op("aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor", {p, b.none()}, {send});
   b.op("aten::relu(Tensor self) -> Tensor", {send}, {b.tensor(spec({2, tables, 2, kDim}))});
+  const int64_t mine = 2 * tables, theirs = 2 * (job_tables - tables);  // rows a peer gets of each rank's tables
+  if (job_tables > 0) all_to_allv(b, send, b.tensor(spec({2 * job_tables, kDim})), {mine, mine}, {mine, theirs}, 0);
   const TensorSpec gs = spec({tables, kBags, kDim});
   const Value grad = b.tensor(gs);
   b.op(
       "aten::ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? "
       "pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
       {s, b.none(), b.none(), b.none(), b.none(), b.none()}, {grad});
+  if (job_tables > 0) {
+    const Value back = b.tensor(spec({2, tables, 2, kDim}));
+    b.op(kEmptyLike, {send, b.none(), b.none(), b.none(), b.none(), b.none()}, {back});
+    all_to_allv(b, b.tensor(spec({2 * job_tables, kDim})), back, {mine, theirs}, {mine, mine}, 1);
+  }
   for (int64_t k = tables; k-- > 0;) {
     TensorSpec rs = spec({kBags, kDim}, "float", gs.storage_id);
     rs.offset = k * kBags * kDim;
@@ -205,6 +245,141 @@ TEST(GenReshard, MistakesAreOneLineErrorsAtTheirPlace) {
   EXPECT_NE(error_of([] { scaled(dlrm(4).t, "{tables: reshard}"); }).find("tables: goes with world_size"),
             std::string::npos);
   EXPECT_NE(error_of([] { scaled(dlrm(4).t, "{world_size: 4, tables: shard}"); }).find("tables"), std::string::npos);
+}
+
+// Rank 1 of that job when rank 0 holds every table: it sends nothing and receives its batch's rows of them all.
+Trace no_tables(int64_t job_tables) {
+  TraceBuilder b;
+  b.roots();
+  b.set_parent(b.annotation("ProfilerStep#1"));
+  auto tensor = [&](Shape shape) {
+    TensorSpec x;
+    x.id = b.next_id();
+    x.storage_id = x.id;
+    x.shape = std::move(shape);
+    x.dtype = "float";
+    x.itemsize = 4;
+    return b.tensor(x);
+  };
+  const Value send = tensor({2, 0, 2, kDim});
+  b.op(
+      "aten::empty.memory_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? "
+      "device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+      {b.list({b.integer(2), b.integer(0), b.integer(2), b.integer(kDim)}), b.none(), b.none(), b.none(), b.none(),
+       b.none()},
+      {send});
+  all_to_allv(b, send, tensor({2 * job_tables, kDim}), {0, 0}, {2 * job_tables, 0}, 0);
+  const Value back = tensor({2, 0, 2, kDim});
+  b.op(kEmptyLike, {send, b.none(), b.none(), b.none(), b.none(), b.none()}, {back});
+  all_to_allv(b, tensor({2 * job_tables, kDim}), back, {2 * job_tables, 0}, {0, 0}, 1);
+  return b.finish();
+}
+
+// The 2-rank job whose rank 0 holds all 4 tables, placed by `params` (YAML flow text).
+gen::Workspace placed(const std::string& params) {
+  gen::YamlFile f("cfg.yaml", "scale:\n  " + params + "\n");
+  gen::TransformStep step = gen::kScale.parse(f.root()["scale"], {f, "."});
+  gen::Workspace ws;
+  ws.roles.push_back(dlrm(4, 4).t);
+  ws.roles.push_back(no_tables(4));
+  ws.source_rank = {0, 1};
+  ws.role_of_rank = {0, 1};
+  ws.infer_shapes = replay::infer_shapes;
+  step(ws);
+  return ws;
+}
+
+// The all_to_allvs of a role: (in splits, out splits, in elements, out elements), in order.
+using Layout = std::tuple<std::vector<int64_t>, std::vector<int64_t>, int64_t, int64_t>;
+std::vector<Layout> exchanges(const Trace& t) {
+  std::vector<Layout> out;
+  for (const Collective& c : t.collectives)
+    if (!c.is_wait) out.emplace_back(c.in_splits, c.out_splits, c.in_elems, c.out_elems);
+  return out;
+}
+
+int64_t t_weight_of_first_lookup(const Trace& t) {
+  return t.tensors[t.inputs(*ops(t, "aten::embedding_bag").at(0))[0].ref].storage_id;
+}
+
+TEST(GenPlaceTables, EachRankKeepsItsTablesAndTheExchangesFollowThem) {
+  // Rank 0 keeps table 0, rank 1 tables 1..3: both replay rank 0 (rank 1 looks up nothing).
+  gen::Workspace ws = placed("{tables: [0, 1, 1, 1]}");
+  ASSERT_EQ(ws.roles.size(), 2u);
+  EXPECT_EQ(ws.role_of_rank, (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(ws.source_rank, (std::vector<int64_t>{0, 0}));
+  const int64_t lookups[] = {1, 3};
+  for (size_t r = 0; r < 2; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const Trace& t = ws.roles[r];
+    EXPECT_EQ(ops(t, "aten::embedding_bag").size(), static_cast<size_t>(lookups[r]));
+    EXPECT_EQ(ops(t, "aten::_embedding_bag_backward").size(), static_cast<size_t>(lookups[r]));
+    EXPECT_EQ(shape(t, t.outputs(*ops(t, "aten::clone").at(0))[0]), (Shape{2, lookups[r], 2, kDim}));
+    EXPECT_EQ(shape(t, t.outputs(*ops(t, "aten::empty_like").at(0))[0]), (Shape{2, lookups[r], 2, kDim}));
+    EXPECT_EQ(shape(t, t.inputs(*ops(t, "aten::embedding_bag").at(0))[2]), (Shape{kBags}));  // the same batch
+    EXPECT_NO_THROW(replay::dry_run(t, "placed"));
+  }
+  const std::vector<int64_t> weights = dlrm(4, 4).weights;  // the builder is deterministic: the same storage ids
+  EXPECT_EQ(t_weight_of_first_lookup(ws.roles[0]), weights[0]);
+  EXPECT_EQ(t_weight_of_first_lookup(ws.roles[1]), weights[1]);
+  // Forward: each rank sends every peer its batch's rows (2) of each table it holds; backward: the reverse.
+  EXPECT_EQ(exchanges(ws.roles[0]),
+            (std::vector<Layout>{{{2, 2}, {2, 6}, 4 * kDim, 8 * kDim}, {{2, 6}, {2, 2}, 8 * kDim, 4 * kDim}}));
+  EXPECT_EQ(exchanges(ws.roles[1]),
+            (std::vector<Layout>{{{6, 6}, {2, 6}, 12 * kDim, 8 * kDim}, {{2, 6}, {6, 6}, 8 * kDim, 12 * kDim}}));
+}
+
+TEST(GenPlaceTables, ARankWithoutTablesReplaysOneThatLooksNoneUp) {
+  gen::Workspace ws = placed("{tables: [0, 0, 0, 0]}");  // the job as it was
+  ASSERT_EQ(ws.roles.size(), 2u);
+  EXPECT_EQ(ws.source_rank, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(ops(ws.roles[0], "aten::embedding_bag").size(), 4u);
+  EXPECT_TRUE(ops(ws.roles[1], "aten::embedding_bag").empty());
+  EXPECT_EQ(exchanges(ws.roles[0]),
+            (std::vector<Layout>{{{8, 8}, {8, 0}, 16 * kDim, 8 * kDim}, {{8, 0}, {8, 8}, 8 * kDim, 16 * kDim}}));
+  EXPECT_EQ(exchanges(ws.roles[1]),
+            (std::vector<Layout>{{{0, 0}, {8, 0}, 0, 8 * kDim}, {{8, 0}, {0, 0}, 8 * kDim, 0}}));
+}
+
+TEST(GenPlaceTables, ALargerWorldLooksUpItsGlobalBatch) {
+  gen::Workspace ws = placed("{tables: [0, 1, 2, 3], world_size: 4}");
+  ASSERT_EQ(ws.roles.size(), 4u);
+  for (size_t r = 0; r < 4; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const Trace& t = ws.roles[r];
+    ASSERT_EQ(ops(t, "aten::embedding_bag").size(), 1u);
+    EXPECT_EQ(shape(t, t.inputs(*ops(t, "aten::embedding_bag")[0])[2]), (Shape{2 * kBags}));  // 4 ranks x batch 2
+    EXPECT_EQ(shape(t, t.outputs(*ops(t, "aten::clone").at(0))[0]), (Shape{4, 1, 2, kDim}));
+    EXPECT_EQ(exchanges(t), (std::vector<Layout>{{{2, 2, 2, 2}, {2, 2, 2, 2}, 8 * kDim, 8 * kDim},
+                                                 {{2, 2, 2, 2}, {2, 2, 2, 2}, 8 * kDim, 8 * kDim}}));
+    EXPECT_EQ(t.process_groups.at(0).ranks, (std::vector<int64_t>{0, 1, 2, 3}));
+  }
+}
+
+TEST(GenPlaceTables, MistakesAreOneLineErrorsAtTheirPlace) {
+  EXPECT_NE(error_of([] { placed("{tables: [0, 1, 1]}"); })
+                .find("cfg.yaml:2:3: scale: tables: the plan places 3 tables; the job has 4 (rank 0: 0..3, rank 1: "
+                      "none)"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { placed("{tables: [0, 1, 2, 1]}"); }).find("table 2 is placed on rank 2, not a rank of the 2"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              placed("{tables: [0, 1, 1, 1], world_size: 3}");
+            }).find("world_size 3 is not a multiple of the job's 2 ranks"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { placed("{tables: [0, 1, 1, 1], world_size: 4, mode: strong}"); }).find("weak scaling"),
+            std::string::npos);
+  EXPECT_EQ(error_of([] { placed("{tables: []}"); }), "cfg.yaml:2:12: tables: the plan is empty: one rank per table");
+  EXPECT_EQ(error_of([] { placed("{tables: [0, x, 1, 1]}"); }), "cfg.yaml:2:16: tables: expected an integer");
+  // Ranks sharing one role of 4 tables each: tables 0..3 are rank 0's, 4..7 rank 1's.
+  EXPECT_NE(error_of([] { scaled(dlrm(4).t, "{tables: [0, 1, 0, 1, 0, 1, 0, 1]}"); })
+                .find("rank 0 would hold tables 0,2,4,6, which no source rank holds together (rank 0: 0..3, rank 1: "
+                      "4..7): capture with every table on one rank"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              scaled(dlrm(4).t, "{tables: [0, 0, 0, 0, 1, 1, 1, 1], world_size: 4}");
+            }).find("rank 2 holds no table, and every source rank looks some up"),
+            std::string::npos);
 }
 
 }  // namespace

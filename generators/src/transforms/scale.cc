@@ -1,6 +1,6 @@
 // scale: the job's world size (weak or strong scaling, collective sizes recomputed by the rules in
-// docs/configs.md; embedding tables resharded over the new world with tables: reshard), collective message sizes,
-// and named dimensions of the tensors (dims).
+// docs/configs.md; embedding tables resharded over the new world with tables: reshard, or placed by a sharding plan
+// with tables: [ranks]), collective message sizes, and named dimensions of the tensors (dims).
 #include <optional>
 #include <regex>
 #include <unordered_set>
@@ -17,7 +17,8 @@ namespace {
 struct ScaleSpec {
   int64_t world_size = 0;
   Scaling mode = Scaling::Weak;
-  bool reshard = false;  // tables: reshard
+  bool reshard = false;       // tables: reshard
+  std::vector<int64_t> plan;  // tables: [rank of table 0, rank of table 1, ...]
   double messages = 0;
   std::string only;
   std::string where;
@@ -201,7 +202,12 @@ TransformStep parse_scale(const YAML::Node& p, const ConfigContext& cx) {
   if (p["world_size"]) s->world_size = f.integer(p["world_size"], "world_size", 1, 1 << 20);
   if (p["mode"])
     s->mode = f.choice(p["mode"], "mode", {"weak", "strong"}) == "strong" ? Scaling::Strong : Scaling::Weak;
-  if (p["tables"]) s->reshard = f.choice(p["tables"], "tables", {"reshard", "keep"}) == "reshard";
+  if (p["tables"] && p["tables"].IsSequence()) {
+    for (const YAML::Node& x : p["tables"]) s->plan.push_back(f.integer(x, "tables", 0, 1 << 20));
+    if (s->plan.empty()) f.fail(p["tables"], "tables: the plan is empty: one rank per table");
+  } else if (p["tables"]) {
+    s->reshard = f.choice(p["tables"], "tables", {"reshard", "keep"}) == "reshard";
+  }
   if (p["messages"]) s->messages = f.number(p["messages"], "messages", 1e-6, 1e6);
   if (p["collective"]) {
     s->only = f.string(p["collective"], "collective");
@@ -209,15 +215,22 @@ TransformStep parse_scale(const YAML::Node& p, const ConfigContext& cx) {
     if (!comms::parse_kind(s->only, k)) f.fail(p["collective"], "collective: not a collective name: " + s->only);
     s->only = comms::describe(k).name;
   }
-  if (p["tables"] && s->world_size == 0) f.fail(p["tables"], "tables: goes with world_size");
-  if (s->world_size == 0 && s->messages == 0 && s->dims.empty())
-    f.fail(p, "scale: expected world_size, messages or dims");
+  if (p["tables"] && s->world_size == 0 && s->plan.empty())
+    f.fail(p["tables"], "tables: goes with world_size (or is a plan: a list of one rank per table)");
+  if (s->world_size == 0 && s->messages == 0 && s->dims.empty() && s->plan.empty())
+    f.fail(p, "scale: expected world_size, tables, messages or dims");
   if (p["mode"] && s->world_size == 0) f.fail(p["mode"], "mode: goes with world_size");
-  if (s->reshard && s->mode == Scaling::Strong)
-    f.fail(p["tables"], "tables: reshard keeps each rank's batch (weak scaling): drop mode: strong");
+  if ((s->reshard || !s->plan.empty()) && s->mode == Scaling::Strong)
+    f.fail(p["tables"], std::string("tables: ") + (s->reshard ? "reshard" : "a plan") +
+                            " keeps each rank's batch (weak scaling): drop mode: strong");
   if (p["collective"] && s->messages == 0) f.fail(p["collective"], "collective: goes with messages");
   return [s](Workspace& ws) {
-    if (s->world_size > 0) {
+    if (!s->plan.empty()) {
+      const int old = ws.world_size();
+      place_tables(ws, s->plan, s->world_size, s->where + ": scale");
+      ws.note("scale: tables placed by the plan, world size " + std::to_string(old) + " -> " +
+              std::to_string(ws.world_size()) + ", " + std::to_string(ws.roles.size()) + " role(s)");
+    } else if (s->world_size > 0) {
       const int old = ws.world_size();
       if (s->reshard) {
         reshard_tables(ws, s->world_size, s->where + ": scale");
@@ -243,7 +256,8 @@ TransformStep parse_scale(const YAML::Node& p, const ConfigContext& cx) {
 
 const TransformDescriptor kScale{
     "scale",
-    "change the world size (weak or strong scaling, tables resharded), collective message sizes or tensor dimensions",
+    "change the world size (weak or strong scaling, tables resharded or placed by a plan), collective message sizes "
+    "or tensor dimensions",
     {"world_size", "mode", "tables", "messages", "collective", "dims"},
     parse_scale};
 
