@@ -489,12 +489,14 @@ void place_tables(Workspace& ws, const std::vector<int64_t>& plan, int64_t world
   const int64_t f = m / n;
   // Every source rank's tables: global table ids run over the ranks in order, each rank's in order of first use.
   std::vector<size_t> tables_of_role(ws.roles.size());
+  std::string none;  // why the first role without tables has none (a table-batched lookup is named there)
   for (size_t r = 0; r < ws.roles.size(); ++r) {
     Trace probe = clone(ws.roles[r]);
     try {
       tables_of_role[r] = TableCut(probe).count_tables();
-    } catch (const UserError&) {
+    } catch (const UserError& e) {
       tables_of_role[r] = 0;  // a rank that looks up nothing (every table placed elsewhere)
+      if (none.empty()) none = e.what();
     }
   }
   std::vector<int64_t> first(static_cast<size_t>(n) + 1, 0);
@@ -508,7 +510,7 @@ void place_tables(Workspace& ws, const std::vector<int64_t>& plan, int64_t world
                    : std::string("none"));
   }
   const int64_t total = first.back();
-  if (total == 0) throw UserError(at + "no rank's embedding op (aten::embedding_bag, aten::embedding) reads a table");
+  if (total == 0) throw UserError(at + none);
   if (static_cast<int64_t>(plan.size()) != total)
     throw UserError(at + "the plan places " + std::to_string(plan.size()) + " tables; the job has " +
                     std::to_string(total) + " (" + held + ")");
