@@ -14,6 +14,7 @@ from the first with a config, then compare the two:
 """
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import statistics
@@ -93,6 +94,11 @@ def exchanges(trace):
                 out.append((a["collective_name"], a.get("in_split_size"), a.get("out_split_size"),
                             a.get("in_msg_nelems"), a.get("out_msg_nelems")))
     return out
+
+
+def capture_dir(work, workload, args, world):
+    key = hashlib.sha1(repr((workload, args, world)).encode()).hexdigest()[:12]
+    return os.path.join(work, "captures", f"{workload}-{world}-{key}")
 
 
 def summary(bin_, path, per_rank=False):
@@ -181,14 +187,17 @@ def main():
         d = os.path.join(work, case.name)
         os.makedirs(d, exist_ok=True)
         t0 = time.time()
-        capture(a.bin, case, case.base, case.world[0], os.path.join(d, "base"))
-        capture(a.bin, case, case.variant, case.world[1], os.path.join(d, "real"))
+        # Captures are shared between cases that capture the same thing (the plans' all-on-0 source).
+        base = capture_dir(work, case.workload, case.base, case.world[0])
+        real = capture_dir(work, case.workload, case.variant, case.world[1])
+        capture(a.bin, case, case.base, case.world[0], base)
+        capture(a.bin, case, case.variant, case.world[1], real)
         cfg = os.path.join(d, "variant.yaml")
         with open(cfg, "w") as f:
-            f.write(f"name: {case.name}\nsource: base\ntransforms:\n  {case.transform}\n")
+            f.write(f"name: {case.name}\nsource: {base}\ntransforms:\n  {case.transform}\n")
         run([f"{a.bin}/reprise", "generate", cfg, "--out", os.path.join(d, "generated"), "--force", "-q"])
         problems, documented = compare(case, summary(a.bin, os.path.join(d, "generated"), case.per_rank),
-                                       summary(a.bin, os.path.join(d, "real"), case.per_rank))
+                                       summary(a.bin, real, case.per_rank))
         entry = {"case": case.name, "structure_ok": not problems, "problems": problems,
                  "documented_differences": documented, "note": case.note}
         print(f"{case.name}: structure {'same' if not problems else 'DIFFERS'}"
@@ -200,7 +209,7 @@ def main():
             ratios = []
             for _ in range(a.pairs):  # interleaved: generated, real, generated, real, ...
                 g = replay_seconds(a.bin, os.path.join(d, "generated"), case.world[1])
-                r = replay_seconds(a.bin, os.path.join(d, "real"), case.world[1])
+                r = replay_seconds(a.bin, real, case.world[1])
                 ratios.append(g / r)
             med = statistics.median(ratios)
             entry.update(ratios=ratios, median_ratio=med, spread=[min(ratios), max(ratios)])
