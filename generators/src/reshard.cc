@@ -406,6 +406,7 @@ void reshard_tables(Workspace& ws, int64_t world_size, const std::string& where)
     const std::string role = "role " + std::to_string(r) + " (source rank " + std::to_string(ws.source_rank[old]) +
                              ", tables slice " + std::to_string(slice + 1) + " of " + std::to_string(f) + ")";
     Trace t = clone(ws.roles[old]);
+    const size_t kept = static_cast<size_t>(slice);  // a structured binding is not captured before C++20
     CutRole c;
     try {
       c = cut_role(
@@ -414,7 +415,7 @@ void reshard_tables(Workspace& ws, int64_t world_size, const std::string& where)
             if (tables % static_cast<size_t>(f) != 0)
               throw UserError("its " + std::to_string(tables) + " embedding tables do not split into " +
                               std::to_string(f) + " equal slices");
-            return table / (tables / static_cast<size_t>(f)) == static_cast<size_t>(slice);
+            return table / (tables / static_cast<size_t>(f)) == kept;
           },
           f, changes);
     } catch (const UserError& e) {
