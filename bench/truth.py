@@ -74,6 +74,14 @@ def cases(quick):
         Case("dlrm_plan_2_to_4_ranks", "dlrm", plan_dlrm + ["--shards", "0,0,0,0,0,0,0,0"],
              plan_dlrm + ["--shards", "3,0,0,3,3,0,2,2"], "- scale: {tables: [3, 0, 0, 3, 3, 0, 2, 2], world_size: 4}",
              world=(2, 4), per_rank=True),
+        # From a capture whose ranks each hold part of the tables (rank 0 tables 0 and 7, rank 1 tables 1..6): tables
+        # move between the ranks, their ops transplanted from the rank that held them.
+        Case("dlrm_plan_moves_tables", "dlrm", plan_dlrm + ["--shards", "0,1,1,1,1,1,1,0"],
+             plan_dlrm + ["--shards", "1,0,0,1,1,1,1,0"], "- scale: {tables: [1, 0, 0, 0, 1, 1, 1, 1]}",
+             world=(2, 2), per_rank=True),
+        Case("dlrm_plan_moves_tables_4_ranks", "dlrm", plan_dlrm + ["--shards", "0,0,0,0,1,1,1,1"],
+             plan_dlrm + ["--shards", "0,1,2,3,0,1,2,3"], "- scale: {tables: [0, 1, 2, 3, 0, 1, 2, 3], world_size: 4}",
+             world=(2, 4), per_rank=True),
     ]
 
 
