@@ -20,12 +20,13 @@ void reshard_tables(Workspace& ws, int64_t world_size, const std::string& where)
 
 // scale: {tables: [r0, r1, ...], world_size: M}: a sharding plan. Table t (numbered over the source ranks in order,
 // each rank's tables in order of first use) goes to new rank plan[t] of M (default: the job's world N; a multiple
-// f of it). New rank k replays a source rank that holds every table k gets (rank k mod N when it does, else the
-// first that does; a rank given no table replays one that looks none up), keeping those tables (the rest go as in
-// reshard_tables) over an f times larger global batch. Each all_to_all(v) is laid out again from its tensors' new
-// sizes: the side that is the same for every peer (what a rank sends of its tables, or receives of their
-// gradients) follows the rank's own tables, the other side its peers'. Throws UserError naming `where` for a plan
-// of the wrong length or ranks, a rank whose tables no source rank holds together, or an exchange that cannot follow.
+// f of it). New rank k replays the source rank holding most of its tables (rank k mod N on a tie; a rank given no
+// table replays one that looks none up), keeping those tables (the rest go as in reshard_tables) and moving in the
+// others from the ranks that held them (table_move.h), over an f times larger global batch. Each all_to_all(v) is
+// laid out again from its tensors' new sizes: the side that is the same for every peer (what a rank sends of its
+// tables, or receives of their gradients) follows the rank's own tables, the other side its peers'. Throws
+// UserError naming `where` for a plan of the wrong length or ranks, a table that cannot move, or an exchange that
+// cannot follow.
 void place_tables(Workspace& ws, const std::vector<int64_t>& plan, int64_t world_size, const std::string& where);
 
 }  // namespace reprise::gen
