@@ -54,6 +54,14 @@ def cases(quick):
     # Tables of their own sizes and pooling, so a table in the wrong place shows.
     plan_dlrm = ["--batch", "32" if quick else "128", "--table-rows", "1000,2000,3000,4000,5000,6000,7000,8000",
                  "--table-lookups", "2,4,6,8,10,12,14,16"]
+    def plan(name, base_shards, real_shards, tables=None, world_size=None):
+        """dlrm captured with `base_shards` on 2 ranks -> `tables: PLAN` (global table ids; default: the real
+        plan's ranks), against a capture with `real_shards`, rank by rank."""
+        scale = f"tables: {tables or [int(x) for x in real_shards.split(',')]}"
+        scale += f", world_size: {world_size}" if world_size else ""
+        return Case(name, "dlrm", plan_dlrm + ["--shards", base_shards], plan_dlrm + ["--shards", real_shards],
+                    f"- scale: {{{scale}}}", world=(2, world_size or 2), per_rank=True)
+
     return [
         # bmm on CPU loops over the batch and records a select/as_strided/resolve_conj per item inside it: those
         # nested ops keep their recorded count (replay issues bmm, not them); every replayed op matches.
@@ -68,20 +76,12 @@ def cases(quick):
         Case("dlrm_2_to_4_ranks", "dlrm", dlrm, dlrm, "- scale: {world_size: 4, tables: reshard}", world=(2, 4)),
         # A sharding plan from one capture that put every table on rank 0: each rank's lookups, their backward and
         # updates, and both all_to_allv layouts match a real capture of the plan, rank by rank.
-        Case("dlrm_plan_from_all_on_0", "dlrm", plan_dlrm + ["--shards", "0,0,0,0,0,0,0,0"],
-             plan_dlrm + ["--shards", "1,0,0,1,1,1,0,1"], "- scale: {tables: [1, 0, 0, 1, 1, 1, 0, 1]}",
-             world=(2, 2), per_rank=True),
-        Case("dlrm_plan_2_to_4_ranks", "dlrm", plan_dlrm + ["--shards", "0,0,0,0,0,0,0,0"],
-             plan_dlrm + ["--shards", "3,0,0,3,3,0,2,2"], "- scale: {tables: [3, 0, 0, 3, 3, 0, 2, 2], world_size: 4}",
-             world=(2, 4), per_rank=True),
+        plan("dlrm_plan_from_all_on_0", "0,0,0,0,0,0,0,0", "1,0,0,1,1,1,0,1"),
+        plan("dlrm_plan_2_to_4_ranks", "0,0,0,0,0,0,0,0", "3,0,0,3,3,0,2,2", world_size=4),
         # From a capture whose ranks each hold part of the tables (rank 0 tables 0 and 7, rank 1 tables 1..6): tables
         # move between the ranks, their ops transplanted from the rank that held them.
-        Case("dlrm_plan_moves_tables", "dlrm", plan_dlrm + ["--shards", "0,1,1,1,1,1,1,0"],
-             plan_dlrm + ["--shards", "1,0,0,1,1,1,1,0"], "- scale: {tables: [1, 0, 0, 0, 1, 1, 1, 1]}",
-             world=(2, 2), per_rank=True),
-        Case("dlrm_plan_moves_tables_4_ranks", "dlrm", plan_dlrm + ["--shards", "0,0,0,0,1,1,1,1"],
-             plan_dlrm + ["--shards", "0,1,2,3,0,1,2,3"], "- scale: {tables: [0, 1, 2, 3, 0, 1, 2, 3], world_size: 4}",
-             world=(2, 4), per_rank=True),
+        plan("dlrm_plan_moves_tables", "0,1,1,1,1,1,1,0", "1,0,0,1,1,1,1,0", [1, 0, 0, 0, 1, 1, 1, 1]),
+        plan("dlrm_plan_moves_tables_4_ranks", "0,0,0,0,1,1,1,1", "0,1,2,3,0,1,2,3", [0, 1, 2, 3, 0, 1, 2, 3], 4),
     ]
 
 

@@ -163,6 +163,12 @@ std::vector<const Node*> ops(const Trace& t, std::string_view name) {
   return out;
 }
 
+bool has_note(const gen::Workspace& ws, const std::string& text) {
+  for (const std::string& n : ws.notes)
+    if (n.find(text) != std::string::npos) return true;
+  return false;
+}
+
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
@@ -213,9 +219,7 @@ TEST(GenReshard, EachSliceKeepsItsTablesOverTwiceTheBatch) {
     EXPECT_EQ(ops(t, "aten::relu").size(), 1u);
     EXPECT_NO_THROW(replay::dry_run(t, "slice"));
   }
-  bool noted = false;
-  for (const std::string& n : ws.notes) noted = noted || n.find("keeps tables 2..3 of 4") != std::string::npos;
-  EXPECT_TRUE(noted);
+  EXPECT_TRUE(has_note(ws, "keeps tables 2..3 of 4"));
 }
 
 TEST(GenReshard, FourTimesTheWorldKeepsOneTablePerRank) {
@@ -393,9 +397,7 @@ TEST(GenPlaceTables, ATableMovesInFromTheRankThatHeldIt) {
     EXPECT_EQ(ops(t, "aten::zero_").size(), 4u);
     EXPECT_NO_THROW(replay::dry_run(t, "moved"));
   }
-  bool noted = false;
-  for (const std::string& n : ws.notes) noted = noted || n.find("2 moved in from other ranks") != std::string::npos;
-  EXPECT_TRUE(noted);
+  EXPECT_TRUE(has_note(ws, "2 moved in from other ranks"));
 }
 
 TEST(GenPlaceTables, MistakesAreOneLineErrorsAtTheirPlace) {
