@@ -50,49 +50,72 @@ std::vector<int64_t> skeleton_of(const Trace& role, size_t tables) {
   return ids;
 }
 
-// The placed role's node that plays donor node `donor_node` (a node of a shared unit of `c`, the donor's copy): the
-// node at the same place in the subtree of the same shared unit.
-uint32_t Transplant::counterpart(uint32_t donor_node, const std::vector<int>& skel_of_unit, const TableCut& cut,
-                                 const Trace& c) const {
-  const uint32_t u = cut.unit_of()[donor_node];
-  if (u == kNone32 || skel_of_unit[u] < 0) return kNone32;
-  const size_t o = static_cast<size_t>(skel_of_unit[u]);
-  const uint32_t there = to_.find(to_skel_[o]);
-  const std::vector<uint32_t> a = subtree_nodes(c, cut.units()[u]), b = subtree_nodes(to_, there);
-  const size_t k = static_cast<size_t>(std::find(a.begin(), a.end(), donor_node) - a.begin());
-  if (a.size() != b.size() || k >= a.size() || c.name(c.nodes[a[k]]) != to_.name(to_.nodes[b[k]])) return kNone32;
+// The donor's copy with the table's ops found, for one add().
+struct Transplant::Donor {
+  Donor(const Trace& donor, const std::vector<int64_t>& skeleton, size_t which)
+      : c(clone(donor)), cut(c), table(which) {
+    cut.run([this](size_t x) { return x != table; }, false);
+    gone = cut.gone_nodes();
+    skel_of_unit.assign(cut.units().size(), -1);
+    std::map<int64_t, int> ordinal;
+    for (size_t o = 0; o < skeleton.size(); ++o) ordinal[skeleton[o]] = static_cast<int>(o);
+    for (size_t u = 0; u < cut.units().size(); ++u) {
+      auto it = ordinal.find(c.nodes[cut.units()[u]].id);
+      if (it != ordinal.end()) skel_of_unit[u] = it->second;
+    }
+    map.assign(c.tensors.size(), kNone32);
+    mapped.assign(c.tensors.size(), false);
+  }
+  std::string what() const { return "table " + std::to_string(table); }
+
+  Trace c;
+  TableCut cut;
+  size_t table;
+  std::vector<bool> gone;         // per node: the table's
+  std::vector<int> skel_of_unit;  // per unit: its place among the shared ones, -1 for a table's
+  std::vector<uint32_t> map;      // per tensor: the placed role's tensor it reads instead (kNone32: a new one)
+  std::vector<bool> mapped;       // per tensor: a shared result the table's ops read
+};
+
+// The placed role's node that plays donor node `node` (a node of a shared unit): the node at the same place in the
+// subtree of the same shared unit.
+uint32_t Transplant::counterpart(const Donor& d, uint32_t node) const {
+  const uint32_t u = d.cut.unit_of()[node];
+  if (u == kNone32 || d.skel_of_unit[u] < 0) return kNone32;
+  const uint32_t there = to_.find(to_skel_[static_cast<size_t>(d.skel_of_unit[u])]);
+  const std::vector<uint32_t> a = subtree_nodes(d.c, d.cut.units()[u]), b = subtree_nodes(to_, there);
+  const size_t k = static_cast<size_t>(std::find(a.begin(), a.end(), node) - a.begin());
+  if (a.size() != b.size() || k >= a.size() || d.c.name(d.c.nodes[a[k]]) != to_.name(to_.nodes[b[k]])) return kNone32;
   return b[k];
 }
 
 // Any donor node's counterpart: through its shared unit, else the first node of the same name and depth between the
 // counterparts of the shared units around it.
-uint32_t Transplant::counterpart_any(uint32_t donor_node, const std::vector<int>& skel_of_unit, const TableCut& cut,
-                                     const Trace& c) const {
-  const uint32_t direct = counterpart(donor_node, skel_of_unit, cut, c);
+uint32_t Transplant::counterpart_any(const Donor& d, uint32_t node) const {
+  const uint32_t direct = counterpart(d, node);
   if (direct != kNone32) return direct;
   auto depth = [](const Trace& t, uint32_t x) {
-    int d = 0;
-    for (; t.nodes[x].parent != kNone32 && t.nodes[x].parent != x; x = t.nodes[x].parent) ++d;
-    return d;
+    int k = 0;
+    for (; t.nodes[x].parent != kNone32 && t.nodes[x].parent != x; x = t.nodes[x].parent) ++k;
+    return k;
   };
   int before = -1, after = -1;  // shared ordinals around it
-  for (size_t u = 0; u < cut.units().size(); ++u) {
-    if (skel_of_unit[u] < 0) continue;
-    if (cut.units()[u] < donor_node) before = skel_of_unit[u];
-    if (cut.units()[u] > donor_node && after < 0) after = skel_of_unit[u];
+  for (size_t u = 0; u < d.cut.units().size(); ++u) {
+    if (d.skel_of_unit[u] < 0) continue;
+    if (d.cut.units()[u] < node) before = d.skel_of_unit[u];
+    if (d.cut.units()[u] > node && after < 0) after = d.skel_of_unit[u];
   }
   const uint32_t lo = before < 0 ? 0 : to_.find(to_skel_[static_cast<size_t>(before)]);
   const uint32_t hi =
       after < 0 ? static_cast<uint32_t>(to_.nodes.size()) : to_.find(to_skel_[static_cast<size_t>(after)]);
   if (lo == kNone32 || hi == kNone32) return kNone32;
-  const int want = depth(c, donor_node);
+  const int want = depth(d.c, node);
   for (uint32_t x = lo; x < hi; ++x)
-    if (to_.name(to_.nodes[x]) == c.name(c.nodes[donor_node]) && depth(to_, x) == want) return x;
+    if (to_.name(to_.nodes[x]) == d.c.name(d.c.nodes[node]) && depth(to_, x) == want) return x;
   return kNone32;
 }
 
-void Transplant::add(const Trace& donor, const std::vector<int64_t>& donor_skeleton, size_t table, size_t position,
-                     int64_t seq_shift) {
+void Transplant::check_shared(const Trace& donor, const std::vector<int64_t>& donor_skeleton) const {
   if (donor_skeleton.size() != to_skel_.size())
     throw UserError("the ranks do not run the same shared ops (" + std::to_string(donor_skeleton.size()) + " against " +
                     std::to_string(to_skel_.size()) + "): tables move only between ranks of one program");
@@ -102,54 +125,39 @@ void Transplant::add(const Trace& donor, const std::vector<int64_t>& donor_skele
       throw UserError("the ranks' shared ops differ at node " + std::to_string(donor_skeleton[o]) +
                       ": tables move only between ranks of one program");
   }
-  Trace c = clone(donor);
-  TableCut cut(c);
-  cut.run([table](size_t x) { return x != table; }, false);
-  const std::vector<bool> gone = cut.gone_nodes();
-  for (uint32_t i = 0; i < c.nodes.size(); ++i)
-    if (gone[i] && c.nodes[i].collective >= 0)
-      throw UserError("table " + std::to_string(table) + "'s ops run a collective of their own: it is not moved");
-  // Shared units of the donor by their place in the shared sequence.
-  std::vector<int> skel_of_unit(cut.units().size(), -1);
-  {
-    std::map<int64_t, int> ordinal;
-    for (size_t o = 0; o < donor_skeleton.size(); ++o) ordinal[donor_skeleton[o]] = static_cast<int>(o);
-    for (size_t u = 0; u < cut.units().size(); ++u) {
-      auto it = ordinal.find(c.nodes[cut.units()[u]].id);
-      if (it != ordinal.end()) skel_of_unit[u] = it->second;
-    }
-  }
-  // What the table's ops read of the shared ops' results: the placed role's results at the same place.
-  std::vector<uint32_t> map(c.tensors.size(), kNone32);
-  std::set<uint32_t> appended;  // list elements, added to the placed role's lists instead
-  for (const auto& [list, p] : cut.prunes()) appended.insert(p.drop.begin(), p.drop.end());
-  // In execution order, the last node that wrote each tensor record (records are reused after frees).
-  std::vector<uint32_t> writer(c.tensors.size(), kNone32);
-  std::vector<bool> mapped_input(c.tensors.size(), false);
+}
+
+// What the table's ops read of the shared ops' results: the placed role's results at the same place. List elements
+// (the table's own rows of a shared list) are not: they are added to the placed role's lists.
+void Transplant::map_shared_reads(Donor& d) const {
+  const Trace& c = d.c;
+  std::set<uint32_t> appended;
+  for (const auto& [list, p] : d.cut.prunes()) appended.insert(p.drop.begin(), p.drop.end());
+  std::vector<uint32_t> writer(c.tensors.size(), kNone32);  // the last one so far: records are reused after frees
   for (uint32_t i = 0; i < c.nodes.size(); ++i) {
-    if (!gone[i]) {
-      each_arg_tensor(c, c.nodes[i], true, [&](uint32_t r) { writer[r] = i; });
-      continue;
-    }
-    each_arg_tensor(c, c.nodes[i], false, [&](uint32_t r) {
-      const uint32_t p = writer[r];
-      if (p == kNone32 || gone[p] || appended.count(r) || map[r] != kNone32) return;
-      const uint32_t there = counterpart(p, skel_of_unit, cut, c);
-      if (there == kNone32)
-        throw UserError("table " + std::to_string(table) + "'s ops read what node " + std::to_string(c.nodes[p].id) +
-                        " (" + std::string(c.name(c.nodes[p])) + ") computes, which is not shared by the ranks");
-      const std::vector<uint32_t> mine = written(c, c.nodes[p]), theirs = written(to_, to_.nodes[there]);
-      const size_t k = static_cast<size_t>(std::find(mine.begin(), mine.end(), r) - mine.begin());
-      if (k >= theirs.size())
-        throw UserError("node " + std::to_string(to_.nodes[there].id) + " returns fewer tensors than the donor's");
-      map[r] = theirs[k];
-      mapped_input[r] = true;
-    });
+    if (d.gone[i])
+      each_arg_tensor(c, c.nodes[i], false, [&](uint32_t r) {
+        const uint32_t p = writer[r];
+        if (p == kNone32 || d.gone[p] || appended.count(r) || d.map[r] != kNone32) return;
+        const uint32_t there = counterpart(d, p);
+        if (there == kNone32)
+          throw UserError(d.what() + "'s ops read what node " + std::to_string(c.nodes[p].id) + " (" +
+                          std::string(c.name(c.nodes[p])) + ") computes, which is not shared by the ranks");
+        const std::vector<uint32_t> mine = written(c, c.nodes[p]), theirs = written(to_, to_.nodes[there]);
+        const size_t k = static_cast<size_t>(std::find(mine.begin(), mine.end(), r) - mine.begin());
+        if (k >= theirs.size())
+          throw UserError("node " + std::to_string(to_.nodes[there].id) + " returns fewer tensors than the donor's");
+        d.map[r] = theirs[k];
+        d.mapped[r] = true;
+      });
     each_arg_tensor(c, c.nodes[i], true, [&](uint32_t r) { writer[r] = i; });
   }
-  NodeImporter imp(to_, c, map, seq_shift);
-  // The shared lists gain the table's elements, in the donor's order.
-  for (const auto& [list, p] : cut.prunes()) {
+}
+
+// The shared lists gain the table's elements, in the donor's order.
+void Transplant::extend_lists(const Donor& d, NodeImporter& imp) {
+  const Trace& c = d.c;
+  for (const auto& [list, p] : d.cut.prunes()) {
     uint32_t owner = kNone32, slot = 0;
     bool output = false;
     for (uint32_t i = 0; i < c.nodes.size() && owner == kNone32; ++i) {
@@ -159,9 +167,9 @@ void Transplant::add(const Trace& donor, const std::vector<int64_t>& donor_skele
       else if (list >= n.outputs && list < n.outputs + n.num_outputs)
         owner = i, slot = list - n.outputs, output = true;
     }
-    const uint32_t there = owner == kNone32 ? kNone32 : counterpart(owner, skel_of_unit, cut, c);
+    const uint32_t there = owner == kNone32 ? kNone32 : counterpart(d, owner);
     if (there == kNone32)
-      throw UserError("table " + std::to_string(table) + "'s list elements are in node " +
+      throw UserError(d.what() + "'s list elements are in node " +
                       (owner == kNone32 ? std::string("?") : std::to_string(c.nodes[owner].id)) +
                       ", which is not shared by the ranks");
     const Node& tn = to_.nodes[there];
@@ -181,95 +189,109 @@ void Transplant::add(const Trace& donor, const std::vector<int64_t>& donor_skele
     to_.values.insert(to_.values.end(), items.begin(), items.end());
     to_.arg_types.resize(to_.values.size(), 0);
     to_.values[at] = now;
-    if (at < to_.arg_types.size() && to_.arg_types[at] != 0) {
-      std::string type = "GenericList[";
-      for (size_t k = 0; k < items.size(); ++k)
-        type += (k ? "," : "") + (items[k].kind == ValueKind::Tensor
-                                      ? "Tensor(" + std::string(to_.str(to_.tensors[items[k].ref].dtype)) + ")"
-                                      : std::string(value_kind_name(items[k].kind)));
-      to_.arg_types[at] = to_.strings.intern(type + "]");
+    if (to_.arg_types[at] == 0) continue;
+    std::string type = "GenericList[";
+    for (size_t k = 0; k < items.size(); ++k)
+      type += (k ? "," : "") + (items[k].kind == ValueKind::Tensor
+                                    ? "Tensor(" + std::string(to_.str(to_.tensors[items[k].ref].dtype)) + ")"
+                                    : std::string(value_kind_name(items[k].kind)));
+    to_.arg_types[at] = to_.strings.intern(type + "]");
+  }
+}
+
+// Where the table's outermost op `i` goes: before the counterpart of the next sibling holding a shared op, else after
+// the previous one's; among siblings that are all table ops, last under the parent's counterpart.
+bool Transplant::place(const Donor& d, uint32_t i, Insertion& in) const {
+  const Trace& c = d.c;
+  const uint32_t parent = c.nodes[i].parent;
+  if (parent == kNone32 || parent == i) return false;
+  // The shared unit a sibling holds (its first, or its last), and how far below the sibling it is.
+  auto shared_in = [&](uint32_t sibling, bool last) -> std::pair<uint32_t, int> {
+    std::pair<uint32_t, int> found{kNone32, 0};
+    for (uint32_t x : subtree_nodes(c, sibling)) {
+      const uint32_t u = d.cut.unit_of()[x];
+      if (u == kNone32 || d.cut.units()[u] != x || d.skel_of_unit[u] < 0) continue;
+      int depth = 0;
+      for (uint32_t y = x; y != sibling; y = c.nodes[y].parent) ++depth;
+      found = {x, depth};
+      if (!last) break;
+    }
+    return found;
+  };
+  std::vector<uint32_t> order(c.children(c.nodes[parent]).begin(), c.children(c.nodes[parent]).end());
+  std::sort(order.begin(), order.end());
+  for (int pass = 0; pass < 2; ++pass) {  // the next sibling holding a shared op, else the previous
+    if (pass == 1) std::reverse(order.begin(), order.end());
+    for (uint32_t sib : order) {
+      if ((pass == 0 ? sib <= i : sib >= i) || d.gone[sib]) continue;
+      const auto [x, depth] = shared_in(sib, pass == 1);
+      if (x == kNone32) continue;
+      uint32_t there = to_.find(to_skel_[static_cast<size_t>(d.skel_of_unit[d.cut.unit_of()[x]])]);
+      for (int k = 0; k < depth && there != kNone32; ++k) there = to_.nodes[there].parent;
+      if (there == kNone32 || to_.name(to_.nodes[there]) != c.name(c.nodes[sib])) break;
+      in.anchor = there;
+      in.before = pass == 0;
+      return true;
     }
   }
-  // The table's ops, each outermost one (with its subtree) next to the shared op it ran before (else after).
-  for (uint32_t i = 0; i < c.nodes.size(); ++i) {
-    const uint32_t parent = c.nodes[i].parent;
-    if (!gone[i] || (parent != kNone32 && parent != i && gone[parent])) continue;
-    // The shared unit a sibling holds (its first, or its last), and how far below the sibling it is.
-    auto shared_in = [&](uint32_t sibling, bool last) -> std::pair<uint32_t, int> {
-      const std::vector<uint32_t> nodes = subtree_nodes(c, sibling);
-      std::pair<uint32_t, int> found{kNone32, 0};
-      for (uint32_t x : nodes) {
-        const uint32_t u = cut.unit_of()[x];
-        if (u == kNone32 || cut.units()[u] != x || skel_of_unit[u] < 0) continue;
-        int depth = 0;
-        for (uint32_t y = x; y != sibling; y = c.nodes[y].parent) ++depth;
-        found = {x, depth};
-        if (!last) break;
-      }
-      return found;
-    };
+  // Its siblings are other tables' (the selects of StackBackward0).
+  const uint32_t there = counterpart_any(d, parent);
+  if (there == kNone32 || to_.nodes[there].num_children == 0) return false;
+  const Span<uint32_t> kids = to_.children(to_.nodes[there]);
+  in.anchor = *std::max_element(kids.begin(), kids.end());
+  in.before = false;
+  return true;
+}
+
+void Transplant::add(const Trace& donor, const std::vector<int64_t>& donor_skeleton, size_t table, size_t position,
+                     int64_t seq_shift) {
+  check_shared(donor, donor_skeleton);
+  Donor d(donor, donor_skeleton, table);
+  for (uint32_t i = 0; i < d.c.nodes.size(); ++i)
+    if (d.gone[i] && d.c.nodes[i].collective >= 0)
+      throw UserError(d.what() + "'s ops run a collective of their own: it is not moved");
+  map_shared_reads(d);
+  NodeImporter imp(to_, d.c, d.map, seq_shift);
+  extend_lists(d, imp);
+  // The table's ops, each outermost one with its subtree.
+  for (uint32_t i = 0; i < d.c.nodes.size(); ++i) {
+    const uint32_t parent = d.c.nodes[i].parent;
+    if (!d.gone[i] || (parent != kNone32 && parent != i && d.gone[parent])) continue;
     Insertion in;
-    bool placed = false;
-    if (parent != kNone32 && parent != i) {
-      const Span<uint32_t> siblings = c.children(c.nodes[parent]);
-      for (int pass = 0; pass < 2 && !placed; ++pass) {  // the next sibling holding a shared op, else the previous
-        std::vector<uint32_t> order(siblings.begin(), siblings.end());
-        std::sort(order.begin(), order.end());
-        if (pass == 1) std::reverse(order.begin(), order.end());
-        for (uint32_t sib : order) {
-          if ((pass == 0 ? sib <= i : sib >= i) || gone[sib]) continue;
-          const auto [x, depth] = shared_in(sib, pass == 1);
-          if (x == kNone32) continue;
-          uint32_t there = to_.find(to_skel_[static_cast<size_t>(skel_of_unit[cut.unit_of()[x]])]);
-          for (int k = 0; k < depth && there != kNone32; ++k) there = to_.nodes[there].parent;
-          if (there == kNone32 || to_.name(to_.nodes[there]) != c.name(c.nodes[sib])) break;
-          in.anchor = there;
-          in.before = pass == 0;
-          placed = true;
-          break;
-        }
-      }
-    }
-    if (!placed && parent != kNone32 && parent != i) {
-      // Its siblings are other tables' (the selects of StackBackward0): it goes last under the parent's
-      // counterpart, the node of the same name and depth between the same two shared ops.
-      const uint32_t there = counterpart_any(parent, skel_of_unit, cut, c);
-      if (there != kNone32 && to_.nodes[there].num_children > 0) {
-        const Span<uint32_t> kids = to_.children(to_.nodes[there]);
-        in.anchor = *std::max_element(kids.begin(), kids.end());
-        in.before = false;
-        placed = true;
-      }
-    }
-    if (!placed)
-      throw UserError("table " + std::to_string(table) + "'s node " + std::to_string(c.nodes[i].id) + " (" +
-                      std::string(c.name(c.nodes[i])) + ") has no shared op beside it to be placed by");
+    if (!place(d, i, in))
+      throw UserError(d.what() + "'s node " + std::to_string(d.c.nodes[i].id) + " (" +
+                      std::string(d.c.name(d.c.nodes[i])) + ") has no shared op beside it to be placed by");
     std::vector<uint32_t> nodes;
     std::vector<bool> rows;
-    subtree(c, i, nodes, in.parent);
+    subtree(d.c, i, nodes, in.parent);
     for (uint32_t x : nodes) {
+      const Node& was = d.c.nodes[x];
       Node n = imp.node(x);
       // A select of a shared result's rows (the gradient's) takes the table's row in the placed role.
-      const bool row = c.name(c.nodes[x]) == "aten::select" && n.num_inputs >= 3 &&
-                       c.values[c.nodes[x].inputs].kind == ValueKind::Tensor &&
-                       mapped_input[c.values[c.nodes[x].inputs].ref] && to_.values[n.inputs + 2].kind == ValueKind::Int;
+      const bool row = d.c.name(was) == "aten::select" && n.num_inputs >= 3 &&
+                       d.c.values[was.inputs].kind == ValueKind::Tensor && d.mapped[d.c.values[was.inputs].ref] &&
+                       to_.values[n.inputs + 2].kind == ValueKind::Int;
       if (row) to_.values[n.inputs + 2].i = static_cast<int64_t>(position);
       rows.push_back(row);
       in.nodes.push_back(n);
     }
-    // Consecutive ops at the same place stay one insertion, in order.
-    if (!ins_.empty() && ins_.back().anchor == in.anchor && ins_.back().before == in.before) {
-      const int base = static_cast<int>(ins_.back().nodes.size());
-      for (size_t k = 0; k < in.nodes.size(); ++k) {
-        ins_.back().nodes.push_back(in.nodes[k]);
-        ins_.back().parent.push_back(in.parent[k] < 0 ? -1 : in.parent[k] + base);
-      }
-      select_rows_.back().insert(select_rows_.back().end(), rows.begin(), rows.end());
-    } else {
-      ins_.push_back(std::move(in));
-      select_rows_.push_back(std::move(rows));
-    }
+    queue(std::move(in), std::move(rows));
   }
+}
+
+// Consecutive ops at the same place stay one insertion, in order.
+void Transplant::queue(Insertion in, std::vector<bool> rows) {
+  if (!ins_.empty() && ins_.back().anchor == in.anchor && ins_.back().before == in.before) {
+    const int base = static_cast<int>(ins_.back().nodes.size());
+    for (size_t k = 0; k < in.nodes.size(); ++k) {
+      ins_.back().nodes.push_back(in.nodes[k]);
+      ins_.back().parent.push_back(in.parent[k] < 0 ? -1 : in.parent[k] + base);
+    }
+    select_rows_.back().insert(select_rows_.back().end(), rows.begin(), rows.end());
+    return;
+  }
+  ins_.push_back(std::move(in));
+  select_rows_.push_back(std::move(rows));
 }
 
 void Transplant::finish(std::vector<int64_t>& lookups, std::vector<int64_t>& selects) {

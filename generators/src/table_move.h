@@ -7,6 +7,7 @@
 
 #include "perturb_edit.h"
 #include "reprise/trace/trace.h"
+#include "splice_graph.h"
 #include "table_cut.h"
 
 namespace reprise::gen {
@@ -34,10 +35,14 @@ class Transplant {
   void finish(std::vector<int64_t>& lookups, std::vector<int64_t>& selects);
 
  private:
-  uint32_t counterpart(uint32_t donor_node, const std::vector<int>& skel_of_unit, const TableCut& cut,
-                       const Trace& c) const;
-  uint32_t counterpart_any(uint32_t donor_node, const std::vector<int>& skel_of_unit, const TableCut& cut,
-                           const Trace& c) const;
+  struct Donor;
+  uint32_t counterpart(const Donor& d, uint32_t node) const;
+  uint32_t counterpart_any(const Donor& d, uint32_t node) const;
+  void check_shared(const Trace& donor, const std::vector<int64_t>& donor_skeleton) const;
+  void map_shared_reads(Donor& d) const;
+  void extend_lists(const Donor& d, NodeImporter& imp);
+  bool place(const Donor& d, uint32_t i, Insertion& in) const;
+  void queue(Insertion in, std::vector<bool> rows);
 
   Trace& to_;
   const std::vector<int64_t>& to_skel_;
