@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Predictions against measured replays (issue 13's bars), on this machine's CPU, one thread.
 
-  bench/predict.py [--case accuracy|distributed|parallel|speed|ranking|ranking_generated|variants|gpu ...] [--quick] [--repeats N]
-                   [--bin build/bin] [--work DIR] [--json FILE]
+  bench/predict.py [--case accuracy|distributed|parallel|speed|ranking|ranking_generated|variants|gpu ...]
+                   [--quick] [--repeats N] [--from PLAN] [--bin build/bin] [--work DIR] [--json FILE]
 
 accuracy     calibrate this machine once (reprise calibrate, as one rank and under mpirun on every core), then for mlp, dlrm and gpt at three sizes each and the
              shared traces that replay on a CPU: capture, replay (--repeats replays, the median of their medians),
@@ -16,9 +16,9 @@ ranking      DLRM sharding plans: 8 tables of their own sizes and pooling placed
              blocks, everything on one rank, ...), each captured, replayed under mpirun and predicted: is the
              predicted fastest plan the measured fastest, or within 5% of it? Kendall's tau of the two orders.
 ranking_generated
-             the same plans generated from one capture (every table on rank 0; scale: {tables: PLAN}) and predicted
-             from those bundles, judged against the real captures' replays; the generated bundles' replays against
-             the real ones too.
+             the same plans generated from one capture (--from PLAN, default all-on-0; scale: {tables: PLAN}, tables
+             moved between ranks where that capture's ranks each hold part) and predicted from those bundles, judged
+             against the real captures' replays; the generated bundles' replays against the real ones too.
 variants     DLRM batch sizes x world sizes (1, 2 ranks), the same questions.
 gpu          on a GPU (cuda:0): calibrate there (`reprise calibrate --device cuda`, the float sweep), then mlp,
              dlrm and gpt at GPU-bound sizes (float, as the workloads run), captured on the GPU, replayed and predicted
@@ -33,6 +33,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -332,29 +333,47 @@ def case_ranking(b):
     return ranking_of(b, items, "ranking of sharding plans")
 
 
+def global_plan(source, shards):
+    """A plan by the workload's table numbers as `scale: {tables: ...}` numbers them for a capture of `source`: rank
+    by rank, each rank's tables in order (the built-in dlrm looks its tables up in ascending order)."""
+    order = sorted(range(len(source)), key=lambda t: (source[t], t))
+    return [shards[t] for t in order]
+
+
 def case_ranking_generated(b):
-    """The same plans without capturing them: each generated from the one capture that put every table on rank 0
-    (scale: {tables: PLAN}) and predicted from that bundle; judged against replays of the real captures. The
-    generated bundles are replayed too (interleaved with the real ones): how close the generator's plans run."""
-    base = b.capture("dlrm-plan-all-on-0", "dlrm", plan_args([0] * 8), 2)
+    """The same plans without capturing them: each generated from one capture (--from, default the one that put every
+    table on rank 0; scale: {tables: PLAN}, tables moved between ranks where the source's ranks each hold part) and
+    predicted from that bundle; judged against replays of the real captures. The generated bundles are replayed too
+    (interleaved with the real ones): how close the generator's plans run. A plan the source cannot yield (a rank
+    without tables from a source whose ranks all hold some) is skipped, with the reason."""
+    source_plan = b.a.source_plan
+    source = sharding_plans()[source_plan]
+    base = b.capture(f"dlrm-plan-{source_plan}", "dlrm", plan_args(source), 2)
+    tag = "gen" if source_plan == "all-on-0" else f"gen-from-{source_plan}"
     items, gen_items, predicted = [], [], {}
     for plan, shards in sharding_plans().items():
         name = f"dlrm-plan-{plan}"
-        items.append((name, b.capture(name, "dlrm", plan_args(shards), 2), 2))
-        out = os.path.join(b.work, f"gen-{plan}")
+        out = os.path.join(b.work, f"{tag}-{plan}")
         if not os.path.exists(os.path.join(out, "benchmark.yaml")):
-            cfg = os.path.join(b.work, f"gen-{plan}.yaml")
+            cfg = os.path.join(b.work, f"{tag}-{plan}.yaml")
             with open(cfg, "w") as f:
-                f.write(f"name: gen-{plan}\nsource: {base}\ntransforms:\n  - scale: {{tables: {shards}}}\n")
-            run([b.reprise, "generate", cfg, "--out", out, "--force", "-q"])
-        gen_items.append((f"gen-{plan}", out, 2))
-        predicted[name] = f"gen-{plan}"
+                f.write(f"name: {tag}-{plan}\nsource: {base}\ntransforms:\n"
+                        f"  - scale: {{tables: {global_plan(source, shards)}}}\n")
+            r = subprocess.run([b.reprise, "generate", cfg, "--out", out, "--force", "-q"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+            if r.returncode != 0:
+                print(f"  {plan}: not generated from {source_plan}: {r.stdout.strip().splitlines()[-1]}")
+                continue
+        items.append((name, b.capture(name, "dlrm", plan_args(shards), 2), 2))
+        gen_items.append((f"{tag}-{plan}", out, 2))
+        predicted[name] = f"{tag}-{plan}"
     b.calibrate()
-    preds = {n: b.predict(os.path.join(b.work, f"gen-{n[len('dlrm-plan-'):]}"), predicted[n], 2) for n, _, _ in items}
+    preds = {n: b.predict(gen, predicted[n], 2) for (n, _, _), (_, gen, _) in zip(items, gen_items)}
     med, raw = b.measure(items + gen_items)
     rows = rows_of(b, items, preds, (med, raw))
-    report(rows, "ranking of sharding plans generated from one capture (measured: the real captures' replays)")
-    validate(b, items, "ranking-generated", predicted)
+    report(rows, f"ranking of sharding plans generated from the {source_plan} capture (measured: the real captures' "
+                 "replays)")
+    validate(b, items, f"ranking-{tag}", predicted)
     print(f"\n  {'plan':28} {'generated replay / real replay':>32}")
     fidelity = {}
     for n, _, _ in items:
@@ -382,6 +401,8 @@ def main():
                              "gpu"])
     ap.add_argument("--quick", action="store_true", help="fewer sizes, a quick calibration")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--from", dest="source_plan", default="all-on-0", choices=list(sharding_plans()),
+                    help="ranking_generated: the plan whose capture the others are generated from")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--work", default=None)
     ap.add_argument("--json", default=None)
