@@ -146,7 +146,8 @@ Node copy_node(Trace& t, uint32_t i) {
   return n;
 }
 
-std::vector<std::vector<int64_t>> insert_nodes(Trace& t, std::vector<Insertion> ins) {
+std::vector<std::vector<int64_t>> insert_nodes(Trace& t, std::vector<Insertion> ins,
+                                               std::unordered_map<int64_t, int64_t>* renumbered) {
   const size_t count = t.nodes.size();
   std::vector<std::vector<size_t>> before(count), after(count);
   for (size_t k = 0; k < ins.size(); ++k)
@@ -205,6 +206,7 @@ std::vector<std::vector<int64_t>> insert_nodes(Trace& t, std::vector<Insertion> 
   if (t.kineto)
     for (KinetoEvent& e : t.kineto->events)
       if (e.node != kNone32 && e.node < count) e.node = t.find(new_id[e.node]);
+  if (renumbered) *renumbered = std::move(id_of);
   return ids;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "reprise/trace/trace.h"
@@ -51,7 +52,9 @@ struct Insertion {
   std::vector<int> parent;  // per node; -1 = the anchor's parent
 };
 // Inserts every insertion at once (ids of the trace's nodes shift up to make room; parents, forward parents and
-// linked Kineto events follow) and reindexes. Returns, per insertion, the ids its nodes got.
-std::vector<std::vector<int64_t>> insert_nodes(Trace& t, std::vector<Insertion> ins);
+// linked Kineto events follow) and reindexes. Returns, per insertion, the ids its nodes got; `renumbered`, when
+// given, receives each existing node's old id -> new id, for callers holding ids of their own.
+std::vector<std::vector<int64_t>> insert_nodes(Trace& t, std::vector<Insertion> ins,
+                                               std::unordered_map<int64_t, int64_t>* renumbered = nullptr);
 
 }  // namespace reprise::gen

@@ -242,17 +242,19 @@ void place_tables(Workspace& ws, const std::vector<int64_t>& plan, int64_t world
 
   // How each all_to_all(v) is laid out, from the source: what a rank sends is the same for every peer (the pooled
   // embeddings: sender-uniform), or what it receives is (their gradients going back: receiver-uniform).
-  std::map<size_t, std::pair<bool, bool>> layout;  // ordinal -> (sender-uniform, receiver-uniform)
-  std::map<size_t, bool> without_splits;           // ordinal -> recorded without splits on every rank
+  struct Layout {
+    bool sender = true, receiver = true;  // uniform on that side on every rank
+    bool bare = true;                     // recorded without splits on every rank
+  };
+  std::map<size_t, Layout> layout;  // by ordinal among the all_to_all(v)s
   for (int64_t s = 0; s < n; ++s) {
     size_t ordinal = 0;
     for (const Collective& c : ws.roles[ws.role_of_rank[static_cast<size_t>(s)]].collectives) {
       if (c.is_wait || !is_all_to_all(c)) continue;
-      auto [it, fresh] = layout.try_emplace(ordinal, std::make_pair(true, true));
-      it->second.first = it->second.first && uniform(c.in_splits);
-      it->second.second = it->second.second && uniform(c.out_splits);
-      auto [bare, first_seen] = without_splits.try_emplace(ordinal++, true);
-      bare->second = bare->second && c.in_splits.empty() && c.out_splits.empty();
+      Layout& l = layout[ordinal++];
+      l.sender = l.sender && uniform(c.in_splits);
+      l.receiver = l.receiver && uniform(c.out_splits);
+      l.bare = l.bare && c.in_splits.empty() && c.out_splits.empty();
     }
   }
 
@@ -288,11 +290,11 @@ void place_tables(Workspace& ws, const std::vector<int64_t>& plan, int64_t world
         e.out_numel = first_numel(t, t.outputs(t.nodes[x.node]));
         ex.push_back(e);
       }
+    const int64_t base = first[static_cast<size_t>(source)], end = first[static_cast<size_t>(source) + 1];
+    std::vector<int64_t> foreign;  // tables another source rank held: moved in
+    for (int64_t id : ids)
+      if (id < base || id >= end) foreign.push_back(id);
     try {
-      const int64_t base = first[static_cast<size_t>(source)], end = first[static_cast<size_t>(source) + 1];
-      std::vector<int64_t> foreign;
-      for (int64_t id : ids)
-        if (id < base || id >= end) foreign.push_back(id);
       AddTables move_in;
       if (!foreign.empty())
         move_in = [&](Trace& tt, std::vector<int64_t>& lookups, std::vector<int64_t>& selects) {
@@ -342,12 +344,9 @@ void place_tables(Workspace& ws, const std::vector<int64_t>& plan, int64_t world
       e.in_rows = in / rin.width;
       e.out_rows = out / rout.width;
     }
-    int64_t moved = 0;
-    for (int64_t id : ids)
-      moved += id < first[static_cast<size_t>(source)] || id >= first[static_cast<size_t>(source) + 1];
     ws.note("scale: tables: " + role + " holds " + std::to_string(ids.size()) + " of " + std::to_string(total) +
             " tables (" + std::to_string(c.removed) + " ops removed" +
-            (moved ? ", " + std::to_string(moved) + " moved in from other ranks" : std::string()) +
+            (foreign.empty() ? std::string() : ", " + std::to_string(foreign.size()) + " moved in from other ranks") +
             (f > 1 ? ", " + std::to_string(c.grown) + " lookup tensor(s) x" + std::to_string(f) : std::string()) + ")");
     for (const std::string& x : c.notes)
       if (ws.warn) ws.warn("scale: tables: " + role + ": " + x);
@@ -362,12 +361,12 @@ void place_tables(Workspace& ws, const std::vector<int64_t>& plan, int64_t world
     for (size_t o = 0; o < exchanges[r].size(); ++o) {
       const Exchange& e = exchanges[r][o];
       const Collective& c = t.collectives[e.index];
-      auto lay = layout.find(o);
+      const Layout lay = layout.count(o) ? layout[o] : Layout{false, false, false};
       bool any_in = false, any_out = false;
       for (const std::vector<Exchange>& other : exchanges)
         if (o < other.size()) any_in |= other[o].in_changed, any_out |= other[o].out_changed;
-      const bool sender = lay != layout.end() && lay->second.first && (!lay->second.second || any_in || !any_out);
-      const bool receiver = !sender && lay != layout.end() && lay->second.second;
+      const bool sender = lay.sender && (!lay.receiver || any_in || !any_out);
+      const bool receiver = !sender && lay.receiver;
       const std::string what = c.name + " #" + std::to_string(o + 1);
       if (!sender && !receiver)
         throw UserError(at + "its " + what +
@@ -398,7 +397,7 @@ void place_tables(Workspace& ws, const std::vector<int64_t>& plan, int64_t world
       z.in = in_rows * e.in_width;
       z.out = out_rows * e.out_width;
       const bool even = uniform(z.in_splits) && uniform(z.out_splits) && z.in_splits.front() == z.out_splits.front();
-      if (even && c.name == "all_to_all" && without_splits[o]) {
+      if (even && c.name == "all_to_all" && lay.bare) {
         z.in_splits.clear();  // recorded without splits, as PyTorch records an even all_to_all
         z.out_splits.clear();
       }

@@ -188,22 +188,10 @@ void TableCut::compact_selects() {
 
 void TableCut::apply() {
   for (auto& [list, p] : prunes_) {
-    const Value old = t_.values[list];
     std::vector<Value> keep;
-    for (const Value& e : t_.items(old))
+    for (const Value& e : t_.items(t_.values[list]))
       if (!(e.kind == ValueKind::Tensor && p.drop.count(e.ref))) keep.push_back(e);
-    Value now = old;
-    now.ref = static_cast<uint32_t>(t_.values.size());
-    now.count = static_cast<uint32_t>(keep.size());
-    t_.values.insert(t_.values.end(), keep.begin(), keep.end());
-    t_.values[list] = now;
-    std::string type = "GenericList[";
-    for (size_t k = 0; k < keep.size(); ++k)
-      type += (k ? "," : "") + (keep[k].kind == ValueKind::Tensor
-                                    ? "Tensor(" + std::string(t_.str(t_.tensors[keep[k].ref].dtype)) + ")"
-                                    : std::string(value_kind_name(keep[k].kind)));
-    t_.arg_types.resize(t_.values.size(), 0);
-    if (list < t_.arg_types.size() && t_.arg_types[list] != 0) t_.arg_types[list] = t_.strings.intern(type + "]");
+    replace_list(t_, list, keep);
   }
   std::vector<bool> keep = gone_nodes();
   keep.flip();
@@ -232,6 +220,22 @@ size_t TableCut::run(const std::function<bool(size_t)>& keep, bool apply_cut) {
     apply();
   }
   return static_cast<size_t>(std::count(removed_.begin(), removed_.end(), true));
+}
+
+void replace_list(Trace& t, uint32_t at, const std::vector<Value>& items) {
+  Value now = t.values[at];
+  now.ref = static_cast<uint32_t>(t.values.size());
+  now.count = static_cast<uint32_t>(items.size());
+  t.values.insert(t.values.end(), items.begin(), items.end());
+  t.arg_types.resize(t.values.size(), 0);
+  t.values[at] = now;
+  if (t.arg_types[at] == 0) return;
+  std::string type = "GenericList[";
+  for (size_t k = 0; k < items.size(); ++k)
+    type += (k ? "," : "") + (items[k].kind == ValueKind::Tensor
+                                  ? "Tensor(" + std::string(t.str(t.tensors[items[k].ref].dtype)) + ")"
+                                  : std::string(value_kind_name(items[k].kind)));
+  t.arg_types[at] = t.strings.intern(type + "]");
 }
 
 // After shape inference: the results of selects whose row changed start where their new row does.

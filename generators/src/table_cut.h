@@ -65,6 +65,8 @@ class TableCut {
   std::vector<int64_t> kept_embeddings_;
 };
 
+// Replaces the list at value index `at` with `items` (appended to the value pool), its recorded type following.
+void replace_list(Trace& t, uint32_t at, const std::vector<Value>& items);
 // After shape inference: the results of the selects `ids` (node ids) start where their row does.
 void place_selects(Trace& t, const std::vector<int64_t>& ids);
 // The index, offset and per-sample-weight tensors of the lookups `embedding_ids` (node ids) cover a `factor` times

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include "reprise/common/error.h"
 #include "splice_graph.h"
@@ -183,19 +184,7 @@ void Transplant::extend_lists(const Donor& d, NodeImporter& imp) {
         v.ref = imp.tensor(e.ref);
         items.push_back(v);
       }
-    Value now = to_.values[at];
-    now.ref = static_cast<uint32_t>(to_.values.size());
-    now.count = static_cast<uint32_t>(items.size());
-    to_.values.insert(to_.values.end(), items.begin(), items.end());
-    to_.arg_types.resize(to_.values.size(), 0);
-    to_.values[at] = now;
-    if (to_.arg_types[at] == 0) continue;
-    std::string type = "GenericList[";
-    for (size_t k = 0; k < items.size(); ++k)
-      type += (k ? "," : "") + (items[k].kind == ValueKind::Tensor
-                                    ? "Tensor(" + std::string(to_.str(to_.tensors[items[k].ref].dtype)) + ")"
-                                    : std::string(value_kind_name(items[k].kind)));
-    to_.arg_types[at] = to_.strings.intern(type + "]");
+    replace_list(to_, at, items);
   }
 }
 
@@ -299,20 +288,12 @@ void Transplant::finish(std::vector<int64_t>& lookups, std::vector<int64_t>& sel
   std::vector<std::string> names;
   for (const Insertion& in : ins_)
     for (const Node& n : in.nodes) names.emplace_back(to_.str(n.name));
-  std::vector<int64_t> was;  // the ids before: insertion shifts them, and `lookups` and `selects` hold some
-  for (const Node& n : to_.nodes) was.push_back(n.id);
-  std::sort(was.begin(), was.end());
-  const std::vector<std::vector<int64_t>> ids = insert_nodes(to_, ins_);
-  std::set<int64_t> added;
-  for (const std::vector<int64_t>& g : ids) added.insert(g.begin(), g.end());
-  std::vector<int64_t> now;
-  for (const Node& n : to_.nodes)
-    if (!added.count(n.id)) now.push_back(n.id);
-  std::sort(now.begin(), now.end());
+  std::unordered_map<int64_t, int64_t> renumbered;  // `lookups` and `selects` hold ids of the role's own nodes
+  const std::vector<std::vector<int64_t>> ids = insert_nodes(to_, std::move(ins_), &renumbered);
   for (std::vector<int64_t>* list : {&lookups, &selects})
     for (int64_t& id : *list) {
-      const auto it = std::lower_bound(was.begin(), was.end(), id);
-      if (it != was.end() && *it == id && now.size() == was.size()) id = now[static_cast<size_t>(it - was.begin())];
+      const auto it = renumbered.find(id);
+      if (it != renumbered.end()) id = it->second;
     }
   size_t k = 0;
   for (size_t g = 0; g < ids.size(); ++g)
