@@ -49,13 +49,13 @@ inline int guarded(const std::function<int()>& body) {
   try {
     return body();
   } catch (const UserError& e) {
-    std::cerr << "reprise: " << e.what() << "\n";
+    std::cerr << std::string("reprise: ") + e.what() + "\n";  // one write: ranks' lines do not interleave
     return kBadInput;
   } catch (const std::bad_alloc&) {
     std::cerr << "reprise: out of memory\n";
     return kOutOfMemory;
   } catch (const std::exception& e) {
-    std::cerr << "reprise: " << e.what() << "\n";
+    std::cerr << std::string("reprise: ") + e.what() + "\n";  // one write: ranks' lines do not interleave
     return 1;
   }
 }

@@ -52,7 +52,7 @@ int run_sweep(reprise::cli::CommsFlags& f) {
   } catch (const CommError& e) {
     std::string what = "comms: " + (world ? "rank " + std::to_string(world->rank()) + ": " : "") + e.what();
     const int status = dynamic_cast<const CommOutOfMemory*>(&e) ? reprise::cli::kOutOfMemory : reprise::cli::kBadInput;
-    std::cerr << "reprise: " << what << "\n";
+    std::cerr << "reprise: " + what + "\n";                // one write: ranks' lines do not interleave
     if (world && world->size() > 1) world->abort(status);  // the other ranks would wait for this one forever
     failed = status;
   }

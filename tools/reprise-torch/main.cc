@@ -60,7 +60,7 @@ class Watchdog {
         cv_.wait(lock);
       } else if (cv_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ &&
                  std::chrono::steady_clock::now() >= deadline_) {
-        std::cerr << "reprise: " << why_ << "\n";
+        std::cerr << "reprise: " + why_ + "\n";
         reprise::remove_registered_now();  // _Exit runs no destructor: a results file being written must not stay
         std::_Exit(124);
       }
