@@ -41,11 +41,9 @@ def launcher(np_):
 class Case:
     """A workload captured as `base` and as `variant`, and the config that turns base into variant."""
 
-    def __init__(self, name, workload, base, variant, transform, world=(1, 1), allowed=None, note="", per_rank=False,
-                 quick=True):
+    def __init__(self, name, workload, base, variant, transform, world=(1, 1), allowed=None, note="", per_rank=False):
         self.name, self.workload, self.base, self.variant = name, workload, base, variant
         self.transform, self.world, self.note, self.per_rank = transform, world, note, per_rank
-        self.quick = quick  # in --quick (the ctest); False: by hand only (a known flaky case, docs/configs.md)
         self.allowed = allowed or (lambda op: False)  # ops whose counts may differ (documented)
 
 
@@ -56,13 +54,13 @@ def cases(quick):
     # Tables of their own sizes and pooling, so a table in the wrong place shows.
     plan_dlrm = ["--batch", "32" if quick else "128", "--table-rows", "1000,2000,3000,4000,5000,6000,7000,8000",
                  "--table-lookups", "2,4,6,8,10,12,14,16"]
-    def plan(name, base_shards, real_shards, tables=None, world_size=None, quick=True):
+    def plan(name, base_shards, real_shards, tables=None, world_size=None):
         """dlrm captured with `base_shards` on 2 ranks -> `tables: PLAN` (global table ids; default: the real
         plan's ranks), against a capture with `real_shards`, rank by rank."""
         scale = f"tables: {tables or [int(x) for x in real_shards.split(',')]}"
         scale += f", world_size: {world_size}" if world_size else ""
         return Case(name, "dlrm", plan_dlrm + ["--shards", base_shards], plan_dlrm + ["--shards", real_shards],
-                    f"- scale: {{{scale}}}", world=(2, world_size or 2), per_rank=True, quick=quick)
+                    f"- scale: {{{scale}}}", world=(2, world_size or 2), per_rank=True)
 
     return [
         # bmm on CPU loops over the batch and records a select/as_strided/resolve_conj per item inside it: those
@@ -81,11 +79,9 @@ def cases(quick):
         plan("dlrm_plan_from_all_on_0", "0,0,0,0,0,0,0,0", "1,0,0,1,1,1,0,1"),
         plan("dlrm_plan_2_to_4_ranks", "0,0,0,0,0,0,0,0", "3,0,0,3,3,0,2,2", world_size=4),
         # From a capture whose ranks each hold part of the tables (rank 0 tables 0 and 7, rank 1 tables 1..6): tables
-        # move between the ranks, their ops transplanted from the rank that held them. Not in --quick: telling the
-        # shared ops from a table's sometimes fails on a fresh capture (a one-line error; docs/configs.md).
-        plan("dlrm_plan_moves_tables", "0,1,1,1,1,1,1,0", "1,0,0,1,1,1,1,0", [1, 0, 0, 0, 1, 1, 1, 1], quick=False),
-        plan("dlrm_plan_moves_tables_4_ranks", "0,0,0,0,1,1,1,1", "0,1,2,3,0,1,2,3", [0, 1, 2, 3, 0, 1, 2, 3], 4,
-             quick=False),
+        # move between the ranks, their ops transplanted from the rank that held them.
+        plan("dlrm_plan_moves_tables", "0,1,1,1,1,1,1,0", "1,0,0,1,1,1,1,0", [1, 0, 0, 0, 1, 1, 1, 1]),
+        plan("dlrm_plan_moves_tables_4_ranks", "0,0,0,0,1,1,1,1", "0,1,2,3,0,1,2,3", [0, 1, 2, 3, 0, 1, 2, 3], 4),
     ]
 
 
@@ -194,7 +190,7 @@ def main():
     work = a.work or tempfile.mkdtemp(prefix="reprise-truth-")
     results, failed = [], False
     for case in cases(a.quick):
-        if (a.case and case.name not in a.case) or (a.quick and not case.quick and not a.case):
+        if a.case and case.name not in a.case:
             continue
         d = os.path.join(work, case.name)
         os.makedirs(d, exist_ok=True)

@@ -95,29 +95,27 @@ void TableCut::taint_removed_tables(const std::function<bool(size_t)>& keep) {
 
 // In execution order: an op reading removed data goes and what it writes holds removed data; a list that mixes
 // removed and kept elements loses the removed ones. What a kept op writes is clean (a record's ids may be reused).
+// An op's data comes through its own arguments: the ops nested in it read those or what they made themselves, and
+// a temporary the profiler did not see being made (a scalar wrapped as a tensor) can carry the ids of a record an
+// earlier op wrote, so the nested ops' reads are not followed.
 void TableCut::remove_tainted() {
   for (uint32_t u = 0; u < units_.size(); ++u) {
+    const Node& n = t_.nodes[units_[u]];
     std::vector<Prune> prunes;
-    std::vector<uint32_t> written;  // inside the op, in order: a read of one of them is the op's own data
     bool remove = removed_[u];
-    for (uint32_t i : members_[u]) {
-      const Node& n = t_.nodes[i];
-      for (uint32_t k = 0; k < n.num_inputs && !remove; ++k) {
-        const Value& v = t_.values[n.inputs + k];
-        if (v.kind == ValueKind::Tensor)
-          remove = tainted_[v.ref] && std::find(written.begin(), written.end(), v.ref) == written.end();
-        if (v.kind != ValueKind::List) continue;
-        Prune p{n.inputs + k, {}};
-        for (const Value& e : t_.items(v))
-          if (e.kind == ValueKind::Tensor && tainted_[e.ref]) p.drop.insert(e.ref);
-        if (p.drop.empty()) continue;
-        if (p.drop.size() == v.count) remove = true;
-        prunes.push_back(std::move(p));
-      }
-      each_arg_tensor(t_, n, true, [&](uint32_t r) { written.push_back(r); });
+    for (uint32_t k = 0; k < n.num_inputs && !remove; ++k) {
+      const Value& v = t_.values[n.inputs + k];
+      if (v.kind == ValueKind::Tensor) remove = tainted_[v.ref];
+      if (v.kind != ValueKind::List) continue;
+      Prune p{n.inputs + k, {}};
+      for (const Value& e : t_.items(v))
+        if (e.kind == ValueKind::Tensor && tainted_[e.ref]) p.drop.insert(e.ref);
+      if (p.drop.empty()) continue;
+      if (p.drop.size() == v.count) remove = true;
+      prunes.push_back(std::move(p));
     }
     removed_[u] = remove;
-    for (uint32_t r : written) tainted_[r] = remove;
+    for (uint32_t i : members_[u]) each_arg_tensor(t_, t_.nodes[i], true, [&](uint32_t r) { tainted_[r] = remove; });
     if (!remove)
       for (Prune& p : prunes) prunes_[p.list] = std::move(p);
   }
@@ -128,14 +126,14 @@ void TableCut::remove_tainted() {
 bool TableCut::remove_dead_views() {
   std::vector<uint8_t> read(t_.tensors.size(), 0);  // bit 0: a kept op reads it, bit 1: a removed one
   const std::vector<bool> gone = gone_nodes();
-  for (uint32_t i = 0; i < t_.nodes.size(); ++i)
-    if (unit_of_[i] != kNone32 || t_.nodes[i].kind == NodeKind::Autograd)  // autograd functions go with their ops
+  for (uint32_t i = 0; i < t_.nodes.size(); ++i)  // ops read through their arguments, as above
+    if ((unit_of_[i] != kNone32 && units_[unit_of_[i]] == i) ||
+        t_.nodes[i].kind == NodeKind::Autograd)  // autograd functions go with their ops
       each_arg_tensor(t_, t_.nodes[i], false, [&](uint32_t r) { read[r] |= gone[i] ? 2 : 1; });
   bool changed = false;
   for (uint32_t u = 0; u < units_.size(); ++u) {
     if (removed_[u] || !view_op(t_.name(t_.nodes[units_[u]]))) continue;
     const Node& n = t_.nodes[units_[u]];
-    // Its own nested ops read its input, never its outputs: a read of an output is someone else's.
     size_t outputs = 0, only_removed = 0;
     each_arg_tensor(t_, n, true, [&](uint32_t r) {
       ++outputs;

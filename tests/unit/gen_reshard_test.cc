@@ -117,6 +117,7 @@ Dlrm dlrm(int64_t tables, int64_t job_tables = 0) {
     b.op(kEmptyLike, {send, b.none(), b.none(), b.none(), b.none(), b.none()}, {back});
     all_to_allv(b, b.tensor(spec({2 * job_tables, kDim})), back, {mine, theirs}, {mine, mine}, 1);
   }
+  const Value scalar = b.tensor(spec({1}, "long int"));  // one record, as the ET reader makes of equal ids
   for (int64_t k = tables; k-- > 0;) {
     TensorSpec rs = spec({kBags, kDim}, "float", gs.storage_id);
     rs.offset = k * kBags * kDim;
@@ -124,13 +125,21 @@ Dlrm dlrm(int64_t tables, int64_t job_tables = 0) {
     b.op("aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)", {grad, b.integer(0), b.integer(k)},
          {row});
     const Value dense = b.tensor(spec({kRows, kDim}));
-    b.op(
+    const int64_t backward = b.op(
         "aten::_embedding_bag_backward(Tensor grad, Tensor indices, Tensor offsets, Tensor offset2bag, Tensor "
         "bag_size, Tensor maximum_indices, SymInt num_weights, bool scale_grad_by_freq, int mode, bool sparse, "
         "Tensor? per_sample_weights, int padding_idx=-1) -> Tensor",
         {row, indices[k], offsets, o2b[k], sizes[k], maxi[k], b.integer(kRows), b.boolean(false), b.integer(0),
          b.boolean(false), b.none(), b.integer(-1)},
         {dense});
+    // Inside each backward, as LibTorch records it: a sub_ of a scalar wrapped as a tensor, which the profiler
+    // does not see being made and which reuses the ids of a temporary the first backward wrote.
+    const Value count = b.tensor(spec({1}, "long int"));
+    if (k == tables - 1)
+      b.op("aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", {indices[k], b.none()}, {scalar}, backward);
+    else
+      b.op("aten::sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
+           {count, scalar, b.integer(1)}, {count}, backward);
     b.op("aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
          {weight[k], dense, b.real(-0.1)}, {weight[k]});
     b.op("aten::zero_(Tensor(a!) self) -> Tensor(a!)", {dense}, {dense});
