@@ -51,6 +51,10 @@ inline void Executor::exec_on_stream(Instr& in) {
     bind_fallbacks(in);
     return;
   }
+  if (in.op < no_kernel_.size() && !no_kernel_[in.op].empty()) {
+    fail(in, no_kernel_[in.op].c_str());
+    return;
+  }
   stack_.clear();
   try {
     const ArgSpec* a = plan_.args.data() + in.args;
@@ -132,6 +136,10 @@ std::string short_reason(std::string msg, at::Device device) {
 void Executor::fail(Instr& in, const char* what) {
   stack_.clear();
   std::string reason = short_reason(what, plan_.device);
+  if (plan_.device.is_meta() && reason.rfind("no ", 0) == 0) {  // every argument is on meta: the op has no kernel
+    if (no_kernel_.size() <= in.op) no_kernel_.resize(plan_.ops.size());
+    if (no_kernel_[in.op].empty()) no_kernel_[in.op] = what;
+  }
   auto it = std::find(plan_.reasons.begin(), plan_.reasons.end(), reason);
   in.reason = static_cast<uint32_t>(it - plan_.reasons.begin());
   if (it == plan_.reasons.end()) plan_.reasons.push_back(reason);

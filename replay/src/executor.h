@@ -55,6 +55,10 @@ class Executor {
   std::vector<at::Tensor> slots_;
   std::vector<c10::IValue> stack_;
   size_t late_failures_ = 0;
+  // On `meta`, per op (index in Plan::ops): the error of a call that found no kernel, so that later calls of the
+  // op fail at once (LibTorch builds a stack trace for each error: 1.13's embedding lookups made most of a large
+  // DLRM's generate time).
+  std::vector<std::string> no_kernel_;
   CommRuntime* comm_ = nullptr;
   std::unique_ptr<StreamSet> streams_;  // CUDA builds, plans with several compute streams
 };
