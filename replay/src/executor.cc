@@ -1,5 +1,7 @@
 #include "executor.h"
 
+#include <string_view>
+
 #include "reprise/common/clock.h"
 #include "reprise/device/device.h"
 
@@ -136,7 +138,13 @@ std::string short_reason(std::string msg, at::Device device) {
 void Executor::fail(Instr& in, const char* what) {
   stack_.clear();
   std::string reason = short_reason(what, plan_.device);
-  if (plan_.device.is_meta() && reason.rfind("no ", 0) == 0) {  // every argument is on meta: the op has no kernel
+  // On meta every argument is on meta (and strided: a sparse one would say 'SparseMeta'), so the op has no kernel
+  // for any call.
+  const std::string_view w(what);
+  if (plan_.device.is_meta() && reason.rfind("no ", 0) == 0 &&
+      (w.find("from the 'Meta' backend") != std::string_view::npos ||
+       w.find("with Meta tensors") != std::string_view::npos ||
+       w.find("_overrideable not implemented") != std::string_view::npos)) {
     if (no_kernel_.size() <= in.op) no_kernel_.resize(plan_.ops.size());
     if (no_kernel_[in.op].empty()) no_kernel_[in.op] = what;
   }
