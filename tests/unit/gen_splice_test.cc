@@ -240,6 +240,15 @@ TEST(Splice, MistakesNameTheirPlaceOrNodes) {
   EXPECT_NE(error_of(ws, "{repeat: {scope: '## no ##', times: 2}}").find("cfg.yaml:1:26: scope: '## no ##' matches no"),
             std::string::npos)
       << error_of(ws, "{repeat: {scope: '## no ##', times: 2}}");
+  // A scope is an annotation or record_function scope: not an op, not an iteration (a regex matching every name
+  // once repeated every op name in turn, and ProfilerStep subtrees the dry run could not find again).
+  EXPECT_NE(error_of(ws, "{repeat: {scope: 'aten::mm', times: 2}}").find("'aten::mm' matches no annotation"),
+            std::string::npos);
+  const std::string step = error_of(ws, "{repeat: {scope: 'ProfilerStep', times: 2}}");
+  EXPECT_NE(step.find("matches no annotation or record_function scope in <built> (it matches iterations: repeat them "
+                      "with {iterations: K}"),
+            std::string::npos)
+      << step;
   EXPECT_NE(error_of(ws, "{repeat: {iterations: 2}, concat: {sources: []}}").find("cfg.yaml:1:9: splice: expected one"),
             std::string::npos);
   EXPECT_NE(error_of(ws, "{replace: {scope: x}}").find("cfg.yaml:1:19: replace: expected scope"), std::string::npos)

@@ -37,22 +37,41 @@ int64_t max_seq_id(const Trace& t) {
   return m;
 }
 
-// The distinct names of the nodes (not root or thread) whose name matches, in order of first appearance.
+bool is_iteration(std::string_view name) { return name.rfind("ProfilerStep#", 0) == 0; }
+
+// A scope a regex may name: an annotation or record_function scope (`## block.0 ##`, a module's name), not an op, an
+// iteration (ProfilerStep#N: `repeat: {iterations: K}` repeats those) or the process-group node.
+bool scope_node(const Trace& t, const Node& n) {
+  const std::string_view name = t.name(n);
+  return (n.kind == NodeKind::Annotation || n.kind == NodeKind::Other) && !is_iteration(name) &&
+         name != "## process_group:init ##";
+}
+
+// The distinct names of the scopes whose name matches, in order of first appearance.
 std::vector<std::string> matched_names(const Trace& t, const std::regex& re) {
   std::vector<std::string> names;
   for (const Node& n : t.nodes)
-    if (n.kind != NodeKind::Root && n.kind != NodeKind::Thread && std::regex_search(std::string(t.name(n)), re)) {
+    if (scope_node(t, n) && std::regex_search(std::string(t.name(n)), re)) {
       std::string name(t.name(n));
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
   return names;
 }
 
+[[noreturn]] void no_scope(const Trace& t, const std::regex& re, const std::string& text, const std::string& where) {
+  bool iteration = false;
+  for (const Node& n : t.nodes)
+    iteration = iteration || (is_iteration(t.name(n)) && std::regex_search(std::string(t.name(n)), re));
+  throw UserError(where + ": scope: '" + text + "' matches no annotation or record_function scope in " + t.source +
+                  (iteration ? " (it matches iterations: repeat them with {iterations: K}, select them with "
+                               "{iterations: ...})"
+                             : ""));
+}
+
 std::vector<std::string> names_or_fail(const Trace& t, const std::regex& re, const std::string& text,
                                        const std::string& where) {
   std::vector<std::string> names = matched_names(t, re);
-  if (names.empty())
-    throw UserError(where + ": scope: '" + text + "' matches no annotation or record_function scope in " + t.source);
+  if (names.empty()) no_scope(t, re, text, where);
   return names;
 }
 
@@ -404,12 +423,9 @@ void replace_scope(Workspace& ws, const SpliceSpec& s) {
 Trace only_scopes(const Trace& src, const SpliceSpec& s) {
   std::vector<uint32_t> scopes;
   for (uint32_t i = 0; i < src.nodes.size(); ++i)
-    if (src.nodes[i].kind != NodeKind::Root && src.nodes[i].kind != NodeKind::Thread &&
-        std::regex_search(std::string(src.name(src.nodes[i])), s.scope))
+    if (scope_node(src, src.nodes[i]) && std::regex_search(std::string(src.name(src.nodes[i])), s.scope))
       scopes.push_back(i);
-  if (scopes.empty())
-    throw UserError(s.where + ": scope: '" + s.scope_text + "' matches no annotation or record_function scope in " +
-                    src.source);
+  if (scopes.empty()) no_scope(src, s.scope, s.scope_text, s.where);
   Trace t = clone(src);
   std::vector<bool> keep = nodes_in_scopes(t, scopes, true);
   keep_structure(t, keep);
