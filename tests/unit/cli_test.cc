@@ -51,6 +51,8 @@ TEST(Cli, HelpForEveryCommand) {
     Result r = run(std::string(c) + " --help");
     EXPECT_EQ(r.status, 0) << c;
     EXPECT_NE(r.out.find("usage: reprise"), std::string::npos) << c;
+    // Defaults as a person writes them: "(=0.9)", not the double's "(=0.90000000000000002)".
+    EXPECT_FALSE(std::regex_search(r.out, std::regex("\\(=[-0-9.e]{9,}\\)"))) << c;
   }
   EXPECT_EQ(run("frobnicate").status, 2);
   EXPECT_EQ(run("inspect --no-such-flag x").status, 2);

@@ -38,7 +38,7 @@ int cmd_predict(int argc, char** argv) {
       "iteration", po::value(&steps)->composing(),
       "predict ProfilerStep#N (repeatable; default: the first complete one)")(
       "all-iterations", po::bool_switch(&o.all_steps), "predict every ProfilerStep of the trace, in order")(
-      "confidence", po::value(&o.confidence)->default_value(0.9), "of the predicted interval, in (0, 1)")(
+      "confidence", po::value(&o.confidence)->default_value(0.9, "0.9"), "of the predicted interval, in (0, 1)")(
       "name", po::value(&o.name), "the workload's name in the results (default: the bundle's or the file's)")(
       "out,o", po::value(&out), "write the prediction as JSON to this file")(
       "timeline", po::value(&timeline), "write a Chrome/Perfetto trace of the simulation (rank 0) to this file")(
