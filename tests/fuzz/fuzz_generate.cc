@@ -1,8 +1,10 @@
 // Fuzz target: generate's transforms. The bytes are a config's text; each entry of its `transforms:` list is parsed
-// by its descriptor and applied, in order, to a 2-rank synthetic data-parallel job (2 iterations of a 2-layer MLP),
-// with shape inference on `meta` as `reprise generate` has it. A job the transforms accept must pass the ranks'
-// checks, dry-run on `meta` and read back from the ET it writes. A UserError is an answer; a crash, an abort, an
-// other exception or undefined behaviour is a bug.
+// by its descriptor and applied, in order, to a 2-rank job with shape inference on `meta`, as `reprise generate` has
+// it. The job is a synthetic data-parallel MLP (2 iterations of 2 layers), or with `job: dlrm` a DLRM-like step whose
+// rank 0 holds 4 embedding tables and rank 1 none, with `job: dlrm_shared` one whose ranks hold 4 tables each
+// (tests/common/dlrm_trace.h: for `scale: tables`). A job the transforms accept must pass the ranks' checks, dry-run
+// on `meta` and read back from the ET it writes. A UserError is an answer; a crash, an abort, an other exception
+// or undefined behaviour is a bug.
 //
 // Paths stay out of it: a config naming a file (`splice: concat`) would load whatever the bytes name, so inputs with
 // '/' or '$' are skipped and relative paths resolve against a folder that does not exist.
@@ -10,6 +12,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "dlrm_trace.h"
 #include "fuzz_target.h"
 #include "invariants.h"
 #include "reprise/common/error.h"
@@ -24,7 +27,7 @@ namespace {
 
 using namespace reprise;
 
-const std::vector<Trace>& job() {
+const std::vector<Trace>& mlp() {
   static const std::vector<Trace> roles = [] {
     std::vector<Trace> r;
     for (int rank = 0; rank < 2; ++rank) {
@@ -54,9 +57,17 @@ void run(const std::string& text) {
     steps.push_back(d->parse(t.begin()->second, cx));
   }
   gen::Workspace ws;
-  for (const Trace& t : job()) ws.roles.push_back(clone(t));
-  ws.source_rank = {0, 1};
-  ws.role_of_rank = {0, 1};
+  const std::string job = f.root()["job"] && f.root()["job"].IsScalar() ? f.root()["job"].Scalar() : "mlp";
+  if (job == "dlrm") {
+    ws.roles.push_back(test::dlrm(4, 4).t);
+    ws.roles.push_back(test::no_tables(4));
+  } else if (job == "dlrm_shared") {
+    ws.roles.push_back(test::dlrm(4).t);
+  } else {
+    for (const Trace& t : mlp()) ws.roles.push_back(clone(t));
+  }
+  ws.source_rank = job == "dlrm_shared" ? std::vector<int64_t>{0} : std::vector<int64_t>{0, 1};
+  ws.role_of_rank = job == "dlrm_shared" ? std::vector<uint32_t>{0, 0} : std::vector<uint32_t>{0, 1};
   ws.infer_shapes = replay::infer_shapes;
   for (const gen::TransformStep& step : steps) step(ws);
   gen::check_ranks(ws);
