@@ -48,6 +48,18 @@ struct Dlrm {
   std::vector<int64_t> weights;  // storage ids, table order
 };
 
+// A tensor of its own storage (or of `storage`): float, or 8-byte integers ("long int").
+inline TensorSpec dlrm_spec(TraceBuilder& b, std::vector<int64_t> shape, std::string dtype = "float",
+                            int64_t storage = 0) {
+  TensorSpec s;
+  s.id = b.next_id();
+  s.storage_id = storage ? storage : s.id;
+  s.shape = std::move(shape);
+  s.dtype = dtype;
+  s.itemsize = dtype == "float" ? 4 : 8;
+  return s;
+}
+
 // One rank of a 2-rank DLRM-like step with `tables` tables: lookups, stack -> view [T, 2, 2, D] -> permute ->
 // contiguous (what the all_to_all sends), a relu on it; then per table, last first: select of the gradient, the
 // lookup's backward, an SGD update and the gradient's zeroing. With `job_tables` (rank 0 holding `tables` of them,
@@ -59,13 +71,7 @@ inline Dlrm dlrm(int64_t tables, int64_t job_tables = 0) {
   b.set_parent(b.annotation("ProfilerStep#1"));
   Dlrm d;
   auto spec = [&](std::vector<int64_t> shape, std::string dtype = "float", int64_t storage = 0) {
-    TensorSpec s;
-    s.id = b.next_id();
-    s.storage_id = storage ? storage : s.id;
-    s.shape = std::move(shape);
-    s.dtype = dtype;
-    s.itemsize = dtype == "float" ? 4 : 8;
-    return s;
+    return dlrm_spec(b, std::move(shape), std::move(dtype), storage);
   };
   const Value offsets = b.tensor(spec({kBags}, "long int"));
   std::vector<Value> weight, indices, bags, o2b, sizes, maxi;
@@ -148,15 +154,7 @@ inline Trace no_tables(int64_t job_tables) {
   TraceBuilder b;
   b.roots();
   b.set_parent(b.annotation("ProfilerStep#1"));
-  auto tensor = [&](std::vector<int64_t> shape) {
-    TensorSpec x;
-    x.id = b.next_id();
-    x.storage_id = x.id;
-    x.shape = std::move(shape);
-    x.dtype = "float";
-    x.itemsize = 4;
-    return b.tensor(x);
-  };
+  auto tensor = [&](std::vector<int64_t> shape) { return b.tensor(dlrm_spec(b, std::move(shape))); };
   const Value send = tensor({2, 0, 2, kDim});
   b.op(
       "aten::empty.memory_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? "
