@@ -361,7 +361,8 @@ void place_tables(Workspace& ws, const std::vector<int64_t>& plan, int64_t world
     for (size_t o = 0; o < exchanges[r].size(); ++o) {
       const Exchange& e = exchanges[r][o];
       const Collective& c = t.collectives[e.index];
-      const Layout lay = layout.count(o) ? layout[o] : Layout{false, false, false};
+      const auto found = layout.find(o);
+      const Layout lay = found != layout.end() ? found->second : Layout{false, false, false};
       bool any_in = false, any_out = false;
       for (const std::vector<Exchange>& other : exchanges)
         if (o < other.size()) any_in |= other[o].in_changed, any_out |= other[o].out_changed;

@@ -126,9 +126,8 @@ void TableCut::remove_tainted() {
 bool TableCut::remove_dead_views() {
   std::vector<uint8_t> read(t_.tensors.size(), 0);  // bit 0: a kept op reads it, bit 1: a removed one
   const std::vector<bool> gone = gone_nodes();
-  for (uint32_t i = 0; i < t_.nodes.size(); ++i)  // ops read through their arguments, as above
-    if ((unit_of_[i] != kNone32 && units_[unit_of_[i]] == i) ||
-        t_.nodes[i].kind == NodeKind::Autograd)  // autograd functions go with their ops
+  for (uint32_t i = 0; i < t_.nodes.size(); ++i)               // ops read through their arguments, as above
+    if (unit_op(i) || t_.nodes[i].kind == NodeKind::Autograd)  // autograd functions go with their ops
       each_arg_tensor(t_, t_.nodes[i], false, [&](uint32_t r) { read[r] |= gone[i] ? 2 : 1; });
   bool changed = false;
   for (uint32_t u = 0; u < units_.size(); ++u) {

@@ -37,6 +37,8 @@ class TableCut {
   const std::vector<int64_t>& compacted_selects() const { return compacted_; }      // node ids
   const std::vector<uint32_t>& units() const { return units_; }                     // node indices
   const std::vector<uint32_t>& unit_of() const { return unit_of_; }                 // per node
+  // Whether node `i` is a unit's op itself, not one nested in it: an op's data comes through its own arguments.
+  bool unit_op(uint32_t i) const { return unit_of_[i] != kNone32 && units_[unit_of_[i]] == i; }
   bool removed(size_t unit) const { return removed_[unit]; }
   const std::map<uint32_t, Prune>& prunes() const { return prunes_; }
   // Per node: whether it goes: a node of a removed op, or an autograd wrapper whose every op went (wrappers

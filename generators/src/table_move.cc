@@ -136,9 +136,8 @@ void Transplant::map_shared_reads(Donor& d) const {
   for (const auto& [list, p] : d.cut.prunes()) appended.insert(p.drop.begin(), p.drop.end());
   std::vector<uint32_t> writer(c.tensors.size(), kNone32);  // the last one so far: records are reused after frees
   for (uint32_t i = 0; i < c.nodes.size(); ++i) {
-    // An op's own reads, not those nested in it (they read its arguments or its temporaries: TableCut).
-    const uint32_t u = d.cut.unit_of()[i];
-    if (d.gone[i] && (u == kNone32 || d.cut.units()[u] == i))
+    // An op's own reads (and its wrappers'), not those nested in it: they read its arguments or its temporaries.
+    if (d.gone[i] && (d.cut.unit_of()[i] == kNone32 || d.cut.unit_op(i)))
       each_arg_tensor(c, c.nodes[i], false, [&](uint32_t r) {
         const uint32_t p = writer[r];
         if (p == kNone32 || d.gone[p] || appended.count(r) || d.map[r] != kNone32) return;

@@ -53,10 +53,6 @@ inline void Executor::exec_on_stream(Instr& in) {
     bind_fallbacks(in);
     return;
   }
-  if (in.op < no_kernel_.size() && !no_kernel_[in.op].empty()) {
-    fail(in, no_kernel_[in.op].c_str());
-    return;
-  }
   stack_.clear();
   try {
     const ArgSpec* a = plan_.args.data() + in.args;
@@ -133,28 +129,40 @@ std::string short_reason(std::string msg, at::Device device) {
   return "call failed: " + msg;
 }
 
+// Would every call of the op fail as this one did? On meta every argument is on meta (and strided: a sparse one
+// would say 'SparseMeta'), so an op without a meta kernel has none for any call.
+bool no_kernel_for_any_call(const std::string& reason, std::string_view what, at::Device device) {
+  return device.is_meta() && reason.rfind("no ", 0) == 0 &&
+         (what.find("from the 'Meta' backend") != std::string_view::npos ||
+          what.find("with Meta tensors") != std::string_view::npos ||
+          what.find("_overrideable not implemented") != std::string_view::npos);
+}
+
 }  // namespace
 
 void Executor::fail(Instr& in, const char* what) {
   stack_.clear();
   std::string reason = short_reason(what, plan_.device);
-  // On meta every argument is on meta (and strided: a sparse one would say 'SparseMeta'), so the op has no kernel
-  // for any call.
-  const std::string_view w(what);
-  if (plan_.device.is_meta() && reason.rfind("no ", 0) == 0 &&
-      (w.find("from the 'Meta' backend") != std::string_view::npos ||
-       w.find("with Meta tensors") != std::string_view::npos ||
-       w.find("_overrideable not implemented") != std::string_view::npos)) {
-    if (no_kernel_.size() <= in.op) no_kernel_.resize(plan_.ops.size());
-    if (no_kernel_[in.op].empty()) no_kernel_[in.op] = what;
-  }
   auto it = std::find(plan_.reasons.begin(), plan_.reasons.end(), reason);
   in.reason = static_cast<uint32_t>(it - plan_.reasons.begin());
   if (it == plan_.reasons.end()) plan_.reasons.push_back(reason);
   in.failed = true;
   if (first_pass_done) ++late_failures_;
+  make_fallbacks(in);
+  bind_fallbacks(in);
+  // The op's other calls fail the same way: they take the failed path at once, without calling LibTorch, which
+  // builds a stack trace for each error (1.13's embedding lookups on meta made most of a large DLRM's generate).
+  if (no_kernel_for_any_call(reason, what, plan_.device))
+    for (Instr& j : plan_.instrs)
+      if (j.comm < 0 && j.op == in.op && !j.failed) {
+        j.failed = true;
+        j.reason = in.reason;
+        j.fallback = kFallbackPending;
+      }
+}
 
-  // Outputs for the consumers, made from the recorded metadata.
+// Outputs for the consumers of a failed op, made from the recorded metadata.
+void Executor::make_fallbacks(Instr& in) {
   const Node& n = trace_.nodes[in.node];
   Span<Value> outs = trace_.outputs(n);
   in.fallback = static_cast<uint32_t>(plan_.fallbacks.size());
@@ -172,10 +180,10 @@ void Executor::fail(Instr& in, const char* what) {
       plan_.fallbacks.push_back(std::move(x));
     }
   }
-  bind_fallbacks(in);
 }
 
-void Executor::bind_fallbacks(const Instr& in) {
+void Executor::bind_fallbacks(Instr& in) {
+  if (in.fallback == kFallbackPending) make_fallbacks(in);
   uint32_t f = in.fallback;
   const OutSpec* o = plan_.outs.data() + in.outs;
   for (uint32_t k = 0; k < in.num_outs; ++k, ++o)

@@ -46,7 +46,8 @@ class Executor {
   void exec_on_stream(Instr& in);
   void end_step();
   void fail(Instr& in, const char* what);
-  void bind_fallbacks(const Instr& in);
+  void make_fallbacks(Instr& in);
+  void bind_fallbacks(Instr& in);
   at::Tensor fetch(const TensorRef& r);
 
   const Trace& trace_;
@@ -55,10 +56,6 @@ class Executor {
   std::vector<at::Tensor> slots_;
   std::vector<c10::IValue> stack_;
   size_t late_failures_ = 0;
-  // On `meta`, per op (index in Plan::ops): the error of a call that found no kernel, so that later calls of the
-  // op fail at once (LibTorch builds a stack trace for each error: 1.13's embedding lookups made most of a large
-  // DLRM's generate time).
-  std::vector<std::string> no_kernel_;
   CommRuntime* comm_ = nullptr;
   std::unique_ptr<StreamSet> streams_;  // CUDA builds, plans with several compute streams
 };

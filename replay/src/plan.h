@@ -18,6 +18,7 @@
 namespace reprise::replay::detail {
 
 constexpr uint32_t kNoSlot = UINT32_MAX;
+constexpr uint32_t kFallbackPending = UINT32_MAX;  // Instr::fallback of an op failed by another call of it
 
 // Where a tensor argument comes from: a slot filled by an earlier instruction, or an input tensor created
 // before the loop (index in Plan::inputs). `move` marks the last use of a slot, so its tensor is released by
@@ -87,7 +88,8 @@ struct Instr {
   uint32_t op = 0;    // index in Plan::ops
   uint32_t args = 0, num_args = 0;
   uint32_t outs = 0, num_outs = 0;
-  uint32_t fallback = 0;  // failed ops: first of num out_slots' fallback tensors in Plan::fallbacks
+  uint32_t fallback = 0;  // failed ops: first of num out_slots' fallback tensors in Plan::fallbacks, or
+                          // kFallbackPending: failed with another call of its op, made when reached
   uint16_t step = 0;
   int32_t comm = -1;  // >= 0: a collective (index in Plan::comms), run by the communication layer
   // Several GPU streams (Plan::streams non-empty): the stream it runs on (index in Plan::streams; -1 = stay on the

@@ -58,16 +58,20 @@ void run(const std::string& text) {
   }
   gen::Workspace ws;
   const std::string job = f.root()["job"] && f.root()["job"].IsScalar() ? f.root()["job"].Scalar() : "mlp";
-  if (job == "dlrm") {
-    ws.roles.push_back(test::dlrm(4, 4).t);
-    ws.roles.push_back(test::no_tables(4));
-  } else if (job == "dlrm_shared") {
+  if (job == "dlrm_shared") {  // one role for both ranks
     ws.roles.push_back(test::dlrm(4).t);
+    ws.source_rank = {0};
+    ws.role_of_rank = {0, 0};
   } else {
-    for (const Trace& t : mlp()) ws.roles.push_back(clone(t));
+    if (job == "dlrm") {
+      ws.roles.push_back(test::dlrm(4, 4).t);
+      ws.roles.push_back(test::no_tables(4));
+    } else {
+      for (const Trace& t : mlp()) ws.roles.push_back(clone(t));
+    }
+    ws.source_rank = {0, 1};
+    ws.role_of_rank = {0, 1};
   }
-  ws.source_rank = job == "dlrm_shared" ? std::vector<int64_t>{0} : std::vector<int64_t>{0, 1};
-  ws.role_of_rank = job == "dlrm_shared" ? std::vector<uint32_t>{0, 0} : std::vector<uint32_t>{0, 1};
   ws.infer_shapes = replay::infer_shapes;
   for (const gen::TransformStep& step : steps) step(ws);
   gen::check_ranks(ws);

@@ -281,7 +281,7 @@ void repeat_iterations(Trace& t, const SpliceSpec& s, Workspace& ws) {
         for (size_t j = 0; j < nodes.size(); ++j) {
           Node n = copy_with(t, nodes[j], m, k * (max_seq + 1));
           if (t.nodes[nodes[j]].parent != kNone32 && !in_range[nodes[j]]) n.parent_id = t.nodes[nodes[j]].parent_id;
-          if (nodes[j] == steps.front()->node || t.name(t.nodes[nodes[j]]).rfind("ProfilerStep#", 0) == 0)
+          if (nodes[j] == steps.front()->node || is_iteration(t.name(t.nodes[nodes[j]])))
             n.name = t.strings.intern("ProfilerStep#" + std::to_string(max_step + (++made)));
           in.nodes.push_back(n);
           in.parent.push_back(parent[j] < 0 ? -1 : parent[j] + base);
