@@ -10,41 +10,6 @@
 namespace reprise::gen {
 namespace {
 
-// The names of a schema's arguments in order ("aten::to.dtype(Tensor(a) self, ScalarType dtype, ...) -> ..."),
-// the keyword-only marker left out, as ET records one input per argument.
-std::vector<std::string> argument_names(std::string_view schema) {
-  std::vector<std::string> names;
-  size_t open = schema.find('(');
-  if (open == std::string_view::npos) return names;
-  int depth = 0;
-  std::string cur;
-  auto flush = [&] {
-    std::string a = cur;
-    cur.clear();
-    const size_t eq = a.find('=');
-    if (eq != std::string::npos) a = a.substr(0, eq);
-    while (!a.empty() && a.back() == ' ') a.pop_back();
-    const size_t sp = a.rfind(' ');
-    std::string name = sp == std::string::npos ? a : a.substr(sp + 1);
-    if (!name.empty() && name != "*") names.push_back(name);
-  };
-  for (size_t i = open + 1; i < schema.size(); ++i) {
-    const char ch = schema[i];
-    if (depth == 0 && ch == ')') {
-      flush();
-      break;
-    }
-    if (ch == '(' || ch == '[') ++depth;
-    if (ch == ')' || ch == ']') --depth;
-    if (depth == 0 && ch == ',') {
-      flush();
-      continue;
-    }
-    cur += ch;
-  }
-  return names;
-}
-
 // "Tensor(float)" and "GenericList[Tensor(float),Int]" with `from` replaced by `to`.
 std::string retyped(std::string_view type, const Dtype& from, const Dtype& to) {
   std::string s(type);
@@ -62,7 +27,7 @@ int64_t retype_dtype_args(Trace& t, uint32_t i, const Dtype& from, const Dtype& 
   const Node& n = t.nodes[i];
   if (n.op_schema == 0) return 0;
   int64_t changed = 0;
-  const std::vector<std::string> names = argument_names(t.str(n.op_schema));
+  const std::vector<std::string> names = schema_argument_names(t.str(n.op_schema));
   for (size_t k = 0; k < names.size() && k < n.num_inputs; ++k) {
     Value& v = t.values[n.inputs + k];
     if ((names[k] == "dtype" || names[k] == "scalar_type") && v.kind == ValueKind::Int && v.i == from.scalar_type) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "reprise/common/error.h"
+#include "reprise/predict/op_work.h"
 
 namespace reprise::predict::detail {
 namespace {
@@ -51,7 +52,8 @@ std::vector<uint32_t> step_units(const Trace& t, const StepSpan& s) {
       state[i] = kSkipped;
       continue;
     }
-    if (n.id < s.first_id || n.id >= s.end_id || structural(n.kind)) continue;
+    if (n.id < s.first_id || n.id >= s.end_id) continue;
+    if (structural(n.kind) && !(n.kind == NodeKind::Autograd && timed_whole(t.name(n)))) continue;
     state[i] = kCovered;
     out.push_back(i);
   }

@@ -16,7 +16,8 @@ std::vector<StepSpan> chosen_steps(const Trace& t, const std::vector<int64_t>& s
                                    std::vector<std::string>& names);
 
 // The ops a replay issues in the step, in execution order: as the replay's step selection walks them (DataLoader
-// work left out, structural nodes entered, an op covering its children).
+// work left out, structural nodes entered, an op covering its children), except that an autograd node a family
+// times whole (timed_whole: fbgemm's table-batched backward) is one op where replay issues what it recorded inside.
 std::vector<uint32_t> step_units(const Trace& t, const StepSpan& s);
 
 }  // namespace reprise::predict::detail

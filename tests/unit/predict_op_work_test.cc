@@ -3,6 +3,7 @@
 
 #include "reprise/predict/op_work.h"
 #include "reprise/trace/builder.h"
+#include "step_ops.h"
 
 namespace reprise::predict {
 namespace {
@@ -134,6 +135,116 @@ TEST(OpWork, MemoryViewsAndUnmodeled) {
   EXPECT_EQ(family_of_name("aten::bmm"), OpFamily::Gemm);
   EXPECT_EQ(family_of_name("aten::t"), OpFamily::View);
   EXPECT_TRUE(syncs_host("aten::item"));
+}
+
+// fbgemm's table-batched lookup as PARAM's DLRM records it (rank 0: 3 tables of width 16 in UVM, batch 128, 768
+// indices), its fused Adagrad backward, and the dense variant recorded without a schema (read by position).
+TEST(OpWork, TableBatchedLookupsAndTheirFusedBackward) {
+  Built x;
+  auto l = [&](int64_t n) { return x.t({n}, "long int", 8); };
+  auto i = [&](int64_t n) { return x.t({n}, "int", 4); };
+  x.b.op(
+      "fbgemm::split_embedding_codegen_lookup_adagrad_function(Tensor placeholder_autograd_tensor, Tensor "
+      "dev_weights, Tensor uvm_weights, Tensor lxu_cache_weights, Tensor weights_placements, Tensor weights_offsets, "
+      "Tensor D_offsets, int total_D, int max_D, Tensor hash_size_cumsum, int total_hash_size_bits, Tensor indices, "
+      "Tensor offsets, int pooling_mode, Tensor? indice_weights, Tensor? feature_requires_grad, Tensor "
+      "lxu_cache_locations, bool gradient_clipping, float max_gradient, bool stochastic_rounding, Tensor "
+      "momentum1_dev, Tensor momentum1_uvm, Tensor momentum1_placements, Tensor momentum1_offsets, float eps=0, "
+      "float learning_rate=0, int output_dtype=0) -> Tensor",
+      {x.t({0}),
+       x.t({0}),
+       x.t({640649648}),
+       x.t({0, 0}),
+       i(3),
+       l(3),
+       i(4),
+       x.b.integer(48),
+       x.b.integer(16),
+       l(4),
+       x.b.integer(26),
+       l(768),
+       l(385),
+       x.b.integer(0),
+       x.b.none(),
+       x.b.none(),
+       i(0),
+       x.b.boolean(false),
+       x.b.real(1.0),
+       x.b.boolean(true),
+       x.t({640649648}),
+       x.t({0}),
+       i(3),
+       l(3),
+       x.b.real(0),
+       x.b.real(0.005),
+       x.b.integer(0)},
+      {x.t({128, 48})});
+  x.b.op("fbgemm::dense_embedding_codegen_lookup_function",
+         {x.t({112}), l(2), i(3), x.b.integer(32), x.b.integer(16), l(3), x.b.integer(3), l(32), l(33), x.b.integer(0),
+          x.b.none(), x.b.none(), x.b.integer(0)},
+         {x.t({16, 32})});
+  const int64_t wrapper = x.b.annotation(
+      "autograd::engine::evaluate_function: "
+      "torch::autograd::CppNode<SplitLookupFunction_adagrad_Op>");
+  x.b.op("torch::autograd::CppNode<SplitLookupFunction_adagrad_Op>", {x.t({128, 48})}, {}, wrapper);
+  x.b.op("torch::autograd::CppNode<SplitLookupFunction_Dense_Op>", {x.t({16, 32})}, {});
+  x.b.op("torch::autograd::CppNode<SplitLookupFunction_sgd_Op>", {x.t({7, 5})}, {});  // no lookup of its own
+  Trace tr = x.b.finish();
+  const uint32_t last = last_op(tr);
+
+  OpWork f = op_work(tr, last - 5);
+  EXPECT_EQ(f.family, OpFamily::Embedding);
+  EXPECT_TRUE(f.by_name);
+  EXPECT_EQ(f.key[0], 768);                                                      // lookups
+  EXPECT_EQ(f.key[1], 16);                                                       // 48 / 3 tables
+  EXPECT_EQ(f.key[2], 640649648.0 * 4);                                          // the tables, in UVM
+  EXPECT_EQ(f.key[3], 384);                                                      // 3 tables x batch 128
+  EXPECT_DOUBLE_EQ(f.bytes, 768.0 * 16 * 4 + 768 * 8 + 385 * 8 + 384 * 16 * 4);  // not the 2.56 GB of tables
+
+  OpWork d = op_work(tr, last - 4);  // by position: 2 tables of width 16, batch 16
+  EXPECT_EQ(d.family, OpFamily::Embedding);
+  EXPECT_EQ(d.key[0], 32);
+  EXPECT_EQ(d.key[1], 16);
+  EXPECT_EQ(d.key[2], 112 * 4);
+  EXPECT_EQ(d.key[3], 32);
+
+  EXPECT_FALSE(timed_whole(tr.name(tr.nodes[last - 3])));  // the engine's wrapper
+  EXPECT_TRUE(timed_whole(tr.name(tr.nodes[last - 2])));
+  OpWork b = op_work(tr, last - 2);  // the gradient, each lookup's row and sort pair, and Adagrad's row updates
+  EXPECT_EQ(b.family, OpFamily::Embedding);
+  EXPECT_DOUBLE_EQ(b.bytes, 128.0 * 48 * 4 + 768 * (16 * 4 + 32) + 768 * 16 * (2 * 4 + 2 * 4));
+  EXPECT_EQ(b.key, f.key);
+  OpWork db = op_work(tr, last - 1);  // the dense variant accumulates into a gradient of the tables' size
+  EXPECT_DOUBLE_EQ(db.bytes, 16.0 * 32 * 4 + 32 * (16 * 4 + 32) + 112 * 4 + 2 * 32 * 16 * 4);
+  OpWork none = op_work(tr, last);
+  EXPECT_EQ(none.family, OpFamily::Memory);
+  EXPECT_FALSE(none.by_name);
+}
+
+// The simulator takes the table-batched backward as one op: the allocations recorded inside it are its own, as an
+// operator's children are; other autograd nodes are entered.
+TEST(OpWork, ATableBatchedBackwardIsOneStepUnit) {
+  Built x;
+  x.b.set_parent(x.b.annotation("ProfilerStep#1"));
+  x.b.op("fbgemm::dense_embedding_codegen_lookup_function",
+         {x.t({112}), x.t({2}, "long int", 8), x.t({3}, "int", 4), x.b.integer(32), x.b.integer(16),
+          x.t({3}, "long int", 8), x.b.integer(3), x.t({32}, "long int", 8), x.t({33}, "long int", 8), x.b.integer(0),
+          x.b.none(), x.b.none(), x.b.integer(0)},
+         {x.t({16, 32})});
+  const int64_t tbe = x.b.op("torch::autograd::CppNode<SplitLookupFunction_Dense_Op>", {x.t({16, 32})}, {});
+  x.b.op("aten::zeros_like(Tensor self) -> Tensor", {x.t({112})}, {x.t({112})}, tbe);
+  const int64_t relu = x.b.op("torch::autograd::ReluBackward0", {x.t({16, 32})}, {});
+  x.b.op("aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor",
+         {x.t({16, 32}), x.t({16, 32}), x.b.integer(0)}, {x.t({16, 32})}, relu);
+  Trace tr = x.b.finish();
+  std::vector<std::string> names;
+  const std::vector<StepSpan> steps = detail::chosen_steps(tr, {}, false, names);
+  ASSERT_EQ(steps.size(), 1u);
+  std::vector<std::string> units;
+  for (uint32_t u : detail::step_units(tr, steps[0])) units.emplace_back(tr.name(tr.nodes[u]));
+  EXPECT_EQ(units, (std::vector<std::string>{"fbgemm::dense_embedding_codegen_lookup_function",
+                                             "torch::autograd::CppNode<SplitLookupFunction_Dense_Op>",
+                                             "aten::threshold_backward"}));
 }
 
 }  // namespace

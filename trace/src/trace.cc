@@ -66,6 +66,39 @@ const std::vector<std::string_view>& metadata_only_ops() {
   return ops;
 }
 
+std::vector<std::string> schema_argument_names(std::string_view schema) {
+  std::vector<std::string> names;
+  size_t open = schema.find('(');
+  if (open == std::string_view::npos) return names;
+  int depth = 0;
+  std::string cur;
+  auto flush = [&] {
+    std::string a = cur;
+    cur.clear();
+    const size_t eq = a.find('=');
+    if (eq != std::string::npos) a = a.substr(0, eq);
+    while (!a.empty() && a.back() == ' ') a.pop_back();
+    const size_t sp = a.rfind(' ');
+    std::string name = sp == std::string::npos ? a : a.substr(sp + 1);
+    if (!name.empty() && name != "*") names.push_back(name);
+  };
+  for (size_t i = open + 1; i < schema.size(); ++i) {
+    const char ch = schema[i];
+    if (depth == 0 && ch == ')') {
+      flush();
+      break;
+    }
+    if (ch == '(' || ch == '[') ++depth;
+    if (ch == ')' || ch == ']') --depth;
+    if (depth == 0 && ch == ',') {
+      flush();
+      continue;
+    }
+    cur += ch;
+  }
+  return names;
+}
+
 std::string_view op_base_name(std::string_view name) {
   const size_t p = name.rfind("::");
   return p == std::string_view::npos ? name : name.substr(p + 2);

@@ -88,7 +88,10 @@ const std::unordered_map<std::string_view, const Family*>& claims() {
 // A named op of any namespace ("fbgemm::..." never collides with aten names it does not mean).
 const Family* claimed(std::string_view op) {
   auto it = claims().find(bare_name(op));
-  return it == claims().end() ? nullptr : it->second;
+  if (it != claims().end()) return it->second;
+  for (const Family* f : family_table())
+    if (f->claims_also && f->claims_also(op)) return f;
+  return nullptr;
 }
 
 bool has_tensor(const Trace& t, const Node& n) {
@@ -185,6 +188,8 @@ OpWork op_work(const Trace& t, uint32_t node) {
   }
   return w;
 }
+
+bool timed_whole(std::string_view autograd_node) { return detail::claimed(autograd_node) != nullptr; }
 
 bool syncs_host(std::string_view op) {
   static const std::vector<std::string_view> names{

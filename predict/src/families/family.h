@@ -15,6 +15,8 @@ struct Family {
   // Fills w.flops, w.bytes, w.key and w.dtype; false when the shapes do not settle the work (the op then falls back
   // to bytes moved).
   bool (*work)(const Trace& t, const Node& n, OpWork& w);
+  // Names beyond `ops` it claims, whole (with their namespace): a custom op of one name per variant.
+  bool (*claims_also)(std::string_view name) = nullptr;
 };
 
 extern const Family kGemm, kConv, kAttention, kEmbedding, kMemory, kView;

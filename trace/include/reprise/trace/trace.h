@@ -49,6 +49,9 @@ const std::vector<std::string_view>& metadata_only_ops();
 bool is_metadata_only_op(std::string_view name);  // "aten::view" or "view"
 // An op's name without its namespace: "aten::add_" -> "add_".
 std::string_view op_base_name(std::string_view name);
+// The names of a schema's arguments in order ("aten::to.dtype(Tensor(a) self, ScalarType dtype, ...) -> ..." gives
+// self, dtype, ...), the keyword-only marker left out, as ET records one input per argument; empty without "(".
+std::vector<std::string> schema_argument_names(std::string_view schema);
 
 enum class ValueKind : uint8_t { None, Int, Double, Bool, String, Device, Tensor, List, Tuple };
 const char* value_kind_name(ValueKind k);
