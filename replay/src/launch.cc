@@ -218,6 +218,7 @@ Trace bundle_trace(const LaunchOptions& job, const comms::Launch& launch, Replay
 LaunchReport replay_launch(const LaunchOptions& job) {
   comms::Launch launch = comms::detect_launch();
   if (launch.size <= 1) check_outputs(job);  // a launch's rank 0 checks them once its world can hear it
+  load_op_libraries(job.libraries);
   ReplayOptions o = job.replay;
   TraceSet set;
   if (gen::is_bundle(job.trace)) {

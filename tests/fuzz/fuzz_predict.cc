@@ -32,8 +32,8 @@ topology:
 const std::string& trace_path() {
   static const std::string path = [] {
     const char* dir = std::getenv("TMPDIR");
-    std::string p = std::string(dir && *dir ? dir : "/tmp") + "/reprise-fuzz-predict-" + std::to_string(getpid()) +
-                    ".json";
+    std::string p =
+        std::string(dir && *dir ? dir : "/tmp") + "/reprise-fuzz-predict-" + std::to_string(getpid()) + ".json";
     std::atexit([] { std::remove(trace_path().c_str()); });
     return p;
   }();

@@ -121,6 +121,38 @@ TEST(Replay, SyntheticTraceReplaysEveryComputeOp) {
   }
 }
 
+// An op of a library the process has not loaded is skipped with the reason; once load_op_libraries (reprise replay
+// --load-library) has loaded it, the op replays. A library that cannot load names the file and why.
+TEST(Replay, AnOpLibraryLoadedMakesItsOpsReplay) {
+  MiniTrace m;
+  Value a = m.tensor({4, 8}), b = m.tensor({4, 8}), y = m.tensor({4, 8});
+  m.op("reprise_test::scaled_add(Tensor a, Tensor b, float s) -> Tensor", {{a, F}, {b, F}, {m.b().real(0.5), "Double"}},
+       {{y, F}});
+  Trace t = m.finish();
+  ReplayResult before = replay_trace(t, quick());
+  EXPECT_EQ(before.compute_replayed, 0);
+  ASSERT_EQ(before.skipped.size(), 1u);
+  EXPECT_NE(before.skipped[0].reason.find("not a dispatcher op"), std::string::npos) << before.skipped[0].reason;
+
+  const std::string dir = test::test_dir();
+  const std::string text = dir + "/not-a-library.so";
+  std::ofstream(text) << "text\n";
+  for (const auto& [path, why] : std::vector<std::pair<std::string, std::string>>{
+           {dir + "/missing.so", ": cannot load it as an op library: no such file"},
+           {dir, ": cannot load it as an op library: not a file"},
+           {text, ": cannot load it as an op library: "}}) {
+    const std::string e = test::user_error([&] { load_op_libraries({path}); });
+    EXPECT_EQ(e.rfind(path + why, 0), 0u) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+
+  load_op_libraries({REPRISE_TEST_OPS_LIBRARY});
+  ReplayResult after = replay_trace(t, quick());
+  EXPECT_EQ(after.compute_replayed, 1);
+  EXPECT_TRUE(after.skipped.empty());
+  EXPECT_DOUBLE_EQ(after.coverage, 1.0);
+}
+
 TEST(Replay, OnlyOutermostOpsAreReplayed) {
   MiniTrace m;
   Value a = m.tensor({4, 8}), w = m.tensor({3, 8}), bias = m.tensor({3}), y = m.tensor({4, 3});

@@ -32,6 +32,7 @@ std::string transform_help() {
 int cmd_generate(int argc, char** argv) {
   gen::GenerateOptions o;
   std::string input;
+  std::vector<std::string> libraries;
   po::options_description opts(
       "usage: reprise generate CONFIG.yaml --out DIR [options]\n"
       "       reprise generate TRACE --out DIR [options]\n\n"
@@ -46,7 +47,10 @@ int cmd_generate(int argc, char** argv) {
       "force", po::bool_switch(&o.force), "replace an existing bundle at --out")(
       "no-dry-run", "skip the meta dry run (the structural checks still run)")(
       "json", "print the bundle's manifest as JSON")("quiet,q", "no progress lines or warnings")(
-      "input", po::value(&input), "the config or trace");
+      "load-library", po::value(&libraries)->composing(),
+      "a shared library that registers ops (FBGEMM's fbgemm_gpu_py.so, a custom op library), loaded first so "
+      "that the dry run and shape inference run its ops; repeatable")("input", po::value(&input),
+                                                                      "the config or trace");
   po::positional_options_description pos;
   pos.add("input", 1);
   auto vm = parse(argc, argv, opts, pos);
@@ -66,6 +70,7 @@ int cmd_generate(int argc, char** argv) {
       replay::dry_run(t, role, steps);
     };
   o.infer_shapes = replay::infer_shapes;
+  replay::load_op_libraries(libraries);
   gen::GenerateReport r =
       gen::is_config(input) ? gen::generate_from_config(input, o) : gen::generate_from_trace(input, o);
   if (vm.count("json")) {

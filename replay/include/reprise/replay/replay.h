@@ -211,6 +211,11 @@ ReplayResult dry_run(const Trace& trace, const std::string& label, const std::ve
 // throws UserError listing, by node id, the ops whose arguments cannot be rewritten unambiguously.
 std::vector<std::string> infer_shapes(const Trace& recorded, Trace& trace, const std::vector<gen::DimChange>& changes);
 
+// Loads shared libraries that register operators with the dispatcher (FBGEMM's fbgemm_gpu_py.so, TorchRec's, a
+// custom op library of one's own), in order, so that a trace's ops of their namespaces replay (and infer shapes)
+// instead of decomposing into what they recorded inside. Throws UserError naming the file and the loader's reason.
+void load_op_libraries(const std::vector<std::string>& paths);
+
 // The world size a distributed replay of a trace needs: reprise::trace_world_size (reprise/trace/trace.h).
 using reprise::trace_world_size;
 
@@ -245,6 +250,7 @@ struct LaunchOptions {
   std::string out;                    // results JSON to write ("" = none); every rank's under a launcher
   std::string timeline;               // Chrome trace of the per-op pass ("" = none); a process per rank
   std::function<void(const std::string&)> warn;  // what reading the traces let pass
+  std::vector<std::string> libraries;            // op libraries loaded first (load_op_libraries)
   // Checks an output path before any work (out, timeline; on the reporter only); throws UserError to refuse it.
   std::function<void(const std::string& path)> check_output;
   // Which of device, iterations and warm-up the caller chose; a bundle's replay defaults fill in the others.
