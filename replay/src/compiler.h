@@ -55,6 +55,7 @@ class Compiler {
   // op_compiler.cc
   void check_tensors(uint32_t node) const;
   bool compile_op(uint32_t node, uint16_t step, std::string& why);
+  bool compile_table_batched_update(uint32_t node, uint16_t step, std::string& why);
   bool resolve_name(uint32_t node, std::string& name, std::string& overload, std::string& why);
   Resolved handle(const std::string& name, const std::string& overload);
   Resolved first_fitting_overload(const std::string& name, Span<Value> inputs);

@@ -10,6 +10,7 @@
 
 #include "compiler.h"
 #include "reprise/common/clock.h"
+#include "table_batched.h"
 
 namespace reprise::replay::detail {
 namespace {
@@ -90,6 +91,7 @@ void register_reprise_ops() {
   static torch::Library lib(torch::Library::DEF, "reprise", c10::nullopt, __FILE__, __LINE__);
   static const bool done = [] {
     lib.def("host_delay(int us) -> ()", host_delay);
+    define_table_batched_ops(lib);
     return true;
   }();
   (void)done;
@@ -132,6 +134,13 @@ bool Compiler::compile_op(uint32_t node, uint16_t step, std::string& why) {
   // Backend-only ops map to their generic equivalent when the replay device is not that backend.
   Remap remap;
   bool remapped = !p_.device.is_cuda() && remap_backend_op(name, t_, inputs, remap);
+  // fbgemm's table-batched lookup without FBGEMM, emulated with ATen when asked (--emulate-tbe).
+  TableBatchedLookup tbe;
+  if (!remapped && o_.emulate_tbe && !c10::Dispatcher::singleton().findSchema({name, overload}) &&
+      read_table_batched_lookup(t_, node, tbe)) {
+    remap = table_batched_lookup_remap(t_, node, tbe);
+    remapped = true;
+  }
   Resolved r;
   if (remapped)
     r = handle(remap.name, remap.overload);
@@ -159,6 +168,36 @@ bool Compiler::compile_op(uint32_t node, uint16_t step, std::string& why) {
     return false;
   }
   if (!remapped) note_ranges(n, schema, inputs);
+  emit_op(node, r.op, step, schema, args, refs_mark);
+  return true;
+}
+
+// A table-batched backward node as reprise::table_batched_update over its lookup's tables, indices and optimizer
+// state (--emulate-tbe): FBGEMM runs it without a dispatcher op of its own, so its recorded children are allocations.
+bool Compiler::compile_table_batched_update(uint32_t node, uint16_t step, std::string& why) {
+  check_tensors(node);
+  const uint32_t forward = table_batched_forward_of(t_, node);
+  TableBatchedLookup l;
+  if (forward == kNone32 || !read_table_batched_lookup(t_, forward, l)) {
+    why = "no table-batched lookup before it whose output is shaped like its gradient";
+    return false;
+  }
+  std::vector<Value> values;
+  const Remap remap = table_batched_update_remap(t_, node, forward, l, values);
+  const Resolved r = handle(remap.name, remap.overload);
+  if (!r.ok) {
+    why = r.reason;
+    return false;
+  }
+  const c10::FunctionSchema& schema = p_.ops[r.op].schema();
+  std::vector<ArgSpec> args;
+  size_t refs_mark = p_.refs.size(), consts_mark = p_.constants.size(), aliases_mark = p_.aliases.size();
+  if (!build_remapped_args(remap, Span<Value>{values.data(), values.size()}, schema, args, why)) {
+    p_.refs.resize(refs_mark);
+    p_.constants.resize(consts_mark);
+    p_.aliases.resize(aliases_mark);
+    return false;
+  }
   emit_op(node, r.op, step, schema, args, refs_mark);
   return true;
 }

@@ -5,6 +5,7 @@
 
 #include "compiler.h"
 #include "reprise/comms/communicator.h"
+#include "reprise/trace/table_batched.h"
 
 namespace reprise::replay::detail {
 namespace {
@@ -154,8 +155,19 @@ bool Compiler::compile_node(uint32_t node, uint16_t step) {
       p_.skips.push_back({node, why});
       return true;
     }
+    case NodeKind::Autograd: {
+      // fbgemm's table-batched backward, emulated when asked (--emulate-tbe); else its children, as any wrapper's.
+      if (!o_.emulate_tbe || table_batched_backward_optimizer(t_.name(n)).empty()) return false;
+      std::string why;
+      if (compile_table_batched_update(node, step, why)) {
+        ++p_.compute_selected;
+        return true;
+      }
+      p_.decomposed.push_back({node, why});
+      return false;
+    }
     default:
-      return false;  // roots, threads, annotations, autograd wrappers: their children are what ran
+      return false;  // roots, threads, annotations: their children are what ran
   }
 }
 

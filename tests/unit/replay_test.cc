@@ -153,6 +153,132 @@ TEST(Replay, AnOpLibraryLoadedMakesItsOpsReplay) {
   EXPECT_DOUBLE_EQ(after.coverage, 1.0);
 }
 
+// fbgemm's table-batched lookups and their fused-optimizer backward nodes (--emulate-tbe): left to their recorded
+// children without FBGEMM, emulated with ATen when asked, on the CPU and on meta; the emulation's lookups and row
+// updates against hand-computed sums.
+TEST(Replay, TableBatchedEmbeddingsAreEmulatedWhenAsked) {
+  MiniTrace m;
+  TraceBuilder& b = m.b();
+  const std::string I = "Tensor(int)";
+  auto ints = [&](int64_t n, const std::string& dtype) { return m.tensor({n}, 0, 0, dtype); };
+  // 3 tables of 4000 rows x 32 in UVM, batch 16, 80 lookups; Adagrad's sum of squares beside them.
+  Value uvm = m.tensor({3 * 4000 * 32}), state = m.tensor({3 * 4000 * 32}), out = m.tensor({16, 96});
+  Value indices = ints(80, "long int"), offsets = ints(3 * 16 + 1, "long int");
+  m.op(
+      "fbgemm::split_embedding_codegen_lookup_adagrad_function(Tensor placeholder_autograd_tensor, Tensor "
+      "dev_weights, Tensor uvm_weights, Tensor lxu_cache_weights, Tensor weights_placements, Tensor weights_offsets, "
+      "Tensor D_offsets, int total_D, int max_D, Tensor hash_size_cumsum, int total_hash_size_bits, Tensor indices, "
+      "Tensor offsets, int pooling_mode, Tensor? indice_weights, Tensor? feature_requires_grad, Tensor "
+      "lxu_cache_locations, bool gradient_clipping, float max_gradient, bool stochastic_rounding, Tensor "
+      "momentum1_dev, Tensor momentum1_uvm, Tensor momentum1_placements, Tensor momentum1_offsets, float eps=0, "
+      "float learning_rate=0, int output_dtype=0) -> Tensor",
+      {{m.tensor({0}), F},
+       {m.tensor({0}), F},
+       {uvm, F},
+       {m.tensor({0, 0}), F},
+       {ints(3, "int"), I},
+       {ints(3, "long int"), L},
+       {ints(4, "int"), I},
+       {b.integer(96), "Int"},
+       {b.integer(32), "Int"},
+       {ints(4, "long int"), L},
+       {b.integer(14), "Int"},
+       {indices, L},
+       {offsets, L},
+       {b.integer(0), "Int"},
+       {b.none(), "None"},
+       {b.none(), "None"},
+       {ints(0, "int"), I},
+       {b.boolean(false), "Bool"},
+       {b.real(1.0), "Double"},
+       {b.boolean(true), "Bool"},
+       {m.tensor({0}), F},
+       {state, F},
+       {ints(3, "int"), I},
+       {ints(3, "long int"), L},
+       {b.real(1e-8), "Double"},
+       {b.real(0.01), "Double"},
+       {b.integer(0), "Int"}},
+      {{out, F}});
+  // The dense variant as a schema-less trace records it: 2 tables of 7 rows x 16, batch 16.
+  m.op("fbgemm::dense_embedding_codegen_lookup_function",
+       {{m.tensor({224}), F},
+        {ints(2, "long int"), L},
+        {ints(3, "int"), I},
+        {b.integer(32), "Int"},
+        {b.integer(16), "Int"},
+        {ints(3, "long int"), L},
+        {b.integer(3), "Int"},
+        {ints(40, "long int"), L},
+        {ints(33, "long int"), L},
+        {b.integer(0), "Int"},
+        {b.none(), "None"},
+        {b.none(), "None"},
+        {b.integer(0), "Int"}},
+       {{m.tensor({16, 32}), F}});
+  const int64_t adagrad =
+      m.op("torch::autograd::CppNode<SplitLookupFunction_adagrad_Op>", {{m.tensor({16, 96}), F}}, {});
+  m.op(
+      "aten::zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? "
+      "pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+      {{indices, L},
+       {b.none(), "None"},
+       {b.none(), "None"},
+       {b.none(), "None"},
+       {b.none(), "None"},
+       {b.none(), "None"}},
+      {{ints(80, "long int"), L}}, "", adagrad);
+  m.op("torch::autograd::CppNode<SplitLookupFunction_Dense_Op>", {{m.tensor({16, 32}), F}}, {});
+  Trace t = m.finish();
+
+  ReplayResult plain = replay_trace(t, quick());
+  EXPECT_EQ(plain.compute_replayed, 1) << "only the zeros_like inside the backward";
+  EXPECT_EQ(plain.skipped.size(), 2u);
+  ReplayOptions o = quick();
+  o.emulate_tbe = true;
+  ReplayResult emulated = replay_trace(t, o);
+  EXPECT_EQ(emulated.compute_selected, 4);
+  EXPECT_EQ(emulated.compute_replayed, 4);
+  EXPECT_TRUE(emulated.skipped.empty());
+  EXPECT_TRUE(emulated.failed.empty());
+  EXPECT_GE(emulated.input_bytes, 2 * 3 * 4000 * 32 * 4) << "the tables and their optimizer state";
+  o.device = "meta";
+  EXPECT_EQ(replay_trace(t, o).compute_replayed, 4);
+
+  // The ops themselves: tables [6 rows x 2] = 0..11, 2 tables x batch 2, bags t0b0 = {0}, t0b1 = {5},
+  // t1b0 = {2, 3}, t1b1 = {}; the output is [batch, tables x 2].
+  auto lookup =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("reprise::table_batched_lookup", "")
+          .typed<at::Tensor(const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&, const at::Tensor&,
+                            const at::Tensor&, int64_t, int64_t, int64_t, at::IntArrayRef)>();
+  const at::Tensor w = at::arange(12, at::kFloat);
+  const at::Tensor bags = at::tensor(std::vector<int64_t>{0, 1, 2, 4, 4});
+  at::Tensor y = lookup.call(w, c10::nullopt, at::tensor(std::vector<int64_t>{0, 5, 2, 3}), bags, 4, 2, 0, {2, 4});
+  EXPECT_TRUE(at::equal(y, at::tensor(std::vector<float>{0, 1, 10, 12, 10, 11, 0, 0}).view({2, 4}))) << y;
+  // Rows past the tables and negative ones wrap (100 -> 4, -1 -> 5, 7 -> 1); offsets out of order are made bags.
+  y = lookup.call(w, c10::nullopt, at::tensor(std::vector<int64_t>{100, -1, 7, 3}),
+                  at::tensor(std::vector<int64_t>{3, 9, -2, 1, 0}), 4, 2, 0, {2, 4});
+  EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 4}));
+  EXPECT_FLOAT_EQ(y.sum().item<float>(), 8 + 9 + 10 + 11 + 2 + 3 + 6 + 7);
+
+  auto update = c10::Dispatcher::singleton()
+                    .findSchemaOrThrow("reprise::table_batched_update", "")
+                    .typed<void(const at::Tensor&, const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&,
+                                const at::Tensor&, const at::Tensor&, const c10::optional<at::Tensor>&, int64_t,
+                                int64_t, int64_t, int64_t)>();
+  at::Tensor weights = at::zeros({12});
+  update.call(at::ones({2, 4}), weights, c10::nullopt, at::tensor(std::vector<int64_t>{0, 5, 2, 3}), bags, c10::nullopt,
+              4, 2, 0, /*plain SGD*/ 0);
+  EXPECT_TRUE(at::allclose(weights.view({6, 2}).sum(1), at::tensor(std::vector<float>{-2, 0, -2, -2, 0, -2}) * 1e-3))
+      << weights;
+  at::Tensor sums = at::zeros({12});
+  update.call(at::ones({2, 4}), weights, c10::nullopt, at::tensor(std::vector<int64_t>{0, 5, 2, 3}), bags, sums, 4, 2,
+              0,
+              /*Adagrad*/ 1);
+  EXPECT_FLOAT_EQ(sums.sum().item<float>(), 8) << "one squared gradient per element of the 4 rows looked up";
+}
+
 TEST(Replay, OnlyOutermostOpsAreReplayed) {
   MiniTrace m;
   Value a = m.tensor({4, 8}), w = m.tensor({3, 8}), bias = m.tensor({3}), y = m.tensor({4, 3});

@@ -203,6 +203,9 @@ po::options_description replay_options(reprise::replay::LaunchOptions& job, Repl
       "none, recorded or SCALE: re-spend the host time the original spent between ops (Python, autograd, the "
       "optimizer's loop) as a busy wait before each op, times SCALE; default: recorded on cuda and for a Python "
       "capture's profiled steps, else none (docs/replay.md)")(
+      "emulate-tbe", po::bool_switch(&o.emulate_tbe),
+      "run fbgemm's table-batched embedding lookups (without FBGEMM loaded) and their fused-optimizer backward as "
+      "ATen lookups and row updates over tables of the recorded size (memory: the tables and optimizer state)")(
       "load-library", po::value(&job.libraries)->composing(),
       "a shared library that registers ops (FBGEMM's fbgemm_gpu_py.so, a custom op library), loaded before the "
       "trace is compiled so that its ops replay instead of decomposing into what they recorded; repeatable")(

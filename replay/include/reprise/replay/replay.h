@@ -62,6 +62,9 @@ struct ReplayOptions {
   int threads = 0;              // intra-op threads for CPU replay; 0 = LibTorch's default
   uint64_t seed = 0;            // seed of the generated tensor data
   int64_t max_ops = 0;          // replay only the first N outermost ops of each step (0 = all): quick checks
+  // fbgemm's table-batched embedding lookups (when FBGEMM is not loaded) and their fused-optimizer backward run as
+  // ATen lookups and row updates over tables of the recorded size (docs/replay.md, "Table-batched embeddings").
+  bool emulate_tbe = false;
   // --host-time: the host time the original spent between ops (Python, autograd's bookkeeping, an optimizer's loop),
   // re-spent as a busy wait before each op, times this: 0 none, 1 as recorded; < 0 the replay device's default
   // (docs/replay.md, "Host time").

@@ -1,0 +1,183 @@
+#include "table_batched.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <tuple>
+
+namespace reprise::replay::detail {
+namespace {
+
+// Optimizer kinds of the update: what state it reads and writes per row touched.
+enum Update : int64_t { kPlain = 0, kPerElement = 1, kRowwise = 2, kDenseGradient = 3 };
+
+int64_t update_kind(std::string_view opt) {
+  if (opt == "Dense") return kDenseGradient;
+  if (opt.find("rowwise") != std::string_view::npos && opt.find("partial") == std::string_view::npos) return kRowwise;
+  if (opt.find("adagrad") != std::string_view::npos || opt.find("adam") != std::string_view::npos ||
+      opt.find("lamb") != std::string_view::npos)
+    return kPerElement;
+  return kPlain;  // sgd, approx_sgd, lars_sgd, none
+}
+
+// The tables as rows of width d (the larger of the device and UVM halves: a module's tables sit in one), the indices
+// as rows that exist and the offsets as bags over them.
+struct Tables {
+  at::Tensor rows, indices, offsets;
+  int64_t d = 1, bags = 0;
+};
+
+Tables tables_of(const c10::optional<at::Tensor>& dev, const c10::optional<at::Tensor>& uvm, const at::Tensor& indices,
+                 const at::Tensor& offsets, int64_t total_d, int64_t tables) {
+  Tables x;
+  auto numel = [](const c10::optional<at::Tensor>& w) { return w && w->defined() ? w->numel() : int64_t(-1); };
+  if (numel(dev) < 0 && numel(uvm) < 0) return x;
+  const at::Tensor& w = numel(uvm) > numel(dev) ? *uvm : *dev;
+  x.d = std::max<int64_t>(1, total_d / std::max<int64_t>(1, tables));
+  const int64_t rows = w.numel() / x.d, lookups = indices.numel();
+  x.bags = std::max<int64_t>(0, offsets.numel() - 1);
+  if (rows == 0 || w.is_meta()) return x;
+  x.rows = w.reshape({-1}).narrow(0, 0, rows * x.d).view({rows, x.d});
+  x.indices = indices.to(at::kLong).remainder(rows);
+  at::Tensor off = offsets.to(at::kLong).clamp(0, lookups);
+  off = std::get<0>(off.cummax(0));
+  if (off.numel() > 0) {
+    off.select(0, 0).fill_(0);
+    off.select(0, -1).fill_(lookups);
+  }
+  x.offsets = off;
+  return x;
+}
+
+// Rows laid out table-major ([tables x batch, d]) as the lookup's [batch, tables x d]; anything else flattened into
+// the recorded size (zeros past what there is).
+at::Tensor as_output(const at::Tensor& rows, int64_t tables, at::IntArrayRef size) {
+  const int64_t n = rows.size(0), d = rows.size(1);
+  if (size.size() == 2 && tables > 0 && n % tables == 0 && size[0] == n / tables && size[1] == tables * d)
+    return rows.view({tables, n / tables, d}).permute({1, 0, 2}).reshape(size);
+  at::Tensor out = at::zeros(size, rows.options());
+  const int64_t k = std::min(out.numel(), rows.numel());
+  out.view({-1}).narrow(0, 0, k).copy_(rows.reshape({-1}).narrow(0, 0, k));
+  return out;
+}
+
+at::Tensor table_batched_lookup(const c10::optional<at::Tensor>& dev, const c10::optional<at::Tensor>& uvm,
+                                const at::Tensor& indices, const at::Tensor& offsets, int64_t total_d, int64_t tables,
+                                int64_t pooling_mode, at::IntArrayRef output_size) {
+  Tables x = tables_of(dev, uvm, indices, offsets, total_d, tables);
+  if (!x.rows.defined()) {  // meta, or no tables recorded: the shape alone
+    const at::Tensor& w = dev && dev->defined() ? *dev : uvm && uvm->defined() ? *uvm : indices;
+    return at::zeros(output_size, indices.options().dtype(w.is_floating_point() ? w.scalar_type() : at::kFloat));
+  }
+  if (pooling_mode == 2) return as_output(x.rows.index_select(0, x.indices), 1, output_size);  // no pooling
+  at::Tensor pooled = std::get<0>(
+      at::embedding_bag(x.rows, x.indices, x.offsets, false, pooling_mode == 1 ? 1 : 0, false, c10::nullopt, true));
+  return as_output(pooled, tables, output_size);
+}
+
+void table_batched_update(const at::Tensor& grad, const c10::optional<at::Tensor>& dev,
+                          const c10::optional<at::Tensor>& uvm, const at::Tensor& indices, const at::Tensor& offsets,
+                          const c10::optional<at::Tensor>& state, int64_t total_d, int64_t tables, int64_t pooling_mode,
+                          int64_t kind) {
+  Tables x = tables_of(dev, uvm, indices, offsets, total_d, tables);
+  if (!x.rows.defined() || grad.is_meta()) return;
+  constexpr double lr = 1e-3, eps = 1e-8;
+  const int64_t lookups = x.indices.numel();
+  // Each lookup's gradient row: its bag's (pooled), or its own (no pooling).
+  at::Tensor g;
+  if (pooling_mode == 2) {
+    g = grad.reshape({-1}).narrow(0, 0, std::min(grad.numel(), lookups * x.d));
+  } else {
+    const int64_t batch = tables > 0 ? x.bags / tables : 0;
+    at::Tensor per_bag = grad.numel() == x.bags * x.d && grad.dim() == 2 && grad.size(0) == batch
+                             ? grad.view({batch, tables, x.d}).permute({1, 0, 2}).reshape({x.bags, x.d})
+                             : grad.reshape({-1}).narrow(0, 0, std::min(grad.numel(), x.bags * x.d));
+    if (per_bag.numel() < x.bags * x.d)
+      per_bag = at::constant_pad_nd(per_bag.reshape({-1}), {0, x.bags * x.d - per_bag.numel()});
+    const at::Tensor counts = x.offsets.narrow(0, 1, x.bags) - x.offsets.narrow(0, 0, x.bags);
+    g = per_bag.reshape({x.bags, x.d})
+            .index_select(0, at::repeat_interleave(at::arange(x.bags, counts.options()), counts));
+  }
+  if (g.numel() < lookups * x.d) g = at::constant_pad_nd(g.reshape({-1}), {0, lookups * x.d - g.numel()});
+  g = g.reshape({lookups, x.d});
+  // Sorted by row, as the fused kernels do before they update each row once.
+  at::Tensor row, order;
+  std::tie(row, order) = x.indices.sort();
+  g = g.index_select(0, order);
+  const bool has_state = state && state->defined();
+  if (kind == kDenseGradient) {
+    at::zeros_like(x.rows).index_add_(0, row, g);  // the tables' gradient, which an optimizer outside then applies
+    return;
+  }
+  if (kind == kPerElement && has_state && state->numel() >= x.rows.numel()) {
+    at::Tensor s = state->reshape({-1}).narrow(0, 0, x.rows.numel()).view_as(x.rows);
+    s.index_add_(0, row, g * g);
+    g = g / (s.index_select(0, row).sqrt() + eps);
+  } else if (kind == kRowwise && has_state && state->numel() >= x.rows.size(0)) {
+    at::Tensor s = state->reshape({-1}).narrow(0, 0, x.rows.size(0));
+    s.index_add_(0, row, (g * g).mean(1));
+    g = g / (s.index_select(0, row).sqrt() + eps).unsqueeze(1);
+  }
+  x.rows.index_add_(0, row, g, -lr);
+}
+
+c10::IValue ints(at::IntArrayRef v) { return c10::IValue(c10::List<int64_t>(v.vec())); }
+
+RemapArg source(int k) {
+  RemapArg a;
+  a.source = k;
+  return a;
+}
+RemapArg constant(c10::IValue v) {
+  RemapArg a;
+  a.constant = std::move(v);
+  return a;
+}
+
+}  // namespace
+
+void define_table_batched_ops(torch::Library& lib) {
+  lib.def(
+      "table_batched_lookup(Tensor? dev_weights, Tensor? uvm_weights, Tensor indices, Tensor offsets, int total_D, "
+      "int tables, int pooling_mode, int[] output_size) -> Tensor",
+      table_batched_lookup);
+  lib.def(
+      "table_batched_update(Tensor grad_output, Tensor(a!)? dev_weights, Tensor(b!)? uvm_weights, Tensor indices, "
+      "Tensor offsets, Tensor(c!)? state, int total_D, int tables, int pooling_mode, int kind) -> ()",
+      table_batched_update);
+}
+
+Remap table_batched_lookup_remap(const Trace& t, uint32_t node, const TableBatchedLookup& l) {
+  const Node& n = t.nodes[node];
+  std::vector<int64_t> size;
+  if (n.num_outputs > 0 && t.values[n.outputs].kind == ValueKind::Tensor) {
+    Span<int64_t> d = t.dims(t.tensors[t.values[n.outputs].ref]);
+    size.assign(d.begin(), d.end());
+  }
+  auto tensor = [](int k) { return k >= 0 ? source(k) : constant(c10::IValue()); };
+  return {"reprise::table_batched_lookup",
+          "",
+          {tensor(l.dev_weights), tensor(l.uvm_weights), source(l.indices), source(l.offsets), constant(l.total_dim),
+           constant(l.tables), constant(int64_t(l.pooled ? 0 : 2)), constant(ints(size))}};
+}
+
+Remap table_batched_update_remap(const Trace& t, uint32_t node, uint32_t forward, const TableBatchedLookup& l,
+                                 std::vector<Value>& values) {
+  const Node& b = t.nodes[node];
+  const Node& f = t.nodes[forward];
+  Span<Value> in = t.inputs(f);
+  auto at = [&](int k) { return k >= 0 ? in[static_cast<size_t>(k)] : Value{}; };
+  // The optimizer's first state: whichever half holds it, as the weights.
+  int state = l.momentum1_dev;
+  if (l.momentum1_uvm >= 0 && (state < 0 || t.tensors[in[static_cast<size_t>(l.momentum1_uvm)].ref].numel >
+                                                t.tensors[in[static_cast<size_t>(state)].ref].numel))
+    state = l.momentum1_uvm;
+  values = {t.inputs(b)[0], at(l.dev_weights), at(l.uvm_weights), at(l.indices), at(l.offsets), at(state)};
+  const int64_t kind = update_kind(table_batched_backward_optimizer(t.name(b)));
+  return {"reprise::table_batched_update",
+          "",
+          {source(0), source(1), source(2), source(3), source(4), source(5), constant(l.total_dim), constant(l.tables),
+           constant(int64_t(l.pooled ? 0 : 2)), constant(kind)}};
+}
+
+}  // namespace reprise::replay::detail

@@ -1,0 +1,103 @@
+#include "reprise/trace/table_batched.h"
+
+#include <string>
+#include <vector>
+
+namespace reprise {
+namespace {
+
+const Tensor* tensor_at(const Trace& t, const Node& n, int i) {
+  if (i < 0 || static_cast<uint32_t>(i) >= n.num_inputs) return nullptr;
+  const Value& v = t.values[n.inputs + static_cast<uint32_t>(i)];
+  return v.kind == ValueKind::Tensor ? &t.tensors[v.ref] : nullptr;
+}
+
+int64_t int_at(const Trace& t, const Node& n, int i, int64_t fallback) {
+  if (i < 0 || static_cast<uint32_t>(i) >= n.num_inputs) return fallback;
+  const Value& v = t.values[n.inputs + static_cast<uint32_t>(i)];
+  return v.kind == ValueKind::Int || v.kind == ValueKind::Bool ? v.i : fallback;
+}
+
+std::vector<int64_t> shape(const Trace& t, const Tensor& x) {
+  Span<int64_t> d = t.dims(x);
+  return {d.begin(), d.end()};
+}
+
+}  // namespace
+
+bool is_table_batched_lookup(std::string_view name) {
+  const std::string_view base = op_base_name(name);
+  return (base.substr(0, 31) == "split_embedding_codegen_lookup_" ||
+          base.substr(0, 29) == "ssd_embedding_codegen_lookup_" || base == "dense_embedding_codegen_lookup_function") &&
+         base.find("_function") != std::string_view::npos;
+}
+
+std::string_view table_batched_backward_optimizer(std::string_view name) {
+  if (name.find("evaluate_function") != std::string_view::npos) return {};
+  const size_t at = name.find("LookupFunction_");
+  if (at == std::string_view::npos || name.find("CppNode<") == std::string_view::npos) return {};
+  const size_t from = at + 15, end = name.find("_Op", from);
+  return end == std::string_view::npos ? std::string_view{} : name.substr(from, end - from);
+}
+
+bool read_table_batched_lookup(const Trace& t, uint32_t node, TableBatchedLookup& out) {
+  const Node& n = t.nodes[node];
+  if (!is_table_batched_lookup(t.name(n))) return false;
+  const bool dense = op_base_name(t.name(n)) == "dense_embedding_codegen_lookup_function";
+  std::vector<std::string> names;
+  if (n.op_schema != 0) names = schema_argument_names(t.str(n.op_schema));
+  // Without a schema: split_ has a placeholder tensor first, dense_ starts at dev_weights (no UVM, no optimizer).
+  auto at = [&](std::string_view name, int split_pos, int dense_pos) {
+    if (names.empty()) return dense ? dense_pos : split_pos;
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == name) return static_cast<int>(i);
+    return -1;
+  };
+  TableBatchedLookup l;
+  l.dev_weights = at("dev_weights", 1, 0);
+  l.uvm_weights = at("uvm_weights", 2, -1);
+  l.indices = at("indices", 11, 7);
+  l.offsets = at("offsets", 12, 8);
+  l.momentum1_dev = at("momentum1_dev", 20, -1);
+  l.momentum1_uvm = at("momentum1_uvm", 21, -1);
+  l.total_dim = int_at(t, n, at("total_D", 7, 3), 0);
+  if (const Tensor* d = tensor_at(t, n, at("D_offsets", 6, 2))) l.tables = d->numel - 1;
+  if (l.tables < 1) {  // nobag's one row width D, no D_offsets
+    l.total_dim = int_at(t, n, at("D", -1, -1), 0);
+    l.tables = 1;
+  }
+  l.pooled = int_at(t, n, at("pooling_mode", 13, 9), 0) != 2;
+  for (int* w : {&l.dev_weights, &l.uvm_weights, &l.momentum1_dev, &l.momentum1_uvm})
+    if (!tensor_at(t, n, *w)) *w = -1;
+  for (int w : {l.dev_weights, l.uvm_weights})
+    if (const Tensor* x = tensor_at(t, n, w)) l.table_bytes += x->bytes();
+  const Tensor* indices = tensor_at(t, n, l.indices);
+  const Tensor* offsets = tensor_at(t, n, l.offsets);
+  if (!indices || !offsets || indices->numel <= 0 || offsets->numel <= 1 || l.total_dim <= 0) return false;
+  out = l;
+  return true;
+}
+
+uint32_t table_batched_forward_of(const Trace& t, uint32_t backward) {
+  const Node& b = t.nodes[backward];
+  const std::string_view opt = table_batched_backward_optimizer(t.name(b));
+  const Tensor* grad = tensor_at(t, b, 0);
+  if (opt.empty() || !grad) return kNone32;
+  const bool dense = opt == "Dense";
+  const std::string want =
+      dense ? "dense_embedding_codegen_lookup_function" : "_codegen_lookup_" + std::string(opt) + "_function";
+  const std::vector<int64_t> grad_shape = shape(t, *grad);
+  for (uint32_t k = backward; k-- > 0;) {
+    const Node& f = t.nodes[k];
+    const std::string_view base = op_base_name(t.name(f));
+    if (f.kind != NodeKind::Operator || !is_table_batched_lookup(base) || base.find(want) == std::string_view::npos)
+      continue;
+    if (!dense && base.substr(0, 5) == "dense") continue;
+    if (f.num_outputs == 0) continue;
+    const Value& o = t.values[f.outputs];
+    if (o.kind == ValueKind::Tensor && shape(t, t.tensors[o.ref]) == grad_shape) return k;
+  }
+  return kNone32;
+}
+
+}  // namespace reprise
