@@ -50,7 +50,7 @@ double optional_number(const gen::YamlFile& f, const YAML::Node& n, const std::s
 DeviceSpec read_device(const gen::YamlFile& f, const YAML::Node& n) {
   f.expect_map(n, "device",
                {"kind", "name", "peak_flops", "tf32", "memory_bandwidth", "memory_bytes", "caches", "launch_overhead",
-                "op_overhead", "efficiency"});
+                "op_overhead", "kernel_floor", "efficiency"});
   DeviceSpec d;
   if (n["kind"]) d.kind = f.choice(n["kind"], "kind", {"gpu", "cpu"});
   if (n["name"]) d.name = f.string(n["name"], "name");
@@ -71,6 +71,7 @@ DeviceSpec read_device(const gen::YamlFile& f, const YAML::Node& n) {
   }
   d.launch_overhead = optional_number(f, n, "launch_overhead", d.kind == "gpu" ? 4e-6 : 0, 0, 1);
   d.op_overhead = optional_number(f, n, "op_overhead", 5e-6, 0, 1);
+  d.kernel_floor = optional_number(f, n, "kernel_floor", d.kind == "gpu" ? 2e-6 : 0, 0, 1);
   if (const YAML::Node e = n["efficiency"]) {
     f.expect_map(e, "efficiency", {"compute", "memory", "random_access"});
     d.compute_efficiency = optional_number(f, e, "compute", d.compute_efficiency, 1e-3, 1);
@@ -219,6 +220,7 @@ std::string cluster_yaml(const Cluster& c) {
   }
   emit_number(e << YAML::Key << "launch_overhead" << YAML::Value, d.launch_overhead);
   emit_number(e << YAML::Key << "op_overhead" << YAML::Value, d.op_overhead);
+  emit_number(e << YAML::Key << "kernel_floor" << YAML::Value, d.kernel_floor);
   e << YAML::Key << "efficiency" << YAML::Value << YAML::BeginMap;
   emit_number(e << YAML::Key << "compute" << YAML::Value, d.compute_efficiency);
   emit_number(e << YAML::Key << "memory" << YAML::Value, d.memory_efficiency);

@@ -126,7 +126,7 @@ OpCost CostModel::op(const Trace& t, uint32_t node) const {
     c.host = overhead + busy;
   } else {
     c.host = overhead + (busy > 0 ? d.launch_overhead : 0);
-    c.device = busy;
+    c.device = busy > 0 ? std::max(busy, d.kernel_floor) : 0;  // a kernel, however short, holds its stream that long
   }
   return c;
 }

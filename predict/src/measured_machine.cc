@@ -50,6 +50,7 @@ Cluster measured_cluster(const Calibration& c, const std::string& name, int64_t 
   d.memory_bandwidth = mem > 0 ? mem : 1e10;
   d.op_overhead = c.default_overhead;
   d.launch_overhead = 0;
+  d.kernel_floor = d.kind == "gpu" ? 2e-6 : 0;  // not measured: the typical figure (docs/clusters.md)
   // Measured rates are what the ops reach: the efficiencies that turn peaks into times are 1.
   d.compute_efficiency = d.memory_efficiency = 1;
   k.devices_per_node = std::max<int64_t>(devices, 1);

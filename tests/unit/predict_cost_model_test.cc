@@ -150,8 +150,8 @@ TEST(CostModelEmbedding, TablesPastTheLargestCacheReadAtTheRandomAccessRate) {
     return x.op(
         "aten::embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, bool "
         "sparse=False) -> Tensor",
-        {x.t({rows, 128}), x.t({4096}, "long", 8), x.b.integer(-1), x.b.boolean(false), x.b.boolean(false)},
-        {x.t({4096, 128})});
+        {x.t({rows, 128}), x.t({65536}, "long", 8), x.b.integer(-1), x.b.boolean(false), x.b.boolean(false)},
+        {x.t({65536, 128})});
   };
   const uint32_t small = bag(1000), large = bag(1000000);  // 512 KB, 512 MB against a 50 MiB L2
   const Trace tr = x.b.finish();
@@ -161,6 +161,22 @@ TEST(CostModelEmbedding, TablesPastTheLargestCacheReadAtTheRandomAccessRate) {
   EXPECT_GT(s.work.bytes, 0);
   EXPECT_DOUBLE_EQ(s.device, s.work.bytes / (kH100Hbm * 0.8));
   EXPECT_DOUBLE_EQ(l.device, l.work.bytes / (kH100Hbm * 0.25));
+}
+
+// However little a kernel does, it holds its stream for the device's kernel_floor (2 us in the shipped GPUs); the
+// host's launch is apart from it, and a CPU has no floor.
+TEST(CostModel, AKernelHoldsItsStreamForTheFloorAtLeast) {
+  Ops x;
+  const uint32_t tiny = x.op("aten::relu(Tensor self) -> Tensor", {x.t({8})}, {x.t({8})});
+  const Trace tr = x.b.finish();
+  Cluster h100 = shipped("h100-sxm-8");
+  EXPECT_EQ(h100.device.kernel_floor, 2e-6);
+  const OpCost c = CostModel(h100).op(tr, operator_node(tr, tiny));
+  EXPECT_DOUBLE_EQ(c.device, 2e-6);
+  EXPECT_DOUBLE_EQ(c.host, 8e-6 + 4e-6);
+  h100.device.kernel_floor = 0;
+  EXPECT_LT(CostModel(h100).op(tr, operator_node(tr, tiny)).device, 1e-8);
+  EXPECT_EQ(shipped("cpu-2core-example").device.kernel_floor, 0);
 }
 
 Collective all_reduce(double bytes) {

@@ -256,7 +256,8 @@ TEST(Predict, OnAGpuKernelsQueueBehindTheirLaunches) {
   EXPECT_NEAR(device_bound.ranks[0].sim.compute_busy, 3 * big, 1e-9 * big);
   EXPECT_NEAR(device_bound.ranks[0].sim.host_busy, 3 * host, 1e-9 * host);
 
-  const double small = std::max(2.0 * 8 * 8 * 8 / (989e12 * 0.7), 3.0 * 2 * 8 * 8 / 3.35e12) / 0.7;
+  // An 8x8 product's roofline is nanoseconds; its kernel holds the stream for the floor.
+  const double small = std::max(2e-6, std::max(2.0 * 8 * 8 * 8 / (989e12 * 0.7), 3.0 * 2 * 8 * 8 / 3.35e12) / 0.7);
   const Prediction host_bound = predict(trace("small", 5, 8), o);
   EXPECT_GT(host, small);
   EXPECT_NEAR(host_bound.seconds, 5 * host + small, 1e-9 * host_bound.seconds);
@@ -414,7 +415,8 @@ TEST(Predict, UnreadableInputsNameTheFile) {
 }
 
 // PARAM's DLRM looks its tables up with fbgemm's table-batched ops: 768 rows of 2.4 GiB of tables in UVM. Timed by
-// the bytes their tensors hold, the lookup took 1.9 ms of the H100's 1.93 ms of compute; its kernel ran 7 us there.
+// the bytes their tensors hold, the lookup took 1.9 ms of the H100's 1.93 ms of compute; its kernel ran 7 us on the
+// V100 the trace came from.
 TEST(Predict, ParamDlrmTableBatchedLookupsAreEmbeddingWork) {
   REPRISE_NEED_SHARED(path, "param/dlrm_pytorch_et.tar.gz");
   PredictOptions o;
@@ -430,8 +432,11 @@ TEST(Predict, ParamDlrmTableBatchedLookupsAreEmbeddingWork) {
       EXPECT_LT(l.seconds, 50e-6) << l.op;  // its host overhead and a few microseconds of kernel
     }
   EXPECT_EQ(tbe, 4) << "two lookups and their two backward nodes";
+  // Its 200-odd kernels at the floor, each 2 us or more (the V100 it ran on spent 1,034 us in its 237 compute kernels,
+  // its Kineto trace says), not the 1.9 ms lookup.
   ASSERT_FALSE(p.ranks.empty());
-  EXPECT_LT(p.ranks[0].sim.compute_busy, 100e-6);
+  EXPECT_GT(p.ranks[0].sim.compute_busy, 200 * 2e-6);
+  EXPECT_LT(p.ranks[0].sim.compute_busy, 1e-3);
 }
 
 }  // namespace

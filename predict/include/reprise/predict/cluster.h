@@ -25,6 +25,7 @@ struct DeviceSpec {
   std::map<std::string, double> caches;  // name -> bytes ("l2", "llc")
   double launch_overhead = 0;            // seconds the host spends in one kernel launch call
   double op_overhead = 0;                // seconds of host time per op besides its launches (dispatcher, autograd)
+  double kernel_floor = 0;               // seconds a kernel holds its stream at the least, however little it does
   // Fractions of peak reached when no calibration says better.
   double compute_efficiency = 0.7, memory_efficiency = 0.8, random_access_efficiency = 0.25;
 
