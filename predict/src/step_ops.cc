@@ -53,7 +53,7 @@ std::vector<uint32_t> step_units(const Trace& t, const StepSpan& s) {
       continue;
     }
     if (n.id < s.first_id || n.id >= s.end_id) continue;
-    if (structural(n.kind) && !(n.kind == NodeKind::Autograd && timed_whole(t.name(n)))) continue;
+    if (structural(n.kind) && !(n.kind == NodeKind::Autograd && timed_whole(t, i))) continue;
     state[i] = kCovered;
     out.push_back(i);
   }

@@ -15,7 +15,8 @@ void load_op_libraries(const std::vector<std::string>& paths) {
       throw UserError(path + ": cannot load it as an op library: " +
                       (std::filesystem::exists(path, ec) ? "not a file" : "no such file"));
     // Global symbols: a library of ops may be split in several (fbgemm_gpu's), each resolving the others'.
-    if (!dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+    // By its absolute path: dlopen searches the linker's directories for a bare name, not the one checked above.
+    if (!dlopen(std::filesystem::absolute(path, ec).c_str(), RTLD_NOW | RTLD_GLOBAL)) {
       const char* why = dlerror();
       std::string reason = why ? why : "the loader gave no reason";
       if (reason.compare(0, path.size() + 2, path + ": ") == 0) reason.erase(0, path.size() + 2);

@@ -156,8 +156,13 @@ bool Compiler::compile_node(uint32_t node, uint16_t step) {
       return true;
     }
     case NodeKind::Autograd: {
-      // fbgemm's table-batched backward, emulated when asked (--emulate-tbe); else its children, as any wrapper's.
+      // fbgemm's table-batched backward, emulated when asked (--emulate-tbe) unless a loaded FBGEMM runs it through
+      // ops recorded inside it; else its children, as any wrapper's.
       if (!o_.emulate_tbe || table_batched_backward_optimizer(t_.name(n)).empty()) return false;
+      for (uint32_t c : t_.children(n))
+        if (const std::string_view child = t_.name(t_.nodes[c]);
+            child.substr(0, 8) == "fbgemm::" && c10::Dispatcher::singleton().findSchema({std::string(child), ""}))
+          return false;
       std::string why;
       if (compile_table_batched_update(node, step, why)) {
         ++p_.compute_selected;

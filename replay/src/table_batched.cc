@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "plan.h"
+
 namespace reprise::replay::detail {
 namespace {
 
@@ -12,7 +14,7 @@ namespace {
 enum Update : int64_t { kPlain = 0, kPerElement = 1, kRowwise = 2, kDenseGradient = 3 };
 
 int64_t update_kind(std::string_view opt) {
-  if (opt == "Dense") return kDenseGradient;
+  if (opt == "Dense" || opt == "dense") return kDenseGradient;
   if (opt.find("rowwise") != std::string_view::npos && opt.find("partial") == std::string_view::npos) return kRowwise;
   if (opt.find("adagrad") != std::string_view::npos || opt.find("adam") != std::string_view::npos ||
       opt.find("lamb") != std::string_view::npos)
@@ -63,16 +65,14 @@ at::Tensor as_output(const at::Tensor& rows, int64_t tables, at::IntArrayRef siz
 
 at::Tensor table_batched_lookup(const c10::optional<at::Tensor>& dev, const c10::optional<at::Tensor>& uvm,
                                 const at::Tensor& indices, const at::Tensor& offsets, int64_t total_d, int64_t tables,
-                                int64_t pooling_mode, at::IntArrayRef output_size) {
+                                int64_t pooling_mode, at::IntArrayRef output_size, int64_t output_dtype) {
+  const auto dtype = static_cast<at::ScalarType>(output_dtype);
   Tables x = tables_of(dev, uvm, indices, offsets, total_d, tables);
-  if (!x.rows.defined()) {  // meta, or no tables recorded: the shape alone
-    const at::Tensor& w = dev && dev->defined() ? *dev : uvm && uvm->defined() ? *uvm : indices;
-    return at::zeros(output_size, indices.options().dtype(w.is_floating_point() ? w.scalar_type() : at::kFloat));
-  }
-  if (pooling_mode == 2) return as_output(x.rows.index_select(0, x.indices), 1, output_size);  // no pooling
+  if (!x.rows.defined()) return at::zeros(output_size, indices.options().dtype(dtype));  // meta, or no tables
+  if (pooling_mode == 2) return as_output(x.rows.index_select(0, x.indices), 1, output_size).to(dtype);  // no pooling
   at::Tensor pooled = std::get<0>(
       at::embedding_bag(x.rows, x.indices, x.offsets, false, pooling_mode == 1 ? 1 : 0, false, c10::nullopt, true));
-  return as_output(pooled, tables, output_size);
+  return as_output(pooled, tables, output_size).to(dtype);
 }
 
 void table_batched_update(const at::Tensor& grad, const c10::optional<at::Tensor>& dev,
@@ -99,7 +99,7 @@ void table_batched_update(const at::Tensor& grad, const c10::optional<at::Tensor
             .index_select(0, at::repeat_interleave(at::arange(x.bags, counts.options()), counts));
   }
   if (g.numel() < lookups * x.d) g = at::constant_pad_nd(g.reshape({-1}), {0, lookups * x.d - g.numel()});
-  g = g.reshape({lookups, x.d});
+  g = g.reshape({lookups, x.d}).to(x.rows.scalar_type());  // fp16 tables take fp32 gradients
   // Sorted by row, as the fused kernels do before they update each row once.
   at::Tensor row, order;
   std::tie(row, order) = x.indices.sort();
@@ -111,12 +111,12 @@ void table_batched_update(const at::Tensor& grad, const c10::optional<at::Tensor
   }
   if (kind == kPerElement && has_state && state->numel() >= x.rows.numel()) {
     at::Tensor s = state->reshape({-1}).narrow(0, 0, x.rows.numel()).view_as(x.rows);
-    s.index_add_(0, row, g * g);
-    g = g / (s.index_select(0, row).sqrt() + eps);
+    s.index_add_(0, row, (g * g).to(s.scalar_type()));
+    g = (g / (s.index_select(0, row).sqrt() + eps)).to(x.rows.scalar_type());
   } else if (kind == kRowwise && has_state && state->numel() >= x.rows.size(0)) {
     at::Tensor s = state->reshape({-1}).narrow(0, 0, x.rows.size(0));
-    s.index_add_(0, row, (g * g).mean(1));
-    g = g / (s.index_select(0, row).sqrt() + eps).unsqueeze(1);
+    s.index_add_(0, row, (g * g).mean(1).to(s.scalar_type()));
+    g = (g / (s.index_select(0, row).sqrt() + eps).unsqueeze(1)).to(x.rows.scalar_type());
   }
   x.rows.index_add_(0, row, g, -lr);
 }
@@ -139,7 +139,7 @@ RemapArg constant(c10::IValue v) {
 void define_table_batched_ops(torch::Library& lib) {
   lib.def(
       "table_batched_lookup(Tensor? dev_weights, Tensor? uvm_weights, Tensor indices, Tensor offsets, int total_D, "
-      "int tables, int pooling_mode, int[] output_size) -> Tensor",
+      "int tables, int pooling_mode, int[] output_size, int output_dtype) -> Tensor",
       table_batched_lookup);
   lib.def(
       "table_batched_update(Tensor grad_output, Tensor(a!)? dev_weights, Tensor(b!)? uvm_weights, Tensor indices, "
@@ -147,37 +147,53 @@ void define_table_batched_ops(torch::Library& lib) {
       table_batched_update);
 }
 
-Remap table_batched_lookup_remap(const Trace& t, uint32_t node, const TableBatchedLookup& l) {
+namespace {
+
+// The Values a remap's sources index: a lookup's argument (a list element, for _pt2) or None.
+Value value_of(const Trace& t, const Node& n, const TableBatchedArg& a) { return table_batched_value(t, n, a); }
+
+}  // namespace
+
+Remap table_batched_lookup_remap(const Trace& t, uint32_t node, const TableBatchedLookup& l,
+                                 std::vector<Value>& values) {
   const Node& n = t.nodes[node];
   std::vector<int64_t> size;
+  int64_t dtype = static_cast<int64_t>(at::kFloat);
   if (n.num_outputs > 0 && t.values[n.outputs].kind == ValueKind::Tensor) {
-    Span<int64_t> d = t.dims(t.tensors[t.values[n.outputs].ref]);
+    const reprise::Tensor& out = t.tensors[t.values[n.outputs].ref];
+    Span<int64_t> d = t.dims(out);
     size.assign(d.begin(), d.end());
+    at::ScalarType s;
+    if (scalar_type_of(t.str(out.dtype), s)) dtype = static_cast<int64_t>(s);
   }
-  auto tensor = [](int k) { return k >= 0 ? source(k) : constant(c10::IValue()); };
+  values = {value_of(t, n, l.dev_weights), value_of(t, n, l.uvm_weights), value_of(t, n, l.indices),
+            value_of(t, n, l.offsets)};
   return {"reprise::table_batched_lookup",
           "",
-          {tensor(l.dev_weights), tensor(l.uvm_weights), source(l.indices), source(l.offsets), constant(l.total_dim),
-           constant(l.tables), constant(int64_t(l.pooled ? 0 : 2)), constant(ints(size))}};
+          {source(0), source(1), source(2), source(3), constant(l.total_dim), constant(l.tables),
+           constant(l.pooling_mode), constant(ints(size)), constant(dtype)}};
 }
 
 Remap table_batched_update_remap(const Trace& t, uint32_t node, uint32_t forward, const TableBatchedLookup& l,
                                  std::vector<Value>& values) {
   const Node& b = t.nodes[node];
   const Node& f = t.nodes[forward];
-  Span<Value> in = t.inputs(f);
-  auto at = [&](int k) { return k >= 0 ? in[static_cast<size_t>(k)] : Value{}; };
   // The optimizer's first state: whichever half holds it, as the weights.
-  int state = l.momentum1_dev;
-  if (l.momentum1_uvm >= 0 && (state < 0 || t.tensors[in[static_cast<size_t>(l.momentum1_uvm)].ref].numel >
-                                                t.tensors[in[static_cast<size_t>(state)].ref].numel))
-    state = l.momentum1_uvm;
-  values = {t.inputs(b)[0], at(l.dev_weights), at(l.uvm_weights), at(l.indices), at(l.offsets), at(state)};
+  TableBatchedArg state = l.momentum1_dev;
+  const reprise::Tensor* dev_state = table_batched_tensor(t, f, l.momentum1_dev);
+  const reprise::Tensor* uvm_state = table_batched_tensor(t, f, l.momentum1_uvm);
+  if (uvm_state && (!dev_state || uvm_state->numel > dev_state->numel)) state = l.momentum1_uvm;
+  values = {t.inputs(b)[0],
+            value_of(t, f, l.dev_weights),
+            value_of(t, f, l.uvm_weights),
+            value_of(t, f, l.indices),
+            value_of(t, f, l.offsets),
+            value_of(t, f, state)};
   const int64_t kind = update_kind(table_batched_backward_optimizer(t.name(b)));
   return {"reprise::table_batched_update",
           "",
           {source(0), source(1), source(2), source(3), source(4), source(5), constant(l.total_dim), constant(l.tables),
-           constant(int64_t(l.pooled ? 0 : 2)), constant(kind)}};
+           constant(l.pooling_mode), constant(kind)}};
 }
 
 }  // namespace reprise::replay::detail

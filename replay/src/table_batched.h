@@ -18,8 +18,11 @@ namespace reprise::replay::detail {
 // Defines the two ops in the "reprise" library.
 void define_table_batched_ops(torch::Library& lib);
 
-// The lookup at node `node` as a call of reprise::table_batched_lookup (arguments from the recorded inputs).
-Remap table_batched_lookup_remap(const Trace& t, uint32_t node, const TableBatchedLookup& l);
+// The lookup at node `node` as a call of reprise::table_batched_lookup: `values` receives the arguments it reads
+// (the tables' halves, indices and offsets: recorded inputs, or elements of the _pt2 lists), which the remap's
+// sources index.
+Remap table_batched_lookup_remap(const Trace& t, uint32_t node, const TableBatchedLookup& l,
+                                 std::vector<Value>& values);
 
 // The backward node `node` of lookup `forward` as a call of reprise::table_batched_update: `values` receives the
 // arguments it reads (the gradient, then the lookup's tensors), which the remap's sources index.

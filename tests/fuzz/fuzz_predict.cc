@@ -29,15 +29,16 @@ topology:
     - {name: net, span: 4, bandwidth: 1e9, latency: 5e-6}
 )Y";
 
+// Left allocated on purpose: the exit handler that removes the file runs after function-local statics are gone.
 const std::string& trace_path() {
-  static const std::string path = [] {
+  static const std::string* path = [] {
     const char* dir = std::getenv("TMPDIR");
-    std::string p =
-        std::string(dir && *dir ? dir : "/tmp") + "/reprise-fuzz-predict-" + std::to_string(getpid()) + ".json";
+    auto* p = new std::string(std::string(dir && *dir ? dir : "/tmp") + "/reprise-fuzz-predict-" +
+                              std::to_string(getpid()) + ".json");
     std::atexit([] { std::remove(trace_path().c_str()); });
     return p;
   }();
-  return path;
+  return *path;
 }
 
 }  // namespace

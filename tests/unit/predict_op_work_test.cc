@@ -3,6 +3,7 @@
 
 #include "reprise/predict/op_work.h"
 #include "reprise/trace/builder.h"
+#include "reprise/trace/table_batched.h"
 #include "step_ops.h"
 
 namespace reprise::predict {
@@ -208,8 +209,9 @@ TEST(OpWork, TableBatchedLookupsAndTheirFusedBackward) {
   EXPECT_EQ(d.key[2], 112 * 4);
   EXPECT_EQ(d.key[3], 32);
 
-  EXPECT_FALSE(timed_whole(tr.name(tr.nodes[last - 3])));  // the engine's wrapper
-  EXPECT_TRUE(timed_whole(tr.name(tr.nodes[last - 2])));
+  EXPECT_FALSE(timed_whole(tr, last - 3));  // the engine's wrapper
+  EXPECT_TRUE(timed_whole(tr, last - 2));
+  EXPECT_FALSE(timed_whole(tr, last)) << "a backward without its lookup is entered, its children timed";
   OpWork b = op_work(tr, last - 2);  // the gradient, each lookup's row and sort pair, and Adagrad's row updates
   EXPECT_EQ(b.family, OpFamily::Embedding);
   EXPECT_DOUBLE_EQ(b.bytes, 128.0 * 48 * 4 + 768 * (16 * 4 + 32) + 768 * 16 * (2 * 4 + 2 * 4));
@@ -245,6 +247,55 @@ TEST(OpWork, ATableBatchedBackwardIsOneStepUnit) {
   EXPECT_EQ(units, (std::vector<std::string>{"fbgemm::dense_embedding_codegen_lookup_function",
                                              "torch::autograd::CppNode<SplitLookupFunction_Dense_Op>",
                                              "aten::threshold_backward"}));
+}
+
+// Two modules' lookups of one shape run forward A then B; backward runs B's node, then A's: each pairs with its own
+// lookup (a stack), not the latest. The _cpu ops' host_weights and the _pt2 ops' weights list hold the tables.
+TEST(OpWork, TableBatchedBackwardPairsWithItsOwnLookup) {
+  Built x;
+  auto l = [&](int64_t n) { return x.t({n}, "long int", 8); };
+  auto i = [&](int64_t n) { return x.t({n}, "int", 4); };
+  const char* cpu =
+      "fbgemm::split_embedding_codegen_lookup_sgd_function_cpu(Tensor host_weights, Tensor weights_placements, Tensor "
+      "weights_offsets, Tensor D_offsets, int total_D, int max_D, Tensor hash_size_cumsum, int total_hash_size_bits, "
+      "Tensor indices, Tensor offsets, int pooling_mode, Tensor? indice_weights, Tensor? feature_requires_grad) -> "
+      "Tensor";
+  auto lookup = [&](int64_t rows, int64_t lookups) {
+    x.b.op(cpu,
+           {x.t({rows * 2 * 32}), i(2), l(2), i(3), x.b.integer(64), x.b.integer(32), l(3), x.b.integer(20), l(lookups),
+            l(2 * 16 + 1), x.b.integer(1), x.b.none(), x.b.none()},
+           {x.t({16, 64})});
+  };
+  lookup(1000, 100);                                                                    // module A
+  lookup(1000000, 200);                                                                 // module B
+  x.b.op("torch::autograd::CppNode<SplitLookupFunction_sgd_Op>", {x.t({16, 64})}, {});  // B's
+  x.b.op("torch::autograd::CppNode<SplitLookupFunction_sgd_Op>", {x.t({16, 64})}, {});  // A's
+  x.b.op(
+      "fbgemm::split_embedding_codegen_lookup_rowwise_adagrad_function_pt2(Tensor placeholder_autograd_tensor, "
+      "Tensor[] weights, Tensor D_offsets, int total_D, int max_D, Tensor hash_size_cumsum, int total_hash_size_bits, "
+      "Tensor indices, Tensor offsets, int pooling_mode, Tensor? indice_weights, Tensor? feature_requires_grad, "
+      "Tensor[] momentum1) -> Tensor",
+      {x.t({0}), x.b.list({x.t({0}), x.t({5000 * 16}), x.t({0, 0})}), i(2), x.b.integer(16), x.b.integer(16), l(2),
+       x.b.integer(13), l(64), l(8 + 1), x.b.integer(0), x.b.none(), x.b.none(), x.b.list({x.t({0}), x.t({5000})})},
+      {x.t({8, 16})});
+  Trace tr = x.b.finish();
+  const uint32_t last = last_op(tr);
+  EXPECT_EQ(table_batched_forward_of(tr, last - 2), last - 3) << "B's backward, B's lookup";
+  EXPECT_EQ(table_batched_forward_of(tr, last - 1), last - 4) << "A's backward, A's lookup";
+  EXPECT_EQ(op_work(tr, last - 2).key[0], 200);
+  EXPECT_EQ(op_work(tr, last - 1).key[0], 100);
+  EXPECT_EQ(op_work(tr, last - 4).key[2], 1000.0 * 2 * 32 * 4) << "host_weights";
+  TableBatchedLookup mean;
+  ASSERT_TRUE(read_table_batched_lookup(tr, last - 4, mean));
+  EXPECT_EQ(mean.pooling_mode, 1);
+  EXPECT_TRUE(mean.pooled());
+  const OpWork pt2 = op_work(tr, last);
+  EXPECT_EQ(pt2.family, OpFamily::Embedding);
+  EXPECT_EQ(pt2.key[2], 5000.0 * 16 * 4) << "the weights list's UVM half";
+  TableBatchedLookup l2;
+  ASSERT_TRUE(read_table_batched_lookup(tr, last, l2));
+  EXPECT_EQ(l2.momentum1_uvm.input, 12);
+  EXPECT_EQ(l2.momentum1_uvm.element, 1);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "reprise/trace/table_batched.h"
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,20 @@ std::string_view table_batched_backward_optimizer(std::string_view name) {
   return end == std::string_view::npos ? std::string_view{} : name.substr(from, end - from);
 }
 
+const Tensor* table_batched_tensor(const Trace& t, const Node& n, const TableBatchedArg& a) {
+  const Value v = table_batched_value(t, n, a);
+  return v.kind == ValueKind::Tensor ? &t.tensors[v.ref] : nullptr;
+}
+
+Value table_batched_value(const Trace& t, const Node& n, const TableBatchedArg& a) {
+  if (a.input < 0 || static_cast<uint32_t>(a.input) >= n.num_inputs) return Value{};
+  const Value& v = t.values[n.inputs + static_cast<uint32_t>(a.input)];
+  if (a.element < 0) return v;
+  if (v.kind != ValueKind::List && v.kind != ValueKind::Tuple) return Value{};
+  Span<Value> items = t.items(v);
+  return static_cast<size_t>(a.element) < items.size() ? items[static_cast<size_t>(a.element)] : Value{};
+}
+
 bool read_table_batched_lookup(const Trace& t, uint32_t node, TableBatchedLookup& out) {
   const Node& n = t.nodes[node];
   if (!is_table_batched_lookup(t.name(n))) return false;
@@ -47,32 +62,39 @@ bool read_table_batched_lookup(const Trace& t, uint32_t node, TableBatchedLookup
   std::vector<std::string> names;
   if (n.op_schema != 0) names = schema_argument_names(t.str(n.op_schema));
   // Without a schema: split_ has a placeholder tensor first, dense_ starts at dev_weights (no UVM, no optimizer).
-  auto at = [&](std::string_view name, int split_pos, int dense_pos) {
+  auto at = [&](std::initializer_list<std::string_view> any, int split_pos, int dense_pos) {
     if (names.empty()) return dense ? dense_pos : split_pos;
-    for (size_t i = 0; i < names.size(); ++i)
-      if (names[i] == name) return static_cast<int>(i);
+    for (std::string_view name : any)
+      for (size_t i = 0; i < names.size(); ++i)
+        if (names[i] == name) return static_cast<int>(i);
     return -1;
   };
+  auto arg = [](int input, int element = -1) { return TableBatchedArg{input, input >= 0 ? element : -1}; };
   TableBatchedLookup l;
-  l.dev_weights = at("dev_weights", 1, 0);
-  l.uvm_weights = at("uvm_weights", 2, -1);
-  l.indices = at("indices", 11, 7);
-  l.offsets = at("offsets", 12, 8);
-  l.momentum1_dev = at("momentum1_dev", 20, -1);
-  l.momentum1_uvm = at("momentum1_uvm", 21, -1);
-  l.total_dim = int_at(t, n, at("total_D", 7, 3), 0);
-  if (const Tensor* d = tensor_at(t, n, at("D_offsets", 6, 2))) l.tables = d->numel - 1;
+  l.dev_weights = arg(at({"dev_weights", "host_weights"}, 1, 0));
+  l.uvm_weights = arg(at({"uvm_weights"}, 2, -1));
+  l.momentum1_dev = arg(at({"momentum1_dev", "momentum1_host"}, 20, -1));
+  l.momentum1_uvm = arg(at({"momentum1_uvm"}, 21, -1));
+  if (!l.dev_weights.found()) {  // _pt2: the halves as elements of one list each
+    const int weights = at({"weights"}, -1, -1), momentum1 = at({"momentum1"}, -1, -1);
+    l.dev_weights = arg(weights, 0), l.uvm_weights = arg(weights, 1);
+    l.momentum1_dev = arg(momentum1, 0), l.momentum1_uvm = arg(momentum1, 1);
+  }
+  l.indices = arg(at({"indices"}, 11, 7));
+  l.offsets = arg(at({"offsets"}, 12, 8));
+  l.total_dim = int_at(t, n, at({"total_D"}, 7, 3), 0);
+  if (const Tensor* d = tensor_at(t, n, at({"D_offsets"}, 6, 2))) l.tables = d->numel - 1;
   if (l.tables < 1) {  // nobag's one row width D, no D_offsets
-    l.total_dim = int_at(t, n, at("D", -1, -1), 0);
+    l.total_dim = int_at(t, n, at({"D"}, -1, -1), 0);
     l.tables = 1;
   }
-  l.pooled = int_at(t, n, at("pooling_mode", 13, 9), 0) != 2;
-  for (int* w : {&l.dev_weights, &l.uvm_weights, &l.momentum1_dev, &l.momentum1_uvm})
-    if (!tensor_at(t, n, *w)) *w = -1;
-  for (int w : {l.dev_weights, l.uvm_weights})
-    if (const Tensor* x = tensor_at(t, n, w)) l.table_bytes += x->bytes();
-  const Tensor* indices = tensor_at(t, n, l.indices);
-  const Tensor* offsets = tensor_at(t, n, l.offsets);
+  l.pooling_mode = int_at(t, n, at({"pooling_mode"}, 13, 9), 0);
+  for (TableBatchedArg* w : {&l.dev_weights, &l.uvm_weights, &l.momentum1_dev, &l.momentum1_uvm})
+    if (!table_batched_tensor(t, n, *w)) *w = TableBatchedArg{};
+  for (const TableBatchedArg& w : {l.dev_weights, l.uvm_weights})
+    if (const Tensor* x = table_batched_tensor(t, n, w)) l.table_bytes += static_cast<double>(x->numel) * x->itemsize;
+  const Tensor* indices = table_batched_tensor(t, n, l.indices);
+  const Tensor* offsets = table_batched_tensor(t, n, l.offsets);
   if (!indices || !offsets || indices->numel <= 0 || offsets->numel <= 1 || l.total_dim <= 0) return false;
   out = l;
   return true;
@@ -83,21 +105,34 @@ uint32_t table_batched_forward_of(const Trace& t, uint32_t backward) {
   const std::string_view opt = table_batched_backward_optimizer(t.name(b));
   const Tensor* grad = tensor_at(t, b, 0);
   if (opt.empty() || !grad) return kNone32;
-  const bool dense = opt == "Dense";
+  const bool dense = opt == "Dense" || opt == "dense";
   const std::string want =
       dense ? "dense_embedding_codegen_lookup_function" : "_codegen_lookup_" + std::string(opt) + "_function";
   const std::vector<int64_t> grad_shape = shape(t, *grad);
-  for (uint32_t k = backward; k-- > 0;) {
-    const Node& f = t.nodes[k];
+  auto lookup = [&](const Node& f) {
     const std::string_view base = op_base_name(t.name(f));
-    if (f.kind != NodeKind::Operator || !is_table_batched_lookup(base) || base.find(want) == std::string_view::npos)
-      continue;
-    if (!dense && base.substr(0, 5) == "dense") continue;
-    if (f.num_outputs == 0) continue;
+    if (f.kind != NodeKind::Operator || !is_table_batched_lookup(base) || base.find(want) == std::string_view::npos ||
+        (!dense && base.substr(0, 5) == "dense") || f.num_outputs == 0)
+      return false;
     const Value& o = t.values[f.outputs];
-    if (o.kind == ValueKind::Tensor && shape(t, t.tensors[o.ref]) == grad_shape) return k;
+    return o.kind == ValueKind::Tensor && shape(t, t.tensors[o.ref]) == grad_shape;
+  };
+  auto same_backward = [&](const Node& x) {
+    const Tensor* g = tensor_at(t, x, 0);
+    return table_batched_backward_optimizer(t.name(x)) == opt && g && shape(t, *g) == grad_shape;
+  };
+  std::vector<uint32_t> open;  // lookups not yet paired with a backward node, in order
+  uint32_t latest = kNone32;
+  for (uint32_t k = 0; k < backward; ++k) {
+    const Node& x = t.nodes[k];
+    if (lookup(x)) {
+      open.push_back(k);
+      latest = k;
+    } else if (!open.empty() && same_backward(x)) {
+      open.pop_back();
+    }
   }
-  return kNone32;
+  return open.empty() ? latest : open.back();
 }
 
 }  // namespace reprise

@@ -63,22 +63,21 @@ bool embedding_work(const Trace& t, const Node& n, OpWork& w) {
 bool tbe_lookup_work(const Trace& t, uint32_t node, TableBatchedLookup& l, OpWork& w, double* item_out = nullptr) {
   if (!read_table_batched_lookup(t, node, l)) return false;
   const Node& n = t.nodes[node];
-  const Tensor& indices = *input_tensor(t, n, static_cast<size_t>(l.indices));
-  const Tensor& offsets = *input_tensor(t, n, static_cast<size_t>(l.offsets));
-  const Tensor* weights = input_tensor(t, n, static_cast<size_t>(l.dev_weights >= 0 ? l.dev_weights : l.uvm_weights));
-  if (l.uvm_weights >= 0 && input_tensor(t, n, static_cast<size_t>(l.uvm_weights))->numel > 0)
-    weights = input_tensor(t, n, static_cast<size_t>(l.uvm_weights));
+  const Tensor& indices = *table_batched_tensor(t, n, l.indices);
+  const Tensor& offsets = *table_batched_tensor(t, n, l.offsets);
+  const Tensor* weights = table_batched_tensor(t, n, l.dev_weights);
+  if (const Tensor* uvm = table_batched_tensor(t, n, l.uvm_weights); uvm && (!weights || uvm->numel > weights->numel))
+    weights = uvm;
   const double item = weights ? weights->itemsize : 4;
   if (item_out) *item_out = item;
-  const double lookups = static_cast<double>(indices.numel),
-               dim = static_cast<double>(l.total_dim) / static_cast<double>(l.tables);
-  const double bags = l.pooled ? static_cast<double>(offsets.numel - 1) : lookups;
-  const double table_bytes = static_cast<double>(l.table_bytes);
+  const double lookups = static_cast<double>(indices.numel);
+  const double dim = static_cast<double>(l.total_dim) / static_cast<double>(l.tables);
+  const double bags = l.pooled() ? static_cast<double>(offsets.numel - 1) : lookups;
   if (weights) w.dtype = dtype_of(t, *weights);
-  w.bytes = lookups * dim * item + static_cast<double>(indices.bytes() + offsets.bytes()) + bags * dim * item;
+  w.bytes = lookups * dim * item + static_cast<double>(indices.numel) * indices.itemsize +
+            static_cast<double>(offsets.numel) * offsets.itemsize + bags * dim * item;
   w.flops = lookups * dim;
-  w.key = {lookups, dim, table_bytes > 0 ? table_bytes : lookups * dim * item,
-           bags};  // weights unrecorded: the rows read
+  w.key = {lookups, dim, l.table_bytes > 0 ? l.table_bytes : lookups * dim * item, bags};  // unrecorded: rows read
   return true;
 }
 
@@ -103,9 +102,9 @@ bool tbe_backward_work(const Trace& t, const Node& n, std::string_view opt, OpWo
   if (!grad || forward == kNone32 || !tbe_lookup_work(t, forward, l, w, &item)) return false;
   const double lookups = w.key[0], dim = w.key[1], g = grad->itemsize;
   w.dtype = dtype_of(t, *grad);
-  w.bytes = static_cast<double>(grad->bytes()) + lookups * (dim * g + 2 * 16);
-  w.bytes += opt == "Dense" ? static_cast<double>(l.table_bytes) + 2 * lookups * dim * item
-                            : lookups * dim * (2 * item + 2 * 4 * state_per_element(opt));
+  w.bytes = static_cast<double>(grad->numel) * g + lookups * (dim * g + 2 * 16);
+  w.bytes += opt == "Dense" || opt == "dense" ? l.table_bytes + 2 * lookups * dim * item
+                                              : lookups * dim * (2 * item + 2 * 4 * state_per_element(opt));
   w.flops = lookups * dim * (2 + 2 * state_per_element(opt));
   return true;
 }

@@ -189,7 +189,11 @@ OpWork op_work(const Trace& t, uint32_t node) {
   return w;
 }
 
-bool timed_whole(std::string_view autograd_node) { return detail::claimed(autograd_node) != nullptr; }
+bool timed_whole(const Trace& t, uint32_t autograd_node) {
+  if (!detail::claimed(t.name(t.nodes[autograd_node]))) return false;
+  const OpWork w = op_work(t, autograd_node);
+  return w.by_name && w.family != OpFamily::Memory;  // not the bytes-moved fallback of a backward without its lookup
+}
 
 bool syncs_host(std::string_view op) {
   static const std::vector<std::string_view> names{

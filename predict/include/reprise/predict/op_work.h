@@ -51,8 +51,9 @@ struct OpWork {
 OpWork op_work(const Trace& t, uint32_t node);
 
 // Whether a family times this autograd node whole (fbgemm's table-batched backward, which updates the tables inside
-// it): the simulator and the Chakra export then take it as one op covering its children, as an operator is.
-bool timed_whole(std::string_view autograd_node);
+// it, when the lookup it differentiates is in the trace): the simulator and the Chakra export then take it as one op
+// covering its children, as an operator is.
+bool timed_whole(const Trace& t, uint32_t autograd_node);
 
 // Whether the op blocks its host thread until the device is done (item, .cpu(), nonzero, synchronize).
 bool syncs_host(std::string_view op);

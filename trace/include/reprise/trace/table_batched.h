@@ -15,17 +15,30 @@
 
 namespace reprise {
 
-// A lookup's arguments: positions among the node's inputs (-1: not recorded), by the schema's argument names when the
-// trace has it, else by the positions of the signatures fbgemm_gpu has had since 2021.
-struct TableBatchedLookup {
-  int dev_weights = -1, uvm_weights = -1, indices = -1, offsets = -1;
-  int momentum1_dev = -1, momentum1_uvm = -1;  // the optimizer's first state (Adagrad's sum of squares, Adam's m)
-  int64_t total_dim = 0;                       // total_D: the output's width, every table's rows side by side
-  int64_t tables = 0;                          // from D_offsets (1 with nobag's single width D)
-  bool pooled = true;       // pooling_mode is not fbgemm's NONE (2): one output row per bag, not per lookup
-  int64_t table_bytes = 0;  // dev_weights + uvm_weights
-  int64_t row_dim() const { return tables > 0 ? total_dim / tables : 0; }
+// Where one of a lookup's tensors is among the node's inputs: input `input`, or element `element` of that input when
+// it is a list (the _pt2 ops' `Tensor[] weights`: dev, uvm, cache, ...). input -1: not recorded.
+struct TableBatchedArg {
+  int input = -1, element = -1;
+  bool found() const { return input >= 0; }
 };
+
+// A lookup's arguments, by the schema's argument names when the trace has it (the _cpu ops' host_weights and
+// momentum1_host stand for the device halves; the _pt2 ops' weights and momentum1 lists give theirs by element),
+// else by the positions of the signatures fbgemm_gpu has had since 2021.
+struct TableBatchedLookup {
+  TableBatchedArg dev_weights, uvm_weights, indices, offsets;
+  TableBatchedArg momentum1_dev, momentum1_uvm;  // the optimizer's first state (Adagrad's sum of squares, Adam's m)
+  int64_t total_dim = 0;                         // total_D: the output's width, every table's rows side by side
+  int64_t tables = 0;                            // from D_offsets (1 with nobag's single width D)
+  int64_t pooling_mode = 0;  // fbgemm's PoolingMode: 0 sum, 1 mean, 2 none (one output row per lookup)
+  double table_bytes = 0;    // dev_weights + uvm_weights
+  bool pooled() const { return pooling_mode != 2; }
+};
+
+// The tensor an argument names, or nullptr.
+const Tensor* table_batched_tensor(const Trace& t, const Node& n, const TableBatchedArg& a);
+// The Value an argument names (kind None when it is not recorded).
+Value table_batched_value(const Trace& t, const Node& n, const TableBatchedArg& a);
 
 // Whether `name` ("fbgemm::split_embedding_codegen_lookup_adagrad_function") is a table-batched lookup.
 bool is_table_batched_lookup(std::string_view name);
@@ -35,8 +48,9 @@ bool is_table_batched_lookup(std::string_view name);
 std::string_view table_batched_backward_optimizer(std::string_view name);
 // Reads node `node`'s lookup; false when it is not one, or its indices, offsets or width are not recorded.
 bool read_table_batched_lookup(const Trace& t, uint32_t node, TableBatchedLookup& out);
-// The lookup a backward node differentiates: the latest one before it of the same optimizer whose output is shaped
-// like the backward's gradient (its first input); kNone32 when there is none.
+// The lookup a backward node differentiates, among those before it of the same optimizer whose output is shaped like
+// the backward's gradient (its first input): backward runs modules in the reverse of their forward order, so
+// lookups and backward nodes pair as a stack does (the last lookup not yet paired); kNone32 when there is none.
 uint32_t table_batched_forward_of(const Trace& t, uint32_t backward);
 
 }  // namespace reprise
