@@ -6,7 +6,8 @@
 #   2. compute on two streams: a PyTorch program with two overlapping branches, captured and replayed (issue 12);
 #   3. analyze --measure against the real saving of a loss.item() sync (issue 14's bar), and of unfused chains;
 #   4. --host-time recorded and none against the original, on the GPU (issue 12);
-#   5. calibrate on the GPU and predict the built-in workloads at GPU-bound sizes (issue 13's goal).
+#   5. calibrate on the GPU and predict the built-in workloads at GPU-bound sizes (issue 13's goal);
+#   6. fbgemm's table-batched embeddings emulated on the GPU (replay --emulate-tbe, PARAM's DLRM, when present).
 # --full adds the older checks: every test binary, NCCL sweeps on one rank, the fidelity, replay-overhead and
 # capture-overhead benchmarks. Writes everything under ${GPU_CHECK_DIR:-bench/out/gpu}.
 #   scripts/gpu-check.sh [--full]
@@ -118,6 +119,23 @@ stamp "5. calibrate on the GPU, predict at GPU-bound sizes"
 timeout 200 python3 bench/predict.py --case gpu --quick --repeats 3 --bin $B --work /tmp/predict_gpu \
   --json "$W/predict_gpu.json" 2>&1 | tail -10
 cp /tmp/predict_gpu/gpu.html "$W/" 2>/dev/null
+fi
+
+if want 6; then
+stamp "6. table-batched embeddings emulated on the GPU (PARAM's DLRM, rank 0; its V100 ran them in 7 and ~32 us)"
+dlrm=${REPRISE_SHARED_TRACES:-../shared/traces}/param/dlrm_pytorch_et.tar.gz
+if [ -f "$dlrm" ]; then
+  timeout 120 $B/reprise replay "$dlrm" --rank 0 --device cuda --emulate-tbe --per-op --per-op-passes 3 -q \
+    --out "$W/tbe_emulated.json" | grep -E "ops |iteration"
+  python3 - "$W/tbe_emulated.json" <<'PY'
+import json, sys
+for o in json.load(open(sys.argv[1]))["per_op"]:
+    if "embedding_codegen" in o["op"] or "LookupFunction" in o["op"]:
+        print(f"  {o['op'][:72]:72s} {o['seconds'] * 1e6:8.1f} us")
+PY
+else
+  echo "skipped: $dlrm not found"
+fi
 fi
 
 if [ $FULL = 1 ]; then
