@@ -3,18 +3,22 @@
 #include <functional>
 
 namespace reprise::replay::detail {
-namespace {
 
-RemapArg arg(int source) {
+RemapArg remap_source(int source) {
   RemapArg a;
   a.source = source;
   return a;
 }
-RemapArg constant(c10::IValue v) {
+RemapArg remap_constant(c10::IValue value) {
   RemapArg a;
-  a.constant = std::move(v);
+  a.constant = std::move(value);
   return a;
 }
+
+namespace {
+
+RemapArg arg(int source) { return remap_source(source); }
+RemapArg constant(c10::IValue v) { return remap_constant(std::move(v)); }
 
 size_t list_length(const Trace& t, Span<Value> in, size_t i) {
   return i < in.size() && (in[i].kind == ValueKind::List || in[i].kind == ValueKind::Tuple) ? t.items(in[i]).size() : 2;

@@ -23,6 +23,9 @@ struct Remap {
   std::vector<RemapArg> args;
 };
 
+RemapArg remap_source(int source);           // recorded argument `source`
+RemapArg remap_constant(c10::IValue value);  // a constant
+
 // The generic equivalent of the backend-specific op `name` with the recorded `inputs`, or false when there is
 // none. The generic op may return fewer outputs than the original (cudnn's reserve space): the extra recorded
 // outputs are left unbound.

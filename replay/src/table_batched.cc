@@ -123,16 +123,8 @@ void table_batched_update(const at::Tensor& grad, const c10::optional<at::Tensor
 
 c10::IValue ints(at::IntArrayRef v) { return c10::IValue(c10::List<int64_t>(v.vec())); }
 
-RemapArg source(int k) {
-  RemapArg a;
-  a.source = k;
-  return a;
-}
-RemapArg constant(c10::IValue v) {
-  RemapArg a;
-  a.constant = std::move(v);
-  return a;
-}
+RemapArg source(int k) { return remap_source(k); }
+RemapArg constant(c10::IValue v) { return remap_constant(std::move(v)); }
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include "reprise/trace/builder.h"
 #include "reprise/trace/table_batched.h"
 #include "step_ops.h"
+#include "tbe_schema.h"
 
 namespace reprise::predict {
 namespace {
@@ -144,42 +145,35 @@ TEST(OpWork, TableBatchedLookupsAndTheirFusedBackward) {
   Built x;
   auto l = [&](int64_t n) { return x.t({n}, "long int", 8); };
   auto i = [&](int64_t n) { return x.t({n}, "int", 4); };
-  x.b.op(
-      "fbgemm::split_embedding_codegen_lookup_adagrad_function(Tensor placeholder_autograd_tensor, Tensor "
-      "dev_weights, Tensor uvm_weights, Tensor lxu_cache_weights, Tensor weights_placements, Tensor weights_offsets, "
-      "Tensor D_offsets, int total_D, int max_D, Tensor hash_size_cumsum, int total_hash_size_bits, Tensor indices, "
-      "Tensor offsets, int pooling_mode, Tensor? indice_weights, Tensor? feature_requires_grad, Tensor "
-      "lxu_cache_locations, bool gradient_clipping, float max_gradient, bool stochastic_rounding, Tensor "
-      "momentum1_dev, Tensor momentum1_uvm, Tensor momentum1_placements, Tensor momentum1_offsets, float eps=0, "
-      "float learning_rate=0, int output_dtype=0) -> Tensor",
-      {x.t({0}),
-       x.t({0}),
-       x.t({640649648}),
-       x.t({0, 0}),
-       i(3),
-       l(3),
-       i(4),
-       x.b.integer(48),
-       x.b.integer(16),
-       l(4),
-       x.b.integer(26),
-       l(768),
-       l(385),
-       x.b.integer(0),
-       x.b.none(),
-       x.b.none(),
-       i(0),
-       x.b.boolean(false),
-       x.b.real(1.0),
-       x.b.boolean(true),
-       x.t({640649648}),
-       x.t({0}),
-       i(3),
-       l(3),
-       x.b.real(0),
-       x.b.real(0.005),
-       x.b.integer(0)},
-      {x.t({128, 48})});
+  x.b.op(test::kSplitAdagradLookupSchema,
+         {x.t({0}),
+          x.t({0}),
+          x.t({640649648}),
+          x.t({0, 0}),
+          i(3),
+          l(3),
+          i(4),
+          x.b.integer(48),
+          x.b.integer(16),
+          l(4),
+          x.b.integer(26),
+          l(768),
+          l(385),
+          x.b.integer(0),
+          x.b.none(),
+          x.b.none(),
+          i(0),
+          x.b.boolean(false),
+          x.b.real(1.0),
+          x.b.boolean(true),
+          x.t({640649648}),
+          x.t({0}),
+          i(3),
+          l(3),
+          x.b.real(0),
+          x.b.real(0.005),
+          x.b.integer(0)},
+         {x.t({128, 48})});
   x.b.op("fbgemm::dense_embedding_codegen_lookup_function",
          {x.t({112}), l(2), i(3), x.b.integer(32), x.b.integer(16), l(3), x.b.integer(3), l(32), l(33), x.b.integer(0),
           x.b.none(), x.b.none(), x.b.integer(0)},

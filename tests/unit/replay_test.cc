@@ -15,6 +15,7 @@
 #include "reprise/comms/communicator.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/read.h"
+#include "tbe_schema.h"
 #include "test_util.h"
 #include "time_limit.h"
 
@@ -166,42 +167,35 @@ TEST(Replay, TableBatchedEmbeddingsAreEmulatedWhenAsked) {
   // 3 tables of 4000 rows x 32 in UVM, batch 16, 80 lookups; Adagrad's sum of squares beside them.
   Value uvm = m.tensor({3 * 4000 * 32}), state = m.tensor({3 * 4000 * 32}), out = m.tensor({16, 96});
   Value indices = ints(80, "long int"), offsets = ints(3 * 16 + 1, "long int");
-  m.op(
-      "fbgemm::split_embedding_codegen_lookup_adagrad_function(Tensor placeholder_autograd_tensor, Tensor "
-      "dev_weights, Tensor uvm_weights, Tensor lxu_cache_weights, Tensor weights_placements, Tensor weights_offsets, "
-      "Tensor D_offsets, int total_D, int max_D, Tensor hash_size_cumsum, int total_hash_size_bits, Tensor indices, "
-      "Tensor offsets, int pooling_mode, Tensor? indice_weights, Tensor? feature_requires_grad, Tensor "
-      "lxu_cache_locations, bool gradient_clipping, float max_gradient, bool stochastic_rounding, Tensor "
-      "momentum1_dev, Tensor momentum1_uvm, Tensor momentum1_placements, Tensor momentum1_offsets, float eps=0, "
-      "float learning_rate=0, int output_dtype=0) -> Tensor",
-      {{m.tensor({0}), F},
-       {m.tensor({0}), F},
-       {uvm, F},
-       {m.tensor({0, 0}), F},
-       {ints(3, "int"), I},
-       {ints(3, "long int"), L},
-       {ints(4, "int"), I},
-       {b.integer(96), "Int"},
-       {b.integer(32), "Int"},
-       {ints(4, "long int"), L},
-       {b.integer(14), "Int"},
-       {indices, L},
-       {offsets, L},
-       {b.integer(0), "Int"},
-       {b.none(), "None"},
-       {b.none(), "None"},
-       {ints(0, "int"), I},
-       {b.boolean(false), "Bool"},
-       {b.real(1.0), "Double"},
-       {b.boolean(true), "Bool"},
-       {m.tensor({0}), F},
-       {state, F},
-       {ints(3, "int"), I},
-       {ints(3, "long int"), L},
-       {b.real(1e-8), "Double"},
-       {b.real(0.01), "Double"},
-       {b.integer(0), "Int"}},
-      {{out, F}});
+  m.op(test::kSplitAdagradLookupSchema,
+       {{m.tensor({0}), F},
+        {m.tensor({0}), F},
+        {uvm, F},
+        {m.tensor({0, 0}), F},
+        {ints(3, "int"), I},
+        {ints(3, "long int"), L},
+        {ints(4, "int"), I},
+        {b.integer(96), "Int"},
+        {b.integer(32), "Int"},
+        {ints(4, "long int"), L},
+        {b.integer(14), "Int"},
+        {indices, L},
+        {offsets, L},
+        {b.integer(0), "Int"},
+        {b.none(), "None"},
+        {b.none(), "None"},
+        {ints(0, "int"), I},
+        {b.boolean(false), "Bool"},
+        {b.real(1.0), "Double"},
+        {b.boolean(true), "Bool"},
+        {m.tensor({0}), F},
+        {state, F},
+        {ints(3, "int"), I},
+        {ints(3, "long int"), L},
+        {b.real(1e-8), "Double"},
+        {b.real(0.01), "Double"},
+        {b.integer(0), "Int"}},
+       {{out, F}});
   // The dense variant as a schema-less trace records it: 2 tables of 7 rows x 16, batch 16.
   m.op("fbgemm::dense_embedding_codegen_lookup_function",
        {{m.tensor({224}), F},
