@@ -140,10 +140,11 @@ TEST(Replay, AnOpLibraryLoadedMakesItsOpsReplay) {
   const std::string dir = test::test_dir();
   const std::string text = dir + "/not-a-library.so";
   std::ofstream(text) << "text\n";
-  for (const auto& [path, why] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [file, why] : std::vector<std::pair<std::string, std::string>>{
            {dir + "/missing.so", ": cannot load it as an op library: no such file"},
            {dir, ": cannot load it as an op library: not a file"},
            {text, ": cannot load it as an op library: "}}) {
+    const std::string path = file;  // a structured binding cannot be captured in C++17
     const std::string e = test::user_error([&] { load_op_libraries({path}); });
     EXPECT_EQ(e.rfind(path + why, 0), 0u) << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
