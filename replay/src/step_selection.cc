@@ -111,8 +111,10 @@ void Compiler::compile_steps(const std::vector<StepRange>& steps) {
 
 // Counts the node against max_ops; true when its step has already had max_ops ops.
 bool Compiler::over_max_ops(const Node& n, size_t step, std::vector<int64_t>& step_ops) const {
+  const bool emulated = n.kind == NodeKind::Autograd && o_.emulate_tbe &&
+                        !table_batched_backward_optimizer(t_.name(n)).empty();  // an op of its own (--emulate-tbe)
   if (o_.max_ops <= 0 || n.kind == NodeKind::Root || n.kind == NodeKind::Thread || n.kind == NodeKind::Annotation ||
-      n.kind == NodeKind::Autograd)
+      (n.kind == NodeKind::Autograd && !emulated))
     return false;
   if (step_ops.size() <= step) step_ops.resize(step + 1, 0);
   if (step_ops[step] >= o_.max_ops) return true;

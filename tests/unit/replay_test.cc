@@ -241,6 +241,11 @@ TEST(Replay, TableBatchedEmbeddingsAreEmulatedWhenAsked) {
   EXPECT_GE(emulated.input_bytes, 2 * 3 * 4000 * 32 * 4) << "the tables and their optimizer state";
   o.device = "meta";
   EXPECT_EQ(replay_trace(t, o).compute_replayed, 4);
+  o.max_ops = 3;  // an emulated backward counts as an op
+  const ReplayResult three = replay_trace(t, o);
+  EXPECT_EQ(three.compute_selected, 3);
+  EXPECT_TRUE(three.truncated);
+  o.max_ops = 0;
 
   // The ops themselves: tables [6 rows x 2] = 0..11, 2 tables x batch 2, bags t0b0 = {0}, t0b1 = {5},
   // t1b0 = {2, 3}, t1b1 = {}; the output is [batch, tables x 2].
