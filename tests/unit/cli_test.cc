@@ -325,6 +325,26 @@ TEST(Cli, InspectDlrmGroupsAndAnnotations) {
   EXPECT_EQ(j["collectives_by_type"][0]["pg_label"], "pg0");
 }
 
+// --emulate-tbe and --load-library reach the replay: the seed trace of fbgemm's table-batched lookups replays whole
+// only with the first; a library that cannot load is one line and exit 2.
+TEST(Cli, ReplayEmulatesTableBatchedLookupsAndLoadsOpLibraries) {
+#ifndef REPRISE_HAVE_REPLAY
+  GTEST_SKIP() << "reprise-torch was not built (no LibTorch): skipped";
+#else
+  const std::string dir = reprise::test::temp_dir();
+  const std::string trace = std::string(REPRISE_SOURCE_DIR) + "/tests/fuzz/corpus/predict/table_batched_lookups.json";
+  EXPECT_EQ(run("replay " + trace + " --device cpu --iterations 1 --strict -q").status, 1);
+  Result r = run("replay " + trace + " --device cpu --iterations 1 --strict -q --emulate-tbe --out " + dir + "/r.json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(std::ifstream(dir + "/r.json"));
+  EXPECT_EQ(j["coverage"], 1.0);
+  EXPECT_EQ(j["compute"]["replayed"], 4) << j["compute"];
+  Result lib = run("replay " + trace + " -q --load-library " + dir + "/missing.so");
+  EXPECT_EQ(lib.status, 2);
+  EXPECT_EQ(lib.out, "reprise: " + dir + "/missing.so: cannot load it as an op library: no such file\n");
+#endif
+}
+
 TEST(Cli, ReplayWritesResultsAndTimeline) {
 #ifndef REPRISE_HAVE_REPLAY
   GTEST_SKIP() << "reprise-torch was not built (no LibTorch): skipped";
