@@ -56,6 +56,7 @@ class Compiler {
   void check_tensors(uint32_t node) const;
   bool compile_op(uint32_t node, uint16_t step, std::string& why);
   bool compile_table_batched_update(uint32_t node, uint16_t step, std::string& why);
+  bool emit_call(uint32_t node, uint16_t step, uint32_t op, const Remap* remap, Span<Value> inputs, std::string& why);
   bool resolve_name(uint32_t node, std::string& name, std::string& overload, std::string& why);
   Resolved handle(const std::string& name, const std::string& overload);
   Resolved first_fitting_overload(const std::string& name, Span<Value> inputs);

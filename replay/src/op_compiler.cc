@@ -158,19 +158,26 @@ bool Compiler::compile_op(uint32_t node, uint16_t step, std::string& why) {
   }
   const c10::FunctionSchema& schema = p_.ops[r.op].schema();
 
-  // The argument list: recorded values (or remapped ones) in the order of this LibTorch's schema.
+  if (!emit_call(node, step, r.op, remapped ? &remap : nullptr, inputs, why)) return false;
+  if (!remapped) note_ranges(n, schema, inputs);
+  return true;
+}
+
+// The argument list, recorded values (or remapped ones, `remap` given) in the order of this LibTorch's schema, then
+// the instruction; on an argument it cannot build, the references and constants made so far are taken back.
+bool Compiler::emit_call(uint32_t node, uint16_t step, uint32_t op, const Remap* remap, Span<Value> inputs,
+                         std::string& why) {
+  const c10::FunctionSchema& schema = p_.ops[op].schema();
   std::vector<ArgSpec> args;
-  size_t refs_mark = p_.refs.size(), consts_mark = p_.constants.size(), aliases_mark = p_.aliases.size();
-  bool built =
-      remapped ? build_remapped_args(remap, inputs, schema, args, why) : build_recorded_args(inputs, schema, args, why);
-  if (!built) {
+  const size_t refs_mark = p_.refs.size(), consts_mark = p_.constants.size(), aliases_mark = p_.aliases.size();
+  if (!(remap ? build_remapped_args(*remap, inputs, schema, args, why)
+              : build_recorded_args(inputs, schema, args, why))) {
     p_.refs.resize(refs_mark);
     p_.constants.resize(consts_mark);
     p_.aliases.resize(aliases_mark);
     return false;
   }
-  if (!remapped) note_ranges(n, schema, inputs);
-  emit_op(node, r.op, step, schema, args, refs_mark);
+  emit_op(node, op, step, schema, args, refs_mark);
   return true;
 }
 
@@ -191,17 +198,7 @@ bool Compiler::compile_table_batched_update(uint32_t node, uint16_t step, std::s
     why = r.reason;
     return false;
   }
-  const c10::FunctionSchema& schema = p_.ops[r.op].schema();
-  std::vector<ArgSpec> args;
-  size_t refs_mark = p_.refs.size(), consts_mark = p_.constants.size(), aliases_mark = p_.aliases.size();
-  if (!build_remapped_args(remap, Span<Value>{values.data(), values.size()}, schema, args, why)) {
-    p_.refs.resize(refs_mark);
-    p_.constants.resize(consts_mark);
-    p_.aliases.resize(aliases_mark);
-    return false;
-  }
-  emit_op(node, r.op, step, schema, args, refs_mark);
-  return true;
+  return emit_call(node, step, r.op, &remap, Span<Value>{values.data(), values.size()}, why);
 }
 
 bool Compiler::resolve_name(uint32_t node, std::string& name, std::string& overload, std::string& why) {

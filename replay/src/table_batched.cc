@@ -14,7 +14,7 @@ namespace {
 enum Update : int64_t { kPlain = 0, kPerElement = 1, kRowwise = 2, kDenseGradient = 3 };
 
 int64_t update_kind(std::string_view opt) {
-  if (opt == "Dense" || opt == "dense") return kDenseGradient;
+  if (table_batched_dense(opt)) return kDenseGradient;
   if (opt.find("rowwise") != std::string_view::npos && opt.find("partial") == std::string_view::npos) return kRowwise;
   if (opt.find("adagrad") != std::string_view::npos || opt.find("adam") != std::string_view::npos ||
       opt.find("lamb") != std::string_view::npos)
@@ -123,9 +123,6 @@ void table_batched_update(const at::Tensor& grad, const c10::optional<at::Tensor
 
 c10::IValue ints(at::IntArrayRef v) { return c10::IValue(c10::List<int64_t>(v.vec())); }
 
-RemapArg source(int k) { return remap_source(k); }
-RemapArg constant(c10::IValue v) { return remap_constant(std::move(v)); }
-
 }  // namespace
 
 void define_table_batched_ops(torch::Library& lib) {
@@ -139,13 +136,6 @@ void define_table_batched_ops(torch::Library& lib) {
       table_batched_update);
 }
 
-namespace {
-
-// The Values a remap's sources index: a lookup's argument (a list element, for _pt2) or None.
-Value value_of(const Trace& t, const Node& n, const TableBatchedArg& a) { return table_batched_value(t, n, a); }
-
-}  // namespace
-
 Remap table_batched_lookup_remap(const Trace& t, uint32_t node, const TableBatchedLookup& l,
                                  std::vector<Value>& values) {
   const Node& n = t.nodes[node];
@@ -158,12 +148,13 @@ Remap table_batched_lookup_remap(const Trace& t, uint32_t node, const TableBatch
     at::ScalarType s;
     if (scalar_type_of(t.str(out.dtype), s)) dtype = static_cast<int64_t>(s);
   }
-  values = {value_of(t, n, l.dev_weights), value_of(t, n, l.uvm_weights), value_of(t, n, l.indices),
-            value_of(t, n, l.offsets)};
-  return {"reprise::table_batched_lookup",
-          "",
-          {source(0), source(1), source(2), source(3), constant(l.total_dim), constant(l.tables),
-           constant(l.pooling_mode), constant(ints(size)), constant(dtype)}};
+  values = {table_batched_value(t, n, l.dev_weights), table_batched_value(t, n, l.uvm_weights),
+            table_batched_value(t, n, l.indices), table_batched_value(t, n, l.offsets)};
+  return {
+      "reprise::table_batched_lookup",
+      "",
+      {remap_source(0), remap_source(1), remap_source(2), remap_source(3), remap_constant(l.total_dim),
+       remap_constant(l.tables), remap_constant(l.pooling_mode), remap_constant(ints(size)), remap_constant(dtype)}};
 }
 
 Remap table_batched_update_remap(const Trace& t, uint32_t node, uint32_t forward, const TableBatchedLookup& l,
@@ -171,21 +162,19 @@ Remap table_batched_update_remap(const Trace& t, uint32_t node, uint32_t forward
   const Node& b = t.nodes[node];
   const Node& f = t.nodes[forward];
   // The optimizer's first state: whichever half holds it, as the weights.
-  TableBatchedArg state = l.momentum1_dev;
-  const reprise::Tensor* dev_state = table_batched_tensor(t, f, l.momentum1_dev);
-  const reprise::Tensor* uvm_state = table_batched_tensor(t, f, l.momentum1_uvm);
-  if (uvm_state && (!dev_state || uvm_state->numel > dev_state->numel)) state = l.momentum1_uvm;
+  const TableBatchedArg state = table_batched_larger(t, f, l.momentum1_dev, l.momentum1_uvm);
   values = {t.inputs(b)[0],
-            value_of(t, f, l.dev_weights),
-            value_of(t, f, l.uvm_weights),
-            value_of(t, f, l.indices),
-            value_of(t, f, l.offsets),
-            value_of(t, f, state)};
+            table_batched_value(t, f, l.dev_weights),
+            table_batched_value(t, f, l.uvm_weights),
+            table_batched_value(t, f, l.indices),
+            table_batched_value(t, f, l.offsets),
+            table_batched_value(t, f, state)};
   const int64_t kind = update_kind(table_batched_backward_optimizer(t.name(b)));
-  return {"reprise::table_batched_update",
-          "",
-          {source(0), source(1), source(2), source(3), source(4), source(5), constant(l.total_dim), constant(l.tables),
-           constant(l.pooling_mode), constant(kind)}};
+  return {
+      "reprise::table_batched_update",
+      "",
+      {remap_source(0), remap_source(1), remap_source(2), remap_source(3), remap_source(4), remap_source(5),
+       remap_constant(l.total_dim), remap_constant(l.tables), remap_constant(l.pooling_mode), remap_constant(kind)}};
 }
 
 }  // namespace reprise::replay::detail

@@ -1,5 +1,6 @@
 #include "reprise/trace/table_batched.h"
 
+#include <algorithm>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -7,21 +8,14 @@
 namespace reprise {
 namespace {
 
-const Tensor* tensor_at(const Trace& t, const Node& n, int i) {
-  if (i < 0 || static_cast<uint32_t>(i) >= n.num_inputs) return nullptr;
-  const Value& v = t.values[n.inputs + static_cast<uint32_t>(i)];
-  return v.kind == ValueKind::Tensor ? &t.tensors[v.ref] : nullptr;
-}
-
 int64_t int_at(const Trace& t, const Node& n, int i, int64_t fallback) {
-  if (i < 0 || static_cast<uint32_t>(i) >= n.num_inputs) return fallback;
-  const Value& v = t.values[n.inputs + static_cast<uint32_t>(i)];
+  const Value v = table_batched_value(t, n, TableBatchedArg{i});
   return v.kind == ValueKind::Int || v.kind == ValueKind::Bool ? v.i : fallback;
 }
 
-std::vector<int64_t> shape(const Trace& t, const Tensor& x) {
-  Span<int64_t> d = t.dims(x);
-  return {d.begin(), d.end()};
+bool same_shape(const Trace& t, const Tensor& a, const Tensor& b) {
+  const Span<int64_t> x = t.dims(a), y = t.dims(b);
+  return std::equal(x.begin(), x.end(), y.begin(), y.end());
 }
 
 }  // namespace
@@ -39,6 +33,15 @@ std::string_view table_batched_backward_optimizer(std::string_view name) {
   if (at == std::string_view::npos || name.find("CppNode<") == std::string_view::npos) return {};
   const size_t from = at + 15, end = name.find("_Op", from);
   return end == std::string_view::npos ? std::string_view{} : name.substr(from, end - from);
+}
+
+bool table_batched_dense(std::string_view optimizer) { return optimizer == "Dense" || optimizer == "dense"; }
+
+TableBatchedArg table_batched_larger(const Trace& t, const Node& n, const TableBatchedArg& a,
+                                     const TableBatchedArg& b) {
+  const Tensor* x = table_batched_tensor(t, n, a);
+  const Tensor* y = table_batched_tensor(t, n, b);
+  return y && (!x || y->numel > x->numel) ? b : a;
 }
 
 const Tensor* table_batched_tensor(const Trace& t, const Node& n, const TableBatchedArg& a) {
@@ -83,7 +86,7 @@ bool read_table_batched_lookup(const Trace& t, uint32_t node, TableBatchedLookup
   l.indices = arg(at({"indices"}, 11, 7));
   l.offsets = arg(at({"offsets"}, 12, 8));
   l.total_dim = int_at(t, n, at({"total_D"}, 7, 3), 0);
-  if (const Tensor* d = tensor_at(t, n, at({"D_offsets"}, 6, 2))) l.tables = d->numel - 1;
+  if (const Tensor* d = table_batched_tensor(t, n, TableBatchedArg{at({"D_offsets"}, 6, 2)})) l.tables = d->numel - 1;
   if (l.tables < 1) {  // nobag's one row width D, no D_offsets
     l.total_dim = int_at(t, n, at({"D"}, -1, -1), 0);
     l.tables = 1;
@@ -103,23 +106,22 @@ bool read_table_batched_lookup(const Trace& t, uint32_t node, TableBatchedLookup
 uint32_t table_batched_forward_of(const Trace& t, uint32_t backward) {
   const Node& b = t.nodes[backward];
   const std::string_view opt = table_batched_backward_optimizer(t.name(b));
-  const Tensor* grad = tensor_at(t, b, 0);
+  const Tensor* grad = table_batched_tensor(t, b, TableBatchedArg{0});
   if (opt.empty() || !grad) return kNone32;
-  const bool dense = opt == "Dense" || opt == "dense";
+  const bool dense = table_batched_dense(opt);
   const std::string want =
       dense ? "dense_embedding_codegen_lookup_function" : "_codegen_lookup_" + std::string(opt) + "_function";
-  const std::vector<int64_t> grad_shape = shape(t, *grad);
   auto lookup = [&](const Node& f) {
     const std::string_view base = op_base_name(t.name(f));
     if (f.kind != NodeKind::Operator || !is_table_batched_lookup(base) || base.find(want) == std::string_view::npos ||
         (!dense && base.substr(0, 5) == "dense") || f.num_outputs == 0)
       return false;
     const Value& o = t.values[f.outputs];
-    return o.kind == ValueKind::Tensor && shape(t, t.tensors[o.ref]) == grad_shape;
+    return o.kind == ValueKind::Tensor && same_shape(t, t.tensors[o.ref], *grad);
   };
   auto same_backward = [&](const Node& x) {
-    const Tensor* g = tensor_at(t, x, 0);
-    return table_batched_backward_optimizer(t.name(x)) == opt && g && shape(t, *g) == grad_shape;
+    const Tensor* g = table_batched_tensor(t, x, TableBatchedArg{0});
+    return table_batched_backward_optimizer(t.name(x)) == opt && g && same_shape(t, *g, *grad);
   };
   std::vector<uint32_t> open;  // lookups not yet paired with a backward node, in order
   uint32_t latest = kNone32;

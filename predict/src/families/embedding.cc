@@ -65,9 +65,7 @@ bool tbe_lookup_work(const Trace& t, uint32_t node, TableBatchedLookup& l, OpWor
   const Node& n = t.nodes[node];
   const Tensor& indices = *table_batched_tensor(t, n, l.indices);
   const Tensor& offsets = *table_batched_tensor(t, n, l.offsets);
-  const Tensor* weights = table_batched_tensor(t, n, l.dev_weights);
-  if (const Tensor* uvm = table_batched_tensor(t, n, l.uvm_weights); uvm && (!weights || uvm->numel > weights->numel))
-    weights = uvm;
+  const Tensor* weights = table_batched_tensor(t, n, table_batched_larger(t, n, l.dev_weights, l.uvm_weights));
   const double item = weights ? weights->itemsize : 4;
   if (item_out) *item_out = item;
   const double lookups = static_cast<double>(indices.numel);
@@ -103,8 +101,8 @@ bool tbe_backward_work(const Trace& t, const Node& n, std::string_view opt, OpWo
   const double lookups = w.key[0], dim = w.key[1], g = grad->itemsize;
   w.dtype = dtype_of(t, *grad);
   w.bytes = static_cast<double>(grad->numel) * g + lookups * (dim * g + 2 * 16);
-  w.bytes += opt == "Dense" || opt == "dense" ? l.table_bytes + 2 * lookups * dim * item
-                                              : lookups * dim * (2 * item + 2 * 4 * state_per_element(opt));
+  w.bytes += table_batched_dense(opt) ? l.table_bytes + 2 * lookups * dim * item
+                                      : lookups * dim * (2 * item + 2 * 4 * state_per_element(opt));
   w.flops = lookups * dim * (2 + 2 * state_per_element(opt));
   return true;
 }
@@ -114,11 +112,11 @@ bool claims_table_batched(std::string_view name) {
 }
 
 bool embedding_or_table_batched(const Trace& t, const Node& n, OpWork& w) {
-  if (!claims_table_batched(t.name(n))) return embedding_work(t, n, w);
-  const std::string_view opt = table_batched_backward_optimizer(t.name(n));
-  if (!opt.empty()) return tbe_backward_work(t, n, opt, w);
+  if (const std::string_view opt = table_batched_backward_optimizer(t.name(n)); !opt.empty())
+    return tbe_backward_work(t, n, opt, w);
   TableBatchedLookup l;
-  return tbe_lookup_work(t, static_cast<uint32_t>(&n - t.nodes.data()), l, w);
+  return is_table_batched_lookup(t.name(n)) ? tbe_lookup_work(t, static_cast<uint32_t>(&n - t.nodes.data()), l, w)
+                                            : embedding_work(t, n, w);
 }
 
 }  // namespace

@@ -35,6 +35,11 @@ struct TableBatchedLookup {
   bool pooled() const { return pooling_mode != 2; }
 };
 
+// Whether a backward's optimizer is the dense variant's ("Dense", or "dense" in newer FBGEMM): a gradient of the
+// tables' size, no optimizer.
+bool table_batched_dense(std::string_view optimizer);
+// Of two halves (device and UVM tables, or their optimizer state), the one that holds them: the larger; `a` on a tie.
+TableBatchedArg table_batched_larger(const Trace& t, const Node& n, const TableBatchedArg& a, const TableBatchedArg& b);
 // The tensor an argument names, or nullptr.
 const Tensor* table_batched_tensor(const Trace& t, const Node& n, const TableBatchedArg& a);
 // The Value an argument names (kind None when it is not recorded).
