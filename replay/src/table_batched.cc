@@ -70,8 +70,15 @@ at::Tensor table_batched_lookup(const c10::optional<at::Tensor>& dev, const c10:
   Tables x = tables_of(dev, uvm, indices, offsets, total_d, tables);
   if (!x.rows.defined()) return at::zeros(output_size, indices.options().dtype(dtype));  // meta, or no tables
   if (pooling_mode == 2) return as_output(x.rows.index_select(0, x.indices), 1, output_size).to(dtype);  // no pooling
+  at::Tensor table = x.rows, rows = x.indices;
+  const at::ScalarType w = table.scalar_type();
+  if (w != at::kFloat && w != at::kHalf && w != at::kDouble) {
+    // Tables embedding_bag does not pool everywhere (bf16, fbgemm's int8 rows): the rows looked up, pooled in fp32.
+    table = table.index_select(0, rows).to(at::kFloat);
+    rows = at::arange(rows.numel(), rows.options());
+  }
   at::Tensor pooled = std::get<0>(
-      at::embedding_bag(x.rows, x.indices, x.offsets, false, pooling_mode == 1 ? 1 : 0, false, c10::nullopt, true));
+      at::embedding_bag(table, rows, x.offsets, false, pooling_mode == 1 ? 1 : 0, false, c10::nullopt, true));
   return as_output(pooled, tables, output_size).to(dtype);
 }
 
@@ -89,9 +96,10 @@ void table_batched_update(const at::Tensor& grad, const c10::optional<at::Tensor
     g = grad.reshape({-1}).narrow(0, 0, std::min(grad.numel(), lookups * x.d));
   } else {
     const int64_t batch = tables > 0 ? x.bags / tables : 0;
-    at::Tensor per_bag = grad.numel() == x.bags * x.d && grad.dim() == 2 && grad.size(0) == batch
-                             ? grad.view({batch, tables, x.d}).permute({1, 0, 2}).reshape({x.bags, x.d})
-                             : grad.reshape({-1}).narrow(0, 0, std::min(grad.numel(), x.bags * x.d));
+    at::Tensor per_bag =
+        batch * tables == x.bags && grad.numel() == x.bags * x.d && grad.dim() == 2 && grad.size(0) == batch
+            ? grad.reshape({batch, tables, x.d}).permute({1, 0, 2}).reshape({x.bags, x.d})
+            : grad.reshape({-1}).narrow(0, 0, std::min(grad.numel(), x.bags * x.d));
     if (per_bag.numel() < x.bags * x.d)
       per_bag = at::constant_pad_nd(per_bag.reshape({-1}), {0, x.bags * x.d - per_bag.numel()});
     const at::Tensor counts = x.offsets.narrow(0, 1, x.bags) - x.offsets.narrow(0, 0, x.bags);
@@ -99,26 +107,32 @@ void table_batched_update(const at::Tensor& grad, const c10::optional<at::Tensor
             .index_select(0, at::repeat_interleave(at::arange(x.bags, counts.options()), counts));
   }
   if (g.numel() < lookups * x.d) g = at::constant_pad_nd(g.reshape({-1}), {0, lookups * x.d - g.numel()});
-  g = g.reshape({lookups, x.d}).to(x.rows.scalar_type());  // fp16 tables take fp32 gradients
+  // The step in the tables' dtype (fp16 tables take fp32 gradients), in fp32 for integer tables.
+  const at::ScalarType w = x.rows.scalar_type(), math = at::isFloatingType(w) ? w : at::kFloat;
+  g = g.reshape({lookups, x.d}).to(math);
   // Sorted by row, as the fused kernels do before they update each row once.
   at::Tensor row, order;
   std::tie(row, order) = x.indices.sort();
   g = g.index_select(0, order);
   const bool has_state = state && state->defined();
   if (kind == kDenseGradient) {
-    at::zeros_like(x.rows).index_add_(0, row, g);  // the tables' gradient, which an optimizer outside then applies
+    // The tables' gradient, which an optimizer outside then applies.
+    at::zeros(x.rows.sizes(), g.options()).index_add_(0, row, g);
     return;
   }
   if (kind == kPerElement && has_state && state->numel() >= x.rows.numel()) {
     at::Tensor s = state->reshape({-1}).narrow(0, 0, x.rows.numel()).view_as(x.rows);
     s.index_add_(0, row, (g * g).to(s.scalar_type()));
-    g = (g / (s.index_select(0, row).sqrt() + eps)).to(x.rows.scalar_type());
+    g = (g / (s.index_select(0, row).sqrt() + eps)).to(math);
   } else if (kind == kRowwise && has_state && state->numel() >= x.rows.size(0)) {
     at::Tensor s = state->reshape({-1}).narrow(0, 0, x.rows.size(0));
     s.index_add_(0, row, (g * g).mean(1).to(s.scalar_type()));
-    g = (g / (s.index_select(0, row).sqrt() + eps).unsqueeze(1)).to(x.rows.scalar_type());
+    g = (g / (s.index_select(0, row).sqrt() + eps).unsqueeze(1)).to(math);
   }
-  x.rows.index_add_(0, row, g, -lr);
+  if (math != w)  // integer tables take an integer alpha only: the step scaled first
+    x.rows.index_add_(0, row, (g * -lr).to(w));
+  else
+    x.rows.index_add_(0, row, g, -lr);
 }
 
 c10::IValue ints(at::IntArrayRef v) { return c10::IValue(c10::List<int64_t>(v.vec())); }

@@ -21,21 +21,6 @@ namespace {
 
 using namespace reprise;
 
-class Bytes {
- public:
-  Bytes(const uint8_t* d, size_t n) : d_(d), n_(n) {}
-  uint8_t next() { return i_ < n_ ? d_[i_++] : 0; }
-  bool more() const { return i_ < n_; }
-  template <typename T, size_t N>
-  const T& pick(const T (&table)[N]) {
-    return table[next() % N];
-  }
-
- private:
-  const uint8_t* d_;
-  size_t n_, i_ = 0;
-};
-
 const int64_t kDims[] = {0,        1, 2, 3, 4, 5, 8, 16, 1, 2, -1, int64_t{1} << 20, int64_t{1} << 31, 1000000000000,
                          INT64_MAX};
 const int64_t kInts[] = {0, 1, 2, -1, -2, 3, 4, 8, int64_t{1} << 40, INT64_MIN, INT64_MAX, 16};
@@ -112,7 +97,7 @@ const char* const kSplits[] = {"[]", "[1, 1]", "[2, 0]", "[-1]", "[9999999999999
 
 class TraceProgram {
  public:
-  explicit TraceProgram(Bytes& in) : in_(in), b_("fuzz.json") {}
+  explicit TraceProgram(FuzzBytes& in) : in_(in), b_("fuzz.json") {}
 
   Trace build() {
     int world = 1 + in_.next() % 3;
@@ -211,7 +196,7 @@ class TraceProgram {
     b_.add_attr("pg_size", "uint64", b_.integer(in_.next() % 4 == 0 ? in_.pick(kInts) : world));
   }
 
-  Bytes& in_;
+  FuzzBytes& in_;
   TraceBuilder b_;
   std::vector<Value> pool_;
   int64_t seq_ = 0;
@@ -239,7 +224,7 @@ void compile_and_replay(const Trace& t) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Bytes in(data, size);
+  FuzzBytes in(data, size);
   const bool through_reader = in.next() & 1;
   Trace t;
   try {

@@ -296,6 +296,27 @@ TEST(Replay, TableBatchedEmbeddingsAreEmulatedWhenAsked) {
   at::Tensor half = at::zeros({12}, at::kHalf);
   update.call(grad, half, c10::nullopt, rows, bags, c10::nullopt, 4, 2, 0, 0);
   EXPECT_LT(half.to(at::kFloat).sum().item<float>(), 0);
+
+  // Tables embedding_bag does not pool on every device (bf16, fbgemm's int8 rows as bytes) are pooled in fp32, and
+  // their updates run: found by fuzz_table_batched, where the lookup failed and integer tables' updates threw.
+  y = lookup.call(w.to(at::kBFloat16), c10::nullopt, rows, bags, 4, 2, 0, {2, 4}, f32);
+  EXPECT_TRUE(at::equal(y, at::tensor(std::vector<float>{0, 1, 10, 12, 10, 11, 0, 0}).view({2, 4}))) << y;
+  y = lookup.call(w.to(at::kByte), c10::nullopt, rows, bags, 4, 2, /*mean*/ 1, {2, 4}, f32);
+  EXPECT_TRUE(at::equal(y, at::tensor(std::vector<float>{0, 1, 5, 6, 10, 11, 0, 0}).view({2, 4}))) << y;
+  at::Tensor bf16 = at::zeros({12}, at::kBFloat16);
+  update.call(grad, bf16, c10::nullopt, rows, bags, at::zeros({6}), 4, 2, 0, /*row-wise Adagrad*/ 2);
+  EXPECT_LT(bf16.to(at::kFloat).sum().item<float>(), 0);
+  for (int64_t kind : {0, 1, 2, 3}) {
+    at::Tensor bytes = at::full({12}, 7, at::kByte), sums_of_squares = at::zeros({12});
+    EXPECT_NO_THROW(update.call(grad, bytes, c10::nullopt, rows, bags, sums_of_squares, 4, 2, 0, kind))
+        << "kind " << kind;
+    if (kind == 1) EXPECT_GT(sums_of_squares.sum().item<float>(), 0) << "the sums of squares, in fp32";
+  }
+  // Bags that do not split into the tables evenly (3 bags, 2 tables) take the gradient as it lies.
+  weights = at::zeros({12});
+  EXPECT_NO_THROW(update.call(at::ones({1, 6}), weights, c10::nullopt, rows,
+                              at::tensor(std::vector<int64_t>{0, 1, 2, 4}), c10::nullopt, 4, 2, 0, 0));
+  EXPECT_LT(weights.sum().item<float>(), 0);
 }
 
 TEST(Replay, OnlyOutermostOpsAreReplayed) {
