@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -16,6 +15,7 @@
 #include "inject.h"
 #include "reprise/analyze/analyze.h"
 #include "reprise/common/error.h"
+#include "reprise/common/files.h"
 #include "reprise/common/stats.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/write.h"
@@ -363,11 +363,15 @@ bool CorpusWindow::has(const std::string& c) const {
 
 CorpusData read_corpus(const std::string& dir, const std::function<void(const std::string&)>& progress) {
   const std::string path = dir + "/corpus.json";
-  std::ifstream in(path);
-  if (!in) throw UserError(path + ": cannot open (make one with reprise analyze --make-corpus)");
+  std::string text;
+  try {
+    text = read_text_file(path);
+  } catch (const UserError& e) {
+    throw UserError(std::string(e.what()) + " (make one with reprise analyze --make-corpus)");
+  }
   nlohmann::json corpus;
   try {
-    corpus = nlohmann::json::parse(in);
+    corpus = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw UserError(path + ": " + e.what());
   }
@@ -411,7 +415,11 @@ CorpusData read_corpus(const std::string& dir, const std::function<void(const st
         const std::string file = dir + "/" + traces[i].at("file").get<std::string>();
         TraceSet one = load_traces({file});
         if (one.ranks.size() != 1) throw UserError(file + ": not one rank's timeline (the corpus is not its own)");
-        one.ranks[0].rank = traces[i].value("rank", int64_t{0});
+        const nlohmann::json rank = traces[i].value("rank", nlohmann::json(0));
+        if (!rank.is_number_integer() || rank.get<int64_t>() < 0 || rank.get<int64_t>() > (int64_t{1} << 30))
+          throw UserError(path + ": trace " + std::to_string(i) +
+                          ": rank: expected a rank (an integer of at least 0), got " + rank.dump());
+        one.ranks[0].rank = rank.get<int64_t>();
         for (const Trace& t : set.ranks)
           if (t.rank == one.ranks[0].rank)
             throw UserError(path + ": trace " + std::to_string(i) + ": rank " + std::to_string(t.rank) +
@@ -429,12 +437,21 @@ CorpusData read_corpus(const std::string& dir, const std::function<void(const st
           auto it = by_name.find({a.ranks[k].rank, name});
           if (it == by_name.end())
             throw UserError(set.ranks[k].source + ": has no window " + name + " (the corpus is not its own)");
+          const std::string where = path + ": trace " + std::to_string(job[k]) + ": window " + name;
+          auto known = [&](const std::string& label, const char* key) {
+            if (!label.empty() && std::find(data.classes.begin(), data.classes.end(), label) == data.classes.end())
+              throw UserError(where + ": " + key + ": '" + label + "' is not one of the corpus's classes");
+            return label;
+          };
           CorpusWindow cw;
           cw.gpu = a.ranks[k].gpu;
-          cw.test = w.at("split").get<std::string>() == "test";
-          cw.injected = w.at("injected").get<std::string>();
-          cw.decoy = w.value("decoy", "");
-          for (const auto& p : w.at("present")) cw.present.push_back(p.get<std::string>());
+          const std::string split = w.at("split").get<std::string>();
+          if (split != "test" && split != "train")
+            throw UserError(where + ": split: expected train or test, got '" + split + "'");
+          cw.test = split == "test";
+          cw.injected = known(w.at("injected").get<std::string>(), "injected");
+          cw.decoy = known(w.value("decoy", ""), "decoy");
+          for (const auto& p : w.at("present")) cw.present.push_back(known(p.get<std::string>(), "present"));
           cw.features = it->second->features;
           cw.fired = it->second->fired;
           cw.score = it->second->score;
@@ -447,6 +464,7 @@ CorpusData read_corpus(const std::string& dir, const std::function<void(const st
     }
     if (progress) progress("read " + std::to_string(data.traces) + " of " + std::to_string(traces.size()));
   }
+  if (data.windows.empty()) throw UserError(path + ": no windows to score (the corpus holds no steps)");
   return data;
 }
 

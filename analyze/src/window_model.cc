@@ -1,13 +1,13 @@
 // The learned window classifier at inference: a small MLP read from JSON, run in plain C++ (no LibTorch).
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <type_traits>
 
 #include "reprise/analyze/analyze.h"
 #include "reprise/analyze/evaluate.h"
 #include "reprise/common/error.h"
+#include "reprise/common/files.h"
 
 namespace reprise::analyze {
 
@@ -39,21 +39,50 @@ std::vector<double> WindowModel::predict(const std::vector<double>& window_featu
 
 WindowModel parse_window_model(const std::string& text, const std::string& name) {
   WindowModel m;
+  nlohmann::json j;
   try {
-    const nlohmann::json j = nlohmann::json::parse(text);
-    if (j.value("format", "") != "reprise-window-model/1")
-      throw UserError(name + ": not a reprise-window-model/1 file");
-    m.features = j.at("features").get<std::vector<std::string>>();
-    m.classes = j.at("classes").get<std::vector<std::string>>();
-    m.mean = j.at("mean").get<std::vector<double>>();
-    m.scale = j.at("scale").get<std::vector<double>>();
-    m.trained_on = j.value("trained_on", "");
-    for (const auto& l : j.at("layers"))
-      m.layers.push_back(
-          {l.at("weight").get<std::vector<std::vector<double>>>(), l.at("bias").get<std::vector<double>>()});
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw UserError(name + ": " + e.what());
+    throw UserError(name + ": not JSON (" + e.what() + ")");
   }
+  if (!j.is_object() || j.value("format", "") != "reprise-window-model/1")
+    throw UserError(name + ": not a reprise-window-model/1 file");
+  // Each member read as its type, or one line naming it.
+  auto read = [&](const char* key, auto& into) {
+    try {
+      into = j.at(key).get<std::remove_reference_t<decltype(into)>>();
+    } catch (const nlohmann::json::exception& e) {
+      throw UserError(name + ": " + key + ": " + e.what());
+    }
+  };
+  read("features", m.features);
+  read("classes", m.classes);
+  read("mean", m.mean);
+  read("scale", m.scale);
+  if (j.contains("trained_on")) read("trained_on", m.trained_on);
+  if (!j.contains("layers") || !j["layers"].is_array()) throw UserError(name + ": layers: expected a list");
+  for (size_t l = 0; l < j["layers"].size(); ++l) {
+    try {
+      const nlohmann::json& layer = j["layers"][l];
+      m.layers.push_back(
+          {layer.at("weight").get<std::vector<std::vector<double>>>(), layer.at("bias").get<std::vector<double>>()});
+    } catch (const nlohmann::json::exception& e) {
+      throw UserError(name + ": layers[" + std::to_string(l) + "]: " + e.what());
+    }
+  }
+  // Classes are detectors; features are named once each (a feature this Reprise no longer computes reads as 0).
+  for (size_t c = 0; c < m.classes.size(); ++c) {
+    const auto& table = detectors();
+    if (std::none_of(table.begin(), table.end(), [&](const DetectorInfo& d) { return d.id == m.classes[c]; }))
+      throw UserError(name + ": classes: '" + m.classes[c] + "' is not a detector (reprise analyze --list)");
+    if (std::find(m.classes.begin(), m.classes.begin() + static_cast<std::ptrdiff_t>(c), m.classes[c]) !=
+        m.classes.begin() + static_cast<std::ptrdiff_t>(c))
+      throw UserError(name + ": classes: '" + m.classes[c] + "' is named twice");
+  }
+  for (size_t f = 0; f < m.features.size(); ++f)
+    if (std::find(m.features.begin(), m.features.begin() + static_cast<std::ptrdiff_t>(f), m.features[f]) !=
+        m.features.begin() + static_cast<std::ptrdiff_t>(f))
+      throw UserError(name + ": features: '" + m.features[f] + "' is named twice");
   // Shapes: features -> ... -> classes, each layer's rows as wide as the one before it.
   size_t width = m.features.size();
   if (m.mean.size() != width || m.scale.size() != width || m.layers.empty())
@@ -70,13 +99,7 @@ WindowModel parse_window_model(const std::string& text, const std::string& name)
   return m;
 }
 
-WindowModel read_window_model(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UserError(path + ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_window_model(text.str(), path);
-}
+WindowModel read_window_model(const std::string& path) { return parse_window_model(read_text_file(path), path); }
 
 std::string window_model_json(const WindowModel& m) {
   nlohmann::json j{{"format", "reprise-window-model/1"},

@@ -167,6 +167,10 @@ Bundle read_bundle(const std::string& dir) {
       if (g["backend"]) pg.backend = f.string(g["backend"], "backend");
       if (g["ranks"] && !(g["ranks"].IsScalar() && g["ranks"].Scalar() == "all"))
         pg.ranks = parse_ranges(f, g["ranks"], "ranks");
+      for (int64_t k : pg.ranks)
+        if (k >= b.world_size)
+          f.fail(g["ranks"], "ranks: process group " + pg.name + "'s rank " + std::to_string(k) +
+                                 " is outside the world of " + std::to_string(b.world_size));
       pg.size = pg.ranks.empty() ? b.world_size : static_cast<int64_t>(pg.ranks.size());
       b.process_groups.push_back(pg);
     }
@@ -206,7 +210,7 @@ Bundle read_bundle(const std::string& dir) {
     }
   if (const YAML::Node r = m["replay"]) {
     f.expect_map(r, "replay", {"device", "iterations", "warmup"});
-    if (r["device"]) b.replay.device = f.string(r["device"], "device");
+    if (r["device"]) b.replay.device = f.device(r["device"], "device");
     if (r["iterations"]) b.replay.iterations = static_cast<int>(f.integer(r["iterations"], "iterations", 1, 1000000));
     if (r["warmup"]) b.replay.warmup = static_cast<int>(f.integer(r["warmup"], "warmup", 0, 1000000));
   }

@@ -38,6 +38,7 @@ struct Config {
   std::string name, description;
   std::string source;
   std::vector<std::pair<std::string, TransformStep>> steps;  // name, step
+  std::vector<std::string> step_places;                      // each step's place in the config (FILE:LINE:COL)
   std::vector<BundleTransform> recorded;
   ReplayDefaults replay;
 };
@@ -336,17 +337,13 @@ Config parse_config(const YamlFile& f) {
         f.fail(t.begin()->first, "transforms: unknown transform '" + name + "' (expected one of " + known + ")");
       }
       c.steps.push_back({name, d->parse(t.begin()->second, cx)});
+      c.step_places.push_back(f.where(t));
       c.recorded.push_back({name, flow_text(t.begin()->second)});
     }
   }
   if (const YAML::Node r = m["replay"]) {
     f.expect_map(r, "replay", {"device", "iterations", "warmup"});
-    if (r["device"]) {
-      c.replay.device = f.string(r["device"], "device");
-      const std::string& d = c.replay.device;
-      if (!(d == "cpu" || d == "cuda" || d == "meta" || d.rfind("cuda:", 0) == 0))
-        f.fail(r["device"], "device: expected cpu, cuda, cuda:N or meta");
-    }
+    if (r["device"]) c.replay.device = f.device(r["device"], "device");
     if (r["iterations"]) c.replay.iterations = static_cast<int>(f.integer(r["iterations"], "iterations", 1, 1000000));
     if (r["warmup"]) c.replay.warmup = static_cast<int>(f.integer(r["warmup"], "warmup", 0, 1000000));
   }
@@ -380,9 +377,16 @@ GenerateReport generate_from_config(const std::string& config, const GenerateOpt
   if (o.progress) o.progress("reading " + c.source);
   Loaded l = load_source(c.source, o);
   if (!f.root()["replay"] || !f.root()["replay"]["device"]) c.replay.device = l.meta.replay.device;
-  for (auto& [name, step] : c.steps) {
-    if (o.progress) o.progress("applying " + name);
-    step(l.ws);
+  for (size_t k = 0; k < c.steps.size(); ++k) {
+    if (o.progress) o.progress("applying " + c.steps[k].first);
+    try {
+      c.steps[k].second(l.ws);
+    } catch (const UserError& e) {
+      // What only the traces reveal is said at the transform's place, unless the step named a place of its own.
+      const std::string what = e.what();
+      if (what.rfind(f.path() + ":", 0) == 0) throw;
+      throw UserError(c.step_places[k] + ": " + what);
+    }
   }
   return finish(l, c, o, t0);
 }

@@ -7,13 +7,15 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string_view>
+#include <vector>
 
 #include "reprise/common/error.h"
+#include "reprise/common/files.h"
 #include "reprise/common/utf8.h"
 
 namespace reprise::gen {
@@ -61,23 +63,58 @@ size_t byte_escape(std::string_view text, size_t open) {
   return std::string_view::npos;
 }
 
-// The mark of the first scalar that is not UTF-8, from the parser's events: each scalar once, where it is written
-// (walking the loaded nodes would follow aliases).
-class FirstNonUtf8Scalar : public YAML::EventHandler {
+// From the parser's events, each node once where it is written (walking the loaded nodes would follow aliases):
+// the mark of the first scalar that is not UTF-8, and the first key a map is given twice (yaml-cpp keeps both and
+// finds the first, so a repeated key's later value would be dropped without a word).
+class DocumentChecks : public YAML::EventHandler {
  public:
-  std::optional<YAML::Mark> mark;
+  std::optional<YAML::Mark> non_utf8;
+  struct Repeat {
+    YAML::Mark at, first;
+    std::string key;
+  };
+  std::optional<Repeat> repeat;
 
   void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string& value) override {
-    if (!mark && first_invalid_utf8(value.data(), value.size()) < value.size()) mark = m;
+    node(m, &value);
+    if (!non_utf8 && first_invalid_utf8(value.data(), value.size()) < value.size()) non_utf8 = m;
   }
   void OnDocumentStart(const YAML::Mark&) override {}
   void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
-  void OnMapEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { node(m, nullptr); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { node(m, nullptr); }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    node(m, nullptr);
+    open(false);
+  }
+  void OnSequenceEnd() override { open_.pop_back(); }
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    node(m, nullptr);
+    open(true);
+  }
+  void OnMapEnd() override { open_.pop_back(); }
+
+ private:
+  struct Collection {
+    bool map = false;
+    bool key_next = true;  // a map's next node is a key (else its value)
+    std::map<std::string, YAML::Mark> keys;
+  };
+  void open(bool map) {
+    open_.emplace_back();
+    open_.back().map = map;
+  }
+  // A node starts inside the innermost open collection: in a map, keys and values take turns.
+  void node(const YAML::Mark& m, const std::string* scalar) {
+    if (open_.empty() || !open_.back().map) return;
+    Collection& c = open_.back();
+    if (c.key_next && scalar && !repeat) {
+      const auto [it, fresh] = c.keys.emplace(*scalar, m);
+      if (!fresh) repeat = Repeat{m, it->second, *scalar};
+    }
+    c.key_next = !c.key_next;
+  }
+  std::vector<Collection> open_;
 };
 
 // Parses `text`, which must be UTF-8 and must stay UTF-8 once read: yaml-cpp keeps a byte that is not UTF-8 as it
@@ -92,17 +129,20 @@ YAML::Node load_utf8(const std::string& path, const std::string& text) {
   try {
     std::istringstream in(text);
     YAML::Parser parser(in);
-    FirstNonUtf8Scalar check;
+    DocumentChecks check;
     parser.HandleNextDocument(check);  // the document YAML::Load reads
-    if (check.mark) {
-      const size_t escape = byte_escape(body, static_cast<size_t>(check.mark->pos));
+    if (check.non_utf8) {
+      const size_t escape = byte_escape(body, static_cast<size_t>(check.non_utf8->pos));
       if (escape == std::string_view::npos)
-        throw UserError(place(path, body, static_cast<size_t>(check.mark->pos)) + ": a string that is not UTF-8");
+        throw UserError(place(path, body, static_cast<size_t>(check.non_utf8->pos)) + ": a string that is not UTF-8");
       const bool nel = body[escape + 1] == 'N';
       throw UserError(place(path, body, escape) + ": the escape \\" + body[escape + 1] + " is read as the byte " +
                       (nel ? "0x85" : "0xA0") + ", which is not UTF-8; write " + (nel ? "\\u0085" : "\\u00A0") +
                       " instead");
     }
+    if (check.repeat)
+      throw UserError(place(path, body, static_cast<size_t>(check.repeat->at.pos)) + ": " + check.repeat->key +
+                      ": given twice in one map (first at line " + std::to_string(check.repeat->first.line + 1) + ")");
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw UserError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " +
@@ -112,12 +152,7 @@ YAML::Node load_utf8(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-YamlFile::YamlFile(std::string path) : path_(std::move(path)) {
-  std::ifstream in(path_, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in.is_open() || in.bad()) throw UserError(path_ + ": cannot read");
-  root_ = load_utf8(path_, text);
-}
+YamlFile::YamlFile(std::string path) : path_(std::move(path)) { root_ = load_utf8(path_, read_text_file(path_)); }
 
 YamlFile::YamlFile(std::string name, const std::string& text) : path_(std::move(name)) {
   root_ = load_utf8(path_, text);
@@ -144,6 +179,15 @@ void YamlFile::expect_map(const YAML::Node& n, const std::string& what,
 std::string YamlFile::string(const YAML::Node& n, const std::string& key) const {
   if (!n.IsScalar()) fail(n, key + ": expected a string");
   return n.Scalar();
+}
+
+std::string YamlFile::device(const YAML::Node& n, const std::string& key) const {
+  const std::string d = string(n, key);
+  const bool ordinal = d.size() > 5 && d.rfind("cuda:", 0) == 0 &&
+                       std::all_of(d.begin() + 5, d.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!(d == "cpu" || d == "cuda" || d == "meta" || ordinal))
+    fail(n, key + ": expected cpu, cuda, cuda:N or meta, not " + d);
+  return d;
 }
 
 int64_t YamlFile::integer(const YAML::Node& n, const std::string& key, int64_t min, int64_t max) const {
@@ -216,6 +260,7 @@ std::string YamlFile::path(const YAML::Node& n, const std::string& key) const {
            key + ": the environment variable " + name + " is not set (write ${" + name + ":-DEFAULT} for a default)");
     i = close;
   }
+  if (out.empty()) fail(n, key + ": expected a path, not an empty string");
   std::filesystem::path p(out);
   if (p.is_relative()) p = (std::filesystem::path(path_).parent_path() / p).lexically_normal();
   std::error_code ec;

@@ -27,6 +27,8 @@ class YamlFile {
   // A map whose keys must be among `known`; `what` names it in messages ("select").
   void expect_map(const YAML::Node& n, const std::string& what, std::initializer_list<const char*> known) const;
   std::string string(const YAML::Node& n, const std::string& key) const;
+  // A replay device: cpu, cuda, cuda:N or meta.
+  std::string device(const YAML::Node& n, const std::string& key) const;
   int64_t integer(const YAML::Node& n, const std::string& key, int64_t min, int64_t max) const;
   double number(const YAML::Node& n, const std::string& key, double min, double max) const;
   bool boolean(const YAML::Node& n, const std::string& key) const;

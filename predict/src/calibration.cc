@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -255,53 +257,80 @@ Calibration read_calibration(const std::string& path) {
   if (!j.is_object() || j.value("format", "") != "reprise-calibration/1")
     throw UserError(path + ": not a Reprise calibration (format reprise-calibration/1)");
   Calibration c;
-  try {
-    c.source = j.value("source", "");
-    c.device = j.value("device", "");
-    c.machine = j.value("machine", "");
-    c.torch_version = j.value("torch_version", "");
-    c.threads = j.value("threads", 1);
-    c.concurrent_ranks = j.value("concurrent_ranks", 1);
-    if (j.contains("memory_contention"))
-      for (const auto& [ranks, factor] : j.at("memory_contention").items()) {
-        const int k = std::atoi(ranks.c_str());
-        if (k < 1 || !factor.is_number() || factor.get<double>() < 1)
-          throw UserError(path + ": memory_contention: expected {ranks: factor >= 1}, got \"" + ranks + "\"");
-        c.memory_contention[k] = factor.get<double>();
-      }
-    c.default_overhead = j.at("default_overhead").get<double>();
-    c.overheads = j.at("overheads").get<std::map<std::string, double>>();
-    c.sigma = j.value("sigma", std::map<std::string, double>{});
-    for (const json& k : j.at("collectives")) {
-      CollectiveCurve x;
-      x.op = k.at("op");
-      x.group = k.at("group");
-      x.level = k.value("level", "");
-      x.latency = k.at("latency");
-      x.bandwidth = k.at("bandwidth");
-      x.mid = k.value("mid", 0.0);
-      x.width = k.value("width", 0.0);
-      x.sigma = k.value("sigma", 0.0);
-      x.points = k.value("points", 0);
-      c.collectives.push_back(x);
+  using detail::json_integer;
+  using detail::json_number;
+  using detail::json_string;
+  using detail::json_value_number;
+  constexpr double kHour = 3600, kBig = std::numeric_limits<double>::max();
+  // A per-family or per-op map of numbers from lo to hi.
+  auto numbers = [&](const char* key, double lo, double hi, bool required) {
+    std::map<std::string, double> m;
+    const auto it = j.find(key);
+    if (it == j.end()) {
+      if (required) throw UserError(path + ": " + key + ": missing");
+      return m;
     }
-    size_t row = 0;
-    for (const json& r : j.at("samples")) {
-      const std::string where = path + ": samples[" + std::to_string(row++) + "]";
-      if (!r.is_array() || r.size() != 7)
-        throw UserError(where + ": expected [op, family, dtype, key, flops, bytes, seconds]");
-      OpSample s;
-      s.op = r[0];
-      s.family = family_from_name(r[1], where);
-      s.dtype = r[2];
-      s.key = r[3].get<std::array<double, 4>>();
-      s.flops = r[4];
-      s.bytes = r[5];
-      s.seconds = r[6];
-      c.samples.push_back(std::move(s));
+    if (!it->is_object()) throw UserError(path + ": " + key + ": expected an object of numbers");
+    for (const auto& [name, v] : it->items()) m[name] = json_value_number(v, path + ": " + key + ": " + name, lo, hi);
+    return m;
+  };
+  c.source = json_string(j, "source", path, "");
+  c.device = json_string(j, "device", path, "");
+  c.machine = json_string(j, "machine", path, "");
+  c.torch_version = json_string(j, "torch_version", path, "");
+  c.threads = static_cast<int>(json_integer(j, "threads", path, 1, 4096, 1));
+  c.concurrent_ranks = static_cast<int>(json_integer(j, "concurrent_ranks", path, 1, 1 << 20, 1));
+  if (j.contains("memory_contention")) {
+    if (!j["memory_contention"].is_object())
+      throw UserError(path + ": memory_contention: expected {ranks: factor >= 1}");
+    for (const auto& [ranks, factor] : j["memory_contention"].items()) {
+      char* end = nullptr;
+      const long k = std::strtol(ranks.c_str(), &end, 10);
+      if (ranks.empty() || *end != '\0' || k < 1 || k > (1 << 20))
+        throw UserError(path + ": memory_contention: the key \"" + ranks + "\" is not a rank count of at least 1");
+      c.memory_contention[static_cast<int>(k)] =
+          json_value_number(factor, path + ": memory_contention: " + ranks, 1, 1000);
     }
-  } catch (const json::exception& e) {
-    throw UserError(path + ": " + std::string(e.what()));
+  }
+  c.default_overhead = json_number(j, "default_overhead", path, 0, kHour);
+  c.overheads = numbers("overheads", 0, kHour, true);
+  c.sigma = numbers("sigma", 0, 10, false);
+  const auto curves = j.find("collectives");
+  if (curves == j.end() || !curves->is_array()) throw UserError(path + ": collectives: expected a list");
+  for (size_t i = 0; i < curves->size(); ++i) {
+    const json& k = (*curves)[i];
+    const std::string where = path + ": collectives[" + std::to_string(i) + "]";
+    CollectiveCurve x;
+    x.op = json_string(k, "op", where);
+    x.group = json_integer(k, "group", where, 1, int64_t{1} << 24);
+    x.level = json_string(k, "level", where, "");
+    x.latency = json_number(k, "latency", where, 0, kHour);
+    x.bandwidth = json_number(k, "bandwidth", where, 0, kBig);  // bytes/s; 0: the latency alone
+    x.mid = json_number(k, "mid", where, -64, 128, 0.0);        // log2(bytes)
+    x.width = json_number(k, "width", where, 0, 64, 0.0);       // 0: a step
+    if (x.width > 0 && x.width < 1e-3) throw UserError(where + ": width: expected 0 (a step) or at least 0.001");
+    x.sigma = json_number(k, "sigma", where, 0, 10, 0.0);
+    x.points = static_cast<int>(json_integer(k, "points", where, 0, 1 << 30, 0));
+    c.collectives.push_back(x);
+  }
+  const auto samples = j.find("samples");
+  if (samples == j.end() || !samples->is_array()) throw UserError(path + ": samples: expected a list");
+  for (size_t row = 0; row < samples->size(); ++row) {
+    const json& r = (*samples)[row];
+    const std::string where = path + ": samples[" + std::to_string(row) + "]";
+    if (!r.is_array() || r.size() != 7 || !r[0].is_string() || !r[1].is_string() || !r[2].is_string() ||
+        !r[3].is_array() || r[3].size() != 4)
+      throw UserError(where + ": expected [op, family, dtype, [4 key numbers], flops, bytes, seconds]");
+    OpSample s;
+    s.op = r[0].get<std::string>();
+    s.family = family_from_name(r[1].get<std::string>(), where);
+    s.dtype = r[2].get<std::string>();
+    for (size_t e = 0; e < 4; ++e)
+      s.key[e] = json_value_number(r[3][e], where + ": key[" + std::to_string(e) + "]", -kBig, kBig);
+    s.flops = json_value_number(r[4], where + ": flops", 0, kBig);
+    s.bytes = json_value_number(r[5], where + ": bytes", 0, kBig);
+    s.seconds = json_value_number(r[6], where + ": seconds", 0, kHour);
+    c.samples.push_back(std::move(s));
   }
   return c;
 }
@@ -311,31 +340,36 @@ std::vector<OpTimes> read_op_times(const std::string& path) {
   std::vector<OpTimes> out;
   auto one = [&](const json& d, const std::string& where) {
     OpTimes o;
-    o.trace = d.value("trace", j.value("trace", ""));
-    o.rank = d.value("rank", int64_t{0});
-    const json& ot = d.at("op_times");
-    const std::vector<int64_t> ids = ot.at("node_ids");
-    const std::vector<double> secs = ot.at("seconds");
-    if (ids.size() != secs.size()) throw UserError(where + ": op_times: node_ids and seconds differ in length");
+    o.trace = detail::json_string(d, "trace", where, detail::json_string(j, "trace", path, ""));
+    o.rank = detail::json_integer(d, "rank", where, 0, int64_t{1} << 30, 0);
+    const json& ot = d["op_times"];
+    const std::string at = where + ": op_times";
+    if (!ot.is_object() || !ot.contains("node_ids") || !ot.contains("seconds") || !ot["node_ids"].is_array() ||
+        !ot["seconds"].is_array())
+      throw UserError(at + ": expected {node_ids: [...], seconds: [...]}");
+    const json &ids = ot["node_ids"], &secs = ot["seconds"];
+    if (ids.size() != secs.size()) throw UserError(at + ": node_ids and seconds differ in length");
     for (size_t i = 0; i < ids.size(); ++i) {
-      o.seconds[ids[i]] = secs[i];
-      o.in_order.emplace_back(ids[i], secs[i]);
+      const std::string e = "[" + std::to_string(i) + "]";
+      if (!ids[i].is_number_integer() || ids[i].get<int64_t>() < 0)
+        throw UserError(at + ": node_ids" + e + ": expected a node id (an integer of at least 0), got " +
+                        ids[i].dump());
+      const int64_t id = ids[i].get<int64_t>();
+      const double sec = detail::json_value_number(secs[i], at + ": seconds" + e, 0, 3600);
+      o.seconds[id] = sec;
+      o.in_order.emplace_back(id, sec);
     }
     out.push_back(std::move(o));
   };
-  try {
-    if (!j.is_object() || !j.contains("reprise_replay")) throw UserError(path + ": not a reprise replay results file");
-    if (j.contains("ranks")) {
-      size_t k = 0;
-      for (const json& r : j.at("ranks")) {
-        if (r.contains("op_times")) one(r, path + ": ranks[" + std::to_string(k) + "]");
-        ++k;
-      }
+  if (!j.is_object() || !j.contains("reprise_replay")) throw UserError(path + ": not a reprise replay results file");
+  if (j.contains("ranks")) {
+    if (!j["ranks"].is_array()) throw UserError(path + ": ranks: expected a list");
+    for (size_t k = 0; k < j["ranks"].size(); ++k) {
+      const json& r = j["ranks"][k];
+      if (r.is_object() && r.contains("op_times")) one(r, path + ": ranks[" + std::to_string(k) + "]");
     }
-    if (out.empty() && j.contains("op_times")) one(j, path);
-  } catch (const json::exception& e) {
-    throw UserError(path + ": " + std::string(e.what()));
   }
+  if (out.empty() && j.contains("op_times")) one(j, path);
   if (out.empty()) throw UserError(path + ": no op_times (replay with --per-op to measure each op)");
   return out;
 }

@@ -69,14 +69,22 @@ int64_t rank_of(double x, const std::string& text, const std::string& where) {
   return static_cast<int64_t>(x);
 }
 
+// An optional time: -1 when absent; given, it is finite and not negative (-1 is not a way to write "unknown").
+double optional_time(const json& obj, const char* key, const std::string& where) {
+  const std::optional<double> x = number(obj, key, where);
+  if (x && !(std::isfinite(*x) && *x >= 0))
+    throw UserError(where + ": " + key + ": a time that is negative or not finite");
+  return x.value_or(-1);
+}
+
 // A time with its optional interval and exposed communication, from an object with `seconds_key`.
 RankTime rank_time(const json& obj, const char* seconds_key, const std::string& where) {
   if (!obj.is_object()) throw UserError(where + ": expected an object");
   RankTime r;
   r.seconds = required_number(obj, seconds_key, where);
-  r.lo = number(obj, "lo", where).value_or(-1);
-  r.hi = number(obj, "hi", where).value_or(-1);
-  r.exposed_comm_seconds = number(obj, "exposed_comm_seconds", where).value_or(-1);
+  r.lo = optional_time(obj, "lo", where);
+  r.hi = optional_time(obj, "hi", where);
+  r.exposed_comm_seconds = optional_time(obj, "exposed_comm_seconds", where);
   check_time(r, where);
   return r;
 }
@@ -90,6 +98,8 @@ std::vector<RankTime> rank_list(const json& obj, const char* seconds_key, const 
     RankTime r = rank_time((*ranks)[k], seconds_key, at);
     const double rank = required_number((*ranks)[k], "rank", at);
     r.rank = rank_of(rank, (*ranks)[k].at("rank").dump(), at);
+    for (const RankTime& before : out)
+      if (before.rank == r.rank) throw UserError(at + ": a second entry for rank " + std::to_string(r.rank));
     out.push_back(r);
   }
   return out;
@@ -125,13 +135,15 @@ Timing reprise_prediction(const json& j, const std::string& path) {
     t.total.lo = required_number(*it, "lo", path + ": interval");
     t.total.hi = required_number(*it, "hi", path + ": interval");
   }
-  t.total.exposed_comm_seconds = number(j, "exposed_comm_seconds", path)
-                                     .value_or(t.ranks.empty() ? -1 : total_of_ranks(t.ranks).exposed_comm_seconds);
+  t.total.exposed_comm_seconds = j.contains("exposed_comm_seconds") || t.ranks.empty()
+                                     ? optional_time(j, "exposed_comm_seconds", path)
+                                     : total_of_ranks(t.ranks).exposed_comm_seconds;
   check_time(t.total, path);
   if (auto it = j.find("families"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) throw UserError(path + ": families is not an object of family name to seconds");
     for (auto f = it->begin(); f != it->end(); ++f) {
-      if (!f->is_number()) throw UserError(path + ": families." + f.key() + " is not a number");
+      if (!f->is_number() || !std::isfinite(f->get<double>()) || f->get<double>() < 0)
+        throw UserError(path + ": families." + f.key() + " is not a time (a number of seconds, at least 0)");
       t.families[f.key()] = f->get<double>();
     }
   }
@@ -183,7 +195,9 @@ std::vector<std::string> split_csv(const std::string& line) {
 double csv_number(const std::string& cell, const std::string& column, const std::string& where) {
   char* end = nullptr;
   double v = std::strtod(cell.c_str(), &end);
-  if (cell.empty() || *end != '\0') throw UserError(where + ": " + column + " '" + shown(cell) + "' is not a number");
+  // Decimal only: strtod also reads hexadecimal ("0x10" as 16).
+  if (cell.empty() || *end != '\0' || cell.find_first_of("xX") != std::string::npos)
+    throw UserError(where + ": " + column + " '" + shown(cell) + "' is not a number");
   return v;
 }
 
@@ -202,8 +216,13 @@ std::vector<Timing> csv_prediction(const std::string& text, const std::string& p
     if (trim(line).empty() || trim(line)[0] == '#') continue;
     const std::string where = path + ":" + std::to_string(line_no);
     std::vector<std::string> cells = split_csv(line);
+    if (!col.empty() && cells.size() > col.size())
+      throw UserError(where + ": " + std::to_string(cells.size()) + " cells where the header has " +
+                      std::to_string(col.size()) + " columns");
     if (col.empty()) {
-      for (size_t k = 0; k < cells.size(); ++k) col[cells[k]] = k;
+      for (size_t k = 0; k < cells.size(); ++k)
+        if (!col.emplace(cells[k], k).second)
+          throw UserError(where + ": the header names the column " + shown(cells[k]) + " twice");
       if (!col.count("workload") || !col.count("iteration_seconds"))
         throw UserError(where + ": the header needs the columns workload and iteration_seconds");
       continue;
@@ -273,6 +292,7 @@ std::string digits(std::string_view line, size_t& at) {
 
 struct FinishedLine {
   std::string rank, cycles, exposed;  // digits; exposed empty when the line has none
+  std::string bad_cycles;             // what stands where the cycle count should ("-100 cycles"); empty when fine
 };
 
 // "sys[N] finished, C cycles" with ", exposed communication M cycles" optionally after it, anywhere in the line.
@@ -283,8 +303,12 @@ std::optional<FinishedLine> finished_line(std::string_view line) {
     FinishedLine f;
     f.rank = digits(line, at);
     if (f.rank.empty() || !eat(line, at, "] finished, ")) continue;
+    const size_t count = at;
     f.cycles = digits(line, at);
-    if (f.cycles.empty() || !eat(line, at, " cycles")) continue;
+    if (f.cycles.empty() || !eat(line, at, " cycles")) {  // a finished rank without a count ASTRA-sim would write
+      f.bad_cycles = std::string(line.substr(count, std::min<size_t>(32, line.size() - count)));
+      return f;
+    }
     if (eat(line, at, ", exposed communication ")) {
       f.exposed = digits(line, at);
       if (!eat(line, at, " cycles")) f.exposed.clear();
@@ -310,6 +334,9 @@ std::vector<Timing> astra_sim_log(const std::string& text, const std::string& pa
     if (!f) continue;
     RankTime r;
     const std::string where = path + ":" + std::to_string(line_no);
+    if (!f->bad_cycles.empty() || f->cycles.empty())
+      throw UserError(where + ": sys[" + f->rank + "] finished, but '" + f->bad_cycles +
+                      "' is not a whole number of cycles ('C cycles')");
     r.rank = rank_of(std::strtod(f->rank.c_str(), nullptr), f->rank, where);
     r.seconds = std::strtod(f->cycles.c_str(), nullptr) * 1e-9;
     if (!f->exposed.empty()) r.exposed_comm_seconds = std::strtod(f->exposed.c_str(), nullptr) * 1e-9;

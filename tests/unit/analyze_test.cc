@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -18,6 +19,7 @@
 #include "kineto_builder.h"
 #include "reprise/analyze/evaluate.h"
 #include "reprise/common/error.h"
+#include "reprise/common/files.h"
 #include "reprise/trace/read.h"
 #include "test_util.h"
 
@@ -936,7 +938,7 @@ TEST(AnalyzeCorpus, BadCorpusIsOneLineNamingTheFile) {
     analyze::evaluate_corpus(dir + "/none");
     FAIL();
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("none/corpus.json: cannot open"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("none/corpus.json: cannot read"), std::string::npos) << e.what();
   }
   test::write_file(dir + "/corpus.json", R"({"format": "reprise-corpus/1", "classes": [], "traces": [{"file": 3}]})");
   try {
@@ -950,6 +952,40 @@ TEST(AnalyzeCorpus, BadCorpusIsOneLineNamingTheFile) {
   k.gpu("gemm", 0, 5, 10, 100);
   steps_less.ranks.push_back(read_back(k.text(), "nosteps.json"));
   EXPECT_THROW(analyze::make_corpus(job_of(steps_less), dir + "/c", {}), UserError);
+
+  // A corpus edited by hand: labels that are not its classes, another split, a rank that is not one, no windows.
+  TraceSet clean;
+  clean.ranks.push_back(read_back(clean_steps(4).text(), "clean4.json"));
+  const std::string made = dir + "/made";
+  analyze::CorpusOptions o;
+  o.copies = 1;
+  analyze::make_corpus(job_of(clean), made, o);
+  const nlohmann::json good = nlohmann::json::parse(read_text_file(made + "/corpus.json"));
+  auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& says) {
+    nlohmann::json j = good;
+    edit(j);
+    test::write_file(made + "/corpus.json", j.dump());
+    try {
+      analyze::evaluate_corpus(made);
+      ADD_FAILURE() << "accepted: " << says;
+    } catch (const UserError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(made + "/corpus.json: ", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused([](nlohmann::json& j) { j["traces"][0]["windows"][0]["injected"] = "quantum"; },
+          "injected: 'quantum' is not one of the corpus's classes");
+  refused([](nlohmann::json& j) { j["traces"][0]["windows"][0]["present"] = {"nosuch"}; },
+          "present: 'nosuch' is not one of the corpus's classes");
+  refused([](nlohmann::json& j) { j["traces"][0]["windows"][0]["split"] = "validation"; },
+          "split: expected train or test, got 'validation'");
+  refused([](nlohmann::json& j) { j["traces"][0]["rank"] = "x"; }, "trace 0: rank: expected a rank");
+  refused(
+      [](nlohmann::json& j) {
+        for (auto& t : j["traces"]) t["windows"] = nlohmann::json::array();
+      },
+      "no windows to score");
+  refused([](nlohmann::json& j) { j["traces"] = nlohmann::json::array(); }, "no windows to score");
 }
 
 }  // namespace
@@ -1082,14 +1118,26 @@ TEST(AnalyzeModel, AMalformedModelIsOneLineNamingIt) {
       EXPECT_NE(std::string(e.what()).find("m.json: " + says), std::string::npos) << e.what();
     }
   };
-  refused("{", "[json.exception");
+  refused("{", "not JSON ([json.exception");
   refused(R"({"format": "other"})", "not a reprise-window-model/1 file");
-  const std::string head = R"({"format": "reprise-window-model/1", "features": ["a", "b"], "classes": ["c"], )";
+  const std::string head = R"({"format": "reprise-window-model/1", "features": ["a", "b"], "classes": ["zero_grad"], )";
   refused(head + R"("mean": [0], "scale": [1, 1], "layers": []})", "the feature statistics and layers");
   refused(head + R"("mean": [0, 0], "scale": [1, 1], "layers": [{"weight": [[1]], "bias": [0]}]})",
           "layer 0: a row of the wrong width");
   refused(head + R"("mean": [0, 0], "scale": [1, 1], "layers": [{"weight": [[1, 1], [1, 1]], "bias": [0, 0]}]})",
           "the last layer does not give one output per class");
+  // Members of the wrong type are named; classes are detectors, each named once, and so are features.
+  refused(R"({"format": "reprise-window-model/1", "features": "a"})", "features: [json.exception.type_error");
+  refused(head + R"("mean": [0, 0], "scale": [1, 1], "layers": [{"weight": [[1, 1]]}]})", "layers[0]: ");
+  const std::string layer = R"("mean": [0, 0], "scale": [1, 1], "layers": [{"weight": [[1, 1]], "bias": [0]}]})";
+  refused(R"({"format": "reprise-window-model/1", "features": ["a", "b"], "classes": ["quantum"], )" + layer,
+          "classes: 'quantum' is not a detector");
+  refused(R"({"format": "reprise-window-model/1", "features": ["a", "a"], "classes": ["zero_grad"], )" + layer,
+          "features: 'a' is named twice");
+  refused(std::string(R"({"format": "reprise-window-model/1", "features": ["a", "b"], )") +
+              R"("classes": ["zero_grad", "zero_grad"], )" +
+              R"("mean": [0, 0], "scale": [1, 1], "layers": [{"weight": [[1, 1], [1, 1]], "bias": [0, 0]}]})",
+          "classes: 'zero_grad' is named twice");
 }
 
 }  // namespace

@@ -672,7 +672,43 @@ TEST(Cli, ReplayPerOpTimesFeedPredictAndCalibrate) {
   const reprise::predict::Calibration cal = reprise::predict::read_calibration(dir + "/c.json");
   EXPECT_FALSE(cal.samples.empty());
   EXPECT_NE(cal.source.find(dir + "/r.json"), std::string::npos) << cal.source;
+
+  // A calibration times real work on a real device, and does not write over what it reads.
+  for (const std::string device : {"meta", "tpu", "cuda:x"}) {
+    Result d = run("calibrate --quick --device " + device + " --out " + dir + "/d.json -q");
+    EXPECT_EQ(d.status, 2) << d.out;
+    EXPECT_NE(d.out.find("--device must be cpu, cuda or cuda:N, not '" + device + "'"), std::string::npos) << d.out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/d.json"));
+  Result same = run("calibrate --from-replay " + dir + "/r.json --out " + dir + "/r.json -q");
+  EXPECT_EQ(same.status, 2) << same.out;
+  EXPECT_NE(same.out.find("r.json is both an input (--from-replay) and an output"), std::string::npos) << same.out;
+  EXPECT_EQ(reprise::predict::read_op_times(dir + "/r.json").size(), 1u) << "the replay results are as they were";
 }
 #endif
+
+// One mode of analyze at a time, and one format's options for convert: a mistake is one line, exit 2.
+TEST(Cli, ConflictingModesAndForeignOptionsAreOneLine) {
+  const std::string dir = reprise::test::test_dir();
+  auto one_line = [](const Result& r, const std::string& says) {
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    EXPECT_NE(r.out.find(says), std::string::npos) << r.out;
+  };
+  one_line(run("analyze --evaluate " + dir + " --train " + dir + " --out " + dir + "/m.json"),
+           "analyze: --evaluate and --train are separate modes: give one");
+  one_line(run("analyze --make-corpus " + dir + "/c x.json --evaluate " + dir),
+           "analyze: --make-corpus and --evaluate are separate modes");
+  ASSERT_EQ(run("synth --out " + dir + "/s.json.gz --iterations 1 --layers 1").status, 0);
+  one_line(run("convert " + dir + "/s.json.gz " + dir + "/c.json --prefix p"),
+           "--prefix, --step, --all-steps and --ctrl-as-data are for --to chakra");
+  one_line(run("convert --to chakra " + dir + "/s.json.gz " + dir + "/et --gzip"), "--gzip is for --to et");
+  one_line(run("convert --to chakra " + dir + "/s.json.gz " + dir + "/et --prefix ../x"),
+           "--prefix '../x' is not a file name");
+  one_line(run("convert --to chakra " + dir + "/s.json.gz " + dir + "/et --prefix ''"),
+           "--prefix '' is not a file name");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/c.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/et"));
+}
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "reprise/common/error.h"
+#include "reprise/common/files.h"
 #include "reprise/generators/bundle.h"
 #include "reprise/generators/generate.h"
 #include "reprise/trace/builder.h"
@@ -149,6 +150,32 @@ TEST(Bundle, TamperedRoleFailsItsHash) {
   const std::vector<std::string> problems = check_hashes(b);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find(b.roles[0].file), std::string::npos);
+}
+
+// A manifest edited by hand: a device that is not one, or a process group with ranks outside the world, is refused
+// at its place when the bundle is read (verify, replay and predict read it so).
+TEST(Bundle, ManifestMistakesNameTheirPlace) {
+  const std::string out = test::temp_dir() + "/edited";
+  generate_from_trace(synthetic_job(2), quiet(out));
+  const std::string manifest = out + "/benchmark.yaml";
+  const std::string good = read_text_file(manifest);
+  auto refused = [&](const std::string& from, const std::string& to, const std::string& says) {
+    std::string text = good;
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from << " in " << good;
+    text.replace(at, from.size(), to);
+    test::write_file(manifest, text);
+    try {
+      read_bundle(out);
+      ADD_FAILURE() << "accepted: " << to;
+    } catch (const UserError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(manifest + ":", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused("device: cpu", "device: tpu", "device: expected cpu, cuda, cuda:N or meta, not tpu");
+  refused("ranks: all", "ranks: 0-3", "ranks: process group 0's rank 2 is outside the world of 2");
+  refused("world_size: 2", "world_size: 2\nworld_size: 3", "world_size: given twice in one map");
 }
 
 // A one-rank job whose ET has its op times beside it (as a Python capture writes them), for replay's --host-time.
@@ -374,6 +401,17 @@ TEST(Config, MistakesNameTheirPlaceAndWriteNothing) {
       // yaml-cpp would keep these bytes, and write them back as U+FFFD (generators/src/yaml_check.cc)
       {"not_utf8", "source: " + job + "\nname: x\xff\n", ":2:8: the byte 0xFF is not UTF-8"},
       {"byte_escape", "source: " + job + "\nname: \"a\\_b\"\n", ":2:9: the escape \\_ is read as the byte 0xA0"},
+      // yaml-cpp keeps both and finds the first, so the second would be dropped without a word
+      {"repeated_key", "source: " + job + "\nname: a\nname: b\n",
+       ":3:1: name: given twice in one map (first at line 2)"},
+      {"repeated_nested", "source: " + job + "\nreplay: {iterations: 2, iterations: 3}\n",
+       ":2:25: iterations: given twice"},
+      {"empty_source", "source: \"\"\n", ":1:9: source: expected a path, not an empty string"},
+      {"bad_ordinal", "source: " + job + "\nreplay: {device: cuda:x}\n",
+       ":2:18: device: expected cpu, cuda, cuda:N or meta, not cuda:x"},
+      // what only the traces reveal is said at the transform's place
+      {"nothing_left", "source: " + job + "\ntransforms:\n  - select: {exclude: '.'}\n",
+       ":3:5: select: nothing is left of"},
   };
   for (const Case& c : cases) {
     const std::string e = config_error(c.name, c.text);

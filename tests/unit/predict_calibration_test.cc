@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
@@ -394,6 +396,50 @@ TEST(CalibrationFile, WrongFilesNameTheFileAndThePlace) {
   EXPECT_NE(user_error([&] { read_calibration(no_key); }).find(no_key + ": "), std::string::npos);
   EXPECT_NE(user_error([&] { read_calibration(dir + "/absent.json"); }).find(dir + "/absent.json: cannot read"),
             std::string::npos);
+  EXPECT_EQ(user_error([&] { read_calibration(dir); }), dir + ": is a folder, not a file");
+}
+
+// Values a fit cannot give are refused at their place, by key: a prediction from them would be negative, infinite
+// or null (its interval), which validate then refuses.
+TEST(CalibrationFile, ValuesOutOfRangeAreRefusedByKey) {
+  const std::string dir = test::test_dir();
+  const nlohmann::json good = nlohmann::json::parse(R"({"format": "reprise-calibration/1", "threads": 1,
+    "default_overhead": 1e-6, "overheads": {"aten::mm": 2e-6}, "sigma": {"gemm": 0.1},
+    "memory_contention": {"2": 1.4},
+    "collectives": [{"op": "all_reduce", "group": 2, "latency": 1e-5, "bandwidth": 1e9, "mid": 12, "width": 1}],
+    "samples": [["aten::mm", "gemm", "Float", [1, 1, 1, 0], 2, 12, 1e-6]]})");
+  const std::string ok = test::write_file(dir + "/ok.json", good.dump());
+  EXPECT_EQ(read_calibration(ok).collectives.size(), 1u);
+  int k = 0;
+  auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& says) {
+    nlohmann::json j = good;
+    edit(j);
+    const std::string path = test::write_file(dir + "/bad" + std::to_string(k++) + ".json", j.dump());
+    EXPECT_EQ(user_error([&] { read_calibration(path); }).rfind(path + ": " + says, 0), 0u)
+        << user_error([&] { read_calibration(path); });
+  };
+  refused([](nlohmann::json& j) { j["overheads"]["aten::mm"] = -1e-6; }, "overheads: aten::mm: expected a number");
+  refused([](nlohmann::json& j) { j["overheads"]["aten::mm"] = "x"; }, "overheads: aten::mm: expected a number");
+  refused([](nlohmann::json& j) { j["sigma"]["gemm"] = 1e300; }, "sigma: gemm: expected a number from 0 to 10");
+  refused([](nlohmann::json& j) { j["threads"] = "1"; }, "threads: expected an integer from 1");
+  refused([](nlohmann::json& j) { j["threads"] = 0; }, "threads: expected an integer from 1");
+  refused([](nlohmann::json& j) { j["concurrent_ranks"] = -4; }, "concurrent_ranks: expected an integer from 1");
+  refused([](nlohmann::json& j) { j["memory_contention"]["2"] = -1.5; },
+          "memory_contention: 2: expected a number from 1 to 1000, got -1.5");
+  refused(
+      [](nlohmann::json& j) {
+        j["memory_contention"] = {{"x", 1.5}};
+      },
+      "memory_contention: the key \"x\" is not a rank count");
+  refused([](nlohmann::json& j) { j["collectives"][0].erase("bandwidth"); }, "collectives[0]: bandwidth: missing");
+  refused([](nlohmann::json& j) { j["collectives"][0]["bandwidth"] = -1; }, "collectives[0]: bandwidth: expected");
+  refused([](nlohmann::json& j) { j["collectives"][0]["latency"] = -1; }, "collectives[0]: latency: expected");
+  refused([](nlohmann::json& j) { j["collectives"][0]["group"] = 0; }, "collectives[0]: group: expected an integer");
+  refused([](nlohmann::json& j) { j["collectives"][0]["mid"] = 1e308; }, "collectives[0]: mid: expected");
+  refused([](nlohmann::json& j) { j["collectives"][0]["width"] = 1e-308; },
+          "collectives[0]: width: expected 0 (a step) or at least 0.001");
+  refused([](nlohmann::json& j) { j["samples"][0][3] = {1}; }, "samples[0]: expected [op, family");
+  refused([](nlohmann::json& j) { j["samples"][0][6] = -1; }, "samples[0]: seconds: expected");
 }
 
 TEST(OpTimesFile, ReadsSingleRankAndMergedResults) {
@@ -438,7 +484,26 @@ TEST(OpTimesFile, ResultsWithoutOpTimesOrOfAnotherKindAreRefused) {
   EXPECT_NE(user_error([&] { read_op_times(uneven); }).find(uneven + ": ranks[1]: op_times"), std::string::npos);
   const std::string wrong_type = test::write_file(dir + "/type.json", R"({"reprise_replay": 1,
     "op_times": {"node_ids": "1", "seconds": [1e-6]}})");
-  EXPECT_NE(user_error([&] { read_op_times(wrong_type); }).find(wrong_type + ": "), std::string::npos);
+  EXPECT_NE(user_error([&] { read_op_times(wrong_type); }).find(wrong_type + ": op_times: expected {node_ids"),
+            std::string::npos);
+  // Times a replay cannot have measured, and ranks that are not ranks, by place.
+  const std::string negative = test::write_file(dir + "/negative.json", R"({"reprise_replay": 1,
+    "op_times": {"node_ids": [1, 2], "seconds": [1e-6, -1]}})");
+  EXPECT_EQ(user_error([&] { read_op_times(negative); }),
+            negative + ": op_times: seconds[1]: expected a number from 0 to 3600, got -1");
+  const std::string huge = test::write_file(dir + "/huge.json", R"({"reprise_replay": 1,
+    "op_times": {"node_ids": [1], "seconds": [1e300]}})");
+  EXPECT_NE(user_error([&] { read_op_times(huge); }).find(huge + ": op_times: seconds[0]"), std::string::npos);
+  const std::string rank = test::write_file(dir + "/rank.json", R"({"reprise_replay": 1,
+    "ranks": [{"rank": "zero", "op_times": {"node_ids": [1], "seconds": [1e-6]}}]})");
+  EXPECT_NE(user_error([&] { read_op_times(rank); }).find(rank + ": ranks[0]: rank: expected an integer"),
+            std::string::npos);
+  const std::string id = test::write_file(dir + "/id.json", R"({"reprise_replay": 1,
+    "op_times": {"node_ids": [-3], "seconds": [1e-6]}})");
+  EXPECT_NE(user_error([&] { read_op_times(id); }).find(id + ": op_times: node_ids[0]"), std::string::npos);
+  const std::string null_times = test::write_file(dir + "/null.json", R"({"reprise_replay": 1, "op_times": null})");
+  EXPECT_NE(user_error([&] { read_op_times(null_times); }).find(null_times + ": op_times: expected"),
+            std::string::npos);
 }
 
 TEST(CommSweepFile, ReadsRowsAndRefusesOtherFiles) {

@@ -16,6 +16,7 @@
 #include "reprise/common/error.h"
 #include "reprise/predict/cluster.h"
 #include "reprise/predict/cost_model.h"
+#include "test_util.h"
 
 namespace reprise::predict {
 namespace {
@@ -331,6 +332,26 @@ TEST(ClusterErrors, YamlSyntaxIsPlaced) {
     parse_cluster(text, "bad.yaml");
   } catch (const UserError& e) {
     EXPECT_TRUE(std::regex_search(e.what(), std::regex("^bad\\.yaml:[0-9]+:[0-9]+: "))) << e.what();
+  }
+}
+
+// A key given twice is refused at the second (yaml-cpp would keep the first and drop the other without a word); a
+// folder or a missing file given as the cluster is one line (it was the C++ library's stream error, exit 1).
+TEST(ClusterErrors, RepeatedKeysAndFoldersAreRefused) {
+  expect_error(edited("  nodes: 2\n", "  nodes: 2\n  nodes: 3\n"), "nodes: 3", "nodes: given twice in one map");
+  expect_error(edited("name: t\n", "name: t\nname: u\n"), "name: u", "name: given twice in one map (first at line 1)");
+  const std::string dir = test::temp_dir();
+  try {
+    load_cluster(dir);
+    ADD_FAILURE() << "a folder was read as a cluster";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()), dir + ": is a folder, not a file");
+  }
+  try {
+    load_cluster(dir + "/none.yaml");
+    ADD_FAILURE() << "a missing file was read as a cluster";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()), dir + "/none.yaml: cannot read (No such file or directory)");
   }
 }
 

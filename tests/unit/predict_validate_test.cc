@@ -270,6 +270,39 @@ TEST(ValidateErrors, NameTheFileAndLine) {
 
   const std::string no_median = write_file(dir + "/nm.json", R"({"reprise_replay": 1})");
   EXPECT_NE(error_of([&] { read_measurement(no_median); }).find("no median_iteration_seconds"), std::string::npos);
+
+  // Negative times in the JSON formats (-1 included: it is not how "unknown" is written), a rank given twice, and
+  // an ASTRA-sim line whose count is not one.
+  const std::string family = write_file(dir + "/f.json", R"({"format": "reprise-prediction/1",
+    "iteration_seconds": 1, "families": {"gemm": -1}})");
+  e = error_of([&] { read_predictions(family); });
+  EXPECT_NE(e.find(family + ": families.gemm is not a time"), std::string::npos) << e;
+  const std::string exposed = write_file(dir + "/x.json", R"({"format": "reprise-prediction/1",
+    "iteration_seconds": 1, "exposed_comm_seconds": -1})");
+  e = error_of([&] { read_predictions(exposed); });
+  EXPECT_NE(e.find(exposed + ": exposed_comm_seconds: a time that is negative"), std::string::npos) << e;
+  const std::string rank_lo = write_file(dir + "/rl.json", R"({"format": "reprise-prediction/1",
+    "iteration_seconds": 1, "ranks": [{"rank": 0, "iteration_seconds": 1, "lo": -1, "hi": 2}]})");
+  e = error_of([&] { read_predictions(rank_lo); });
+  EXPECT_NE(e.find(rank_lo + ": ranks[0]: lo: a time that is negative"), std::string::npos) << e;
+  const std::string two = write_file(dir + "/two.json", R"({"format": "reprise-prediction/1",
+    "iteration_seconds": 1, "ranks": [{"rank": 0, "iteration_seconds": 1}, {"rank": 0, "iteration_seconds": 2}]})");
+  e = error_of([&] { read_predictions(two); });
+  EXPECT_NE(e.find(two + ": ranks[1]: a second entry for rank 0"), std::string::npos) << e;
+  const std::string hex = write_file(dir + "/hex.csv", "workload,iteration_seconds\ngpt,0x10\n");
+  e = error_of([&] { read_predictions(hex); });
+  EXPECT_NE(e.find(hex + ":2: iteration_seconds '0x10' is not a number"), std::string::npos) << e;
+  const std::string dup = write_file(dir + "/dup.csv", "workload,iteration_seconds,iteration_seconds\ngpt,1,2\n");
+  e = error_of([&] { read_predictions(dup); });
+  EXPECT_NE(e.find(dup + ":1: the header names the column iteration_seconds twice"), std::string::npos) << e;
+  const std::string extra = write_file(dir + "/extra.csv", "workload,iteration_seconds\ngpt,1,2\n");
+  e = error_of([&] { read_predictions(extra); });
+  EXPECT_NE(e.find(extra + ":2: 3 cells where the header has 2 columns"), std::string::npos) << e;
+  for (const std::string count : {"-100", "1e5", "abc"}) {
+    const std::string cycles = write_file(dir + "/c.log", "[info] start\nsys[0] finished, " + count + " cycles\n");
+    e = error_of([&] { read_predictions(cycles); });
+    EXPECT_NE(e.find(cycles + ":2: sys[0] finished, but '" + count), std::string::npos) << e;
+  }
 }
 
 TEST(ValidateStatistics, ErrorsOnHandComputedNumbers) {

@@ -175,6 +175,11 @@ int cmd_calibrate(int argc, char** argv) {
   if (out.empty()) throw UserError("calibrate: --out FILE is required (see reprise calibrate --help)");
   if (threads < 1 || threads > 1024) throw UserError("calibrate: --threads must be between 1 and 1024");
   if (passes < 1 || passes > 1000) throw UserError("calibrate: --passes must be between 1 and 1000");
+  // A calibration times real work: meta runs nothing, and any other name is not a device.
+  const bool ordinal = device.size() > 5 && device.rfind("cuda:", 0) == 0 &&
+                       device.find_first_not_of("0123456789", 5) == std::string::npos;
+  if (device != "cpu" && device != "cuda" && !ordinal)
+    throw UserError("calibrate: --device must be cpu, cuda or cuda:N, not '" + device + "'");
   const size_t comms_max = parse_bytes(comms_max_text, "calibrate: --comms-max-bytes");
   const std::map<std::string, std::string> dtypes{
       {"float", "float"}, {"bfloat16", "c10::BFloat16"}, {"half", "c10::Half"}};
@@ -186,6 +191,12 @@ int cmd_calibrate(int argc, char** argv) {
   }
   for (const std::string* p : {&out, &cluster_out})
     if (!p->empty()) check_output_path(*p);
+  for (const std::string& in : from_replay) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(in, out, ec) ||
+        (!cluster_out.empty() && std::filesystem::equivalent(in, cluster_out, ec)))
+      throw UserError("calibrate: " + in + " is both an input (--from-replay) and an output: write elsewhere");
+  }
   at::set_num_threads(threads);
   // Under mpirun/srun every rank runs the sweep at once, so each op is measured with the machine as busy as a replay
   // of that many ranks keeps it (memory bandwidth and caches shared); rank 0 writes the results.

@@ -174,6 +174,12 @@ int cmd_convert(int argc, char** argv) {
     return 0;
   }
   if (in.empty() || out.empty()) throw UserError("convert: needs IN and OUT (see reprise convert --help)");
+  // Options of the other format are mistakes, not something to pass over in silence.
+  if (to == "et" && (vm.count("prefix") || vm.count("step") || co.all_steps || co.ctrl_as_data))
+    throw UserError("convert: --prefix, --step, --all-steps and --ctrl-as-data are for --to chakra");
+  if (to == "chakra" && gz) throw UserError("convert: --gzip is for --to et");
+  if (to == "chakra" && (prefix.empty() || prefix.find('/') != std::string::npos || prefix == "." || prefix == ".."))
+    throw UserError("convert: --prefix '" + prefix + "' is not a file name (PREFIX.N.et is written inside OUT)");
   if (to == "chakra") {
     if (std::filesystem::is_directory(out)) reprise::cli::check_output_path(out + "/" + prefix + ".0.et");
     return convert_chakra(in, out, prefix, co, vm.count("quiet") > 0);
@@ -272,11 +278,20 @@ int main(int argc, char** argv) {
     if (cmd == "predict") return reprise::cli::cmd_predict(argc - 1, argv + 1);
     if (cmd == "validate") return reprise::cli::cmd_validate(argc - 1, argv + 1);
     if (cmd == "analyze") {
-      // Training the classifier and measuring fixes need LibTorch: reprise-torch does them.
+      // One mode at a time; training the classifier and measuring fixes need LibTorch: reprise-torch does them.
+      std::vector<std::string> modes;
+      bool torch = false;
       for (int i = 2; i < argc; ++i)
-        if (std::strcmp(argv[i], "--train") == 0 || std::strncmp(argv[i], "--train=", 8) == 0 ||
-            std::strcmp(argv[i], "--measure") == 0)
-          return exec_tool("reprise-torch", "LibTorch", argc, argv);
+        for (const char* mode : {"--train", "--measure", "--evaluate", "--make-corpus"}) {
+          const size_t n = std::strlen(mode);
+          if (std::strncmp(argv[i], mode, n) != 0 || (argv[i][n] != '\0' && argv[i][n] != '=')) continue;
+          if (std::find(modes.begin(), modes.end(), mode) == modes.end()) modes.push_back(mode);
+          torch = torch || mode == std::string_view("--train") || mode == std::string_view("--measure");
+        }
+      if (modes.size() > 1)
+        throw reprise::UserError("analyze: " + modes[0] + " and " + modes[1] +
+                                 " are separate modes: give one (see reprise analyze --help)");
+      if (torch) return exec_tool("reprise-torch", "LibTorch", argc, argv);
       return reprise::cli::cmd_analyze(argc - 1, argv + 1);
     }
     if (cmd == "replay" || cmd == "capture" || cmd == "generate" || cmd == "verify" || cmd == "calibrate")
