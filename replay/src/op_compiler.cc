@@ -137,8 +137,13 @@ bool Compiler::compile_op(uint32_t node, uint16_t step, std::string& why) {
   // fbgemm's table-batched lookup without FBGEMM, emulated with ATen when asked (--emulate-tbe).
   TableBatchedLookup tbe;
   std::vector<Value> tbe_values;  // what the emulation reads: the lookup's tensors, list elements included
-  if (!remapped && o_.emulate_tbe && !c10::Dispatcher::singleton().findSchema({name, overload}) &&
-      read_table_batched_lookup(t_, node, tbe)) {
+  if (!remapped && o_.emulate_tbe && is_table_batched_lookup(name) &&
+      !c10::Dispatcher::singleton().findSchema({name, overload})) {
+    std::string unread;
+    if (!read_table_batched_lookup(t_, node, tbe, &unread)) {
+      why = "not emulated (--emulate-tbe): " + unread;
+      return false;
+    }
     remap = table_batched_lookup_remap(t_, node, tbe, tbe_values);
     inputs = Span<Value>{tbe_values.data(), tbe_values.size()};
     remapped = true;

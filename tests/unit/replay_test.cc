@@ -246,6 +246,15 @@ TEST(Replay, TableBatchedEmbeddingsAreEmulatedWhenAsked) {
   EXPECT_EQ(three.compute_selected, 3);
   EXPECT_TRUE(three.truncated);
   o.max_ops = 0;
+  // A lookup the emulation cannot read says why it was not emulated (here: recorded without its indices).
+  {
+    MiniTrace cut;
+    cut.op("fbgemm::split_embedding_codegen_lookup_sgd_function",
+           {{cut.tensor({0}), F}, {cut.tensor({0}), F}, {cut.tensor({64}), F}}, {{cut.tensor({2, 8}), F}});
+    const ReplayResult r = replay_trace(cut.finish(), o);
+    ASSERT_EQ(r.skipped.size(), 1u);
+    EXPECT_EQ(r.skipped[0].reason, "not emulated (--emulate-tbe): its indices are not recorded");
+  }
 
   // The ops themselves: tables [6 rows x 2] = 0..11, 2 tables x batch 2, bags t0b0 = {0}, t0b1 = {5},
   // t1b0 = {2, 3}, t1b1 = {}; the output is [batch, tables x 2].

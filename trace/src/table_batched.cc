@@ -58,9 +58,13 @@ Value table_batched_value(const Trace& t, const Node& n, const TableBatchedArg& 
   return static_cast<size_t>(a.element) < items.size() ? items[static_cast<size_t>(a.element)] : Value{};
 }
 
-bool read_table_batched_lookup(const Trace& t, uint32_t node, TableBatchedLookup& out) {
+bool read_table_batched_lookup(const Trace& t, uint32_t node, TableBatchedLookup& out, std::string* why) {
   const Node& n = t.nodes[node];
-  if (!is_table_batched_lookup(t.name(n))) return false;
+  auto refuse = [&](const char* reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (!is_table_batched_lookup(t.name(n))) return refuse("not a table-batched lookup");
   const bool dense = op_base_name(t.name(n)) == "dense_embedding_codegen_lookup_function";
   std::vector<std::string> names;
   if (n.op_schema != 0) names = schema_argument_names(t.str(n.op_schema));
@@ -98,7 +102,10 @@ bool read_table_batched_lookup(const Trace& t, uint32_t node, TableBatchedLookup
     if (const Tensor* x = table_batched_tensor(t, n, w)) l.table_bytes += static_cast<double>(x->numel) * x->itemsize;
   const Tensor* indices = table_batched_tensor(t, n, l.indices);
   const Tensor* offsets = table_batched_tensor(t, n, l.offsets);
-  if (!indices || !offsets || indices->numel <= 0 || offsets->numel <= 1 || l.total_dim <= 0) return false;
+  if (!indices) return refuse("its indices are not recorded");
+  if (!offsets) return refuse("its offsets are not recorded");
+  if (l.total_dim <= 0) return refuse("its width (total_D, or D without bags) is not recorded");
+  if (indices->numel <= 0 || offsets->numel <= 1) return refuse("it looks nothing up (no indices, or no bag)");
   out = l;
   return true;
 }

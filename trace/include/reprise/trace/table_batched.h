@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "reprise/trace/trace.h"
@@ -51,8 +52,9 @@ bool is_table_batched_lookup(std::string_view name);
 // "adagrad", the dense variant "Dense"); empty for any other name, the engine's "evaluate_function: ..." wrapper
 // around one included.
 std::string_view table_batched_backward_optimizer(std::string_view name);
-// Reads node `node`'s lookup; false when it is not one, or its indices, offsets or width are not recorded.
-bool read_table_batched_lookup(const Trace& t, uint32_t node, TableBatchedLookup& out);
+// Reads node `node`'s lookup; false when it is not one, or its indices, offsets or width are not recorded (then
+// `why`, when given, says which).
+bool read_table_batched_lookup(const Trace& t, uint32_t node, TableBatchedLookup& out, std::string* why = nullptr);
 // The lookup a backward node differentiates, among those before it of the same optimizer whose output is shaped like
 // the backward's gradient (its first input): backward runs modules in the reverse of their forward order, so
 // lookups and backward nodes pair as a stack does (the last lookup not yet paired); kNone32 when there is none.
