@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "reprise/common/error.h"
@@ -316,6 +317,48 @@ void print_bundle(std::FILE* out, const Bundle& b) {
     if (!x.iteration_seconds.empty())
       std::fprintf(out, "expected    rank %lld: %zu iteration(s), first %s\n", static_cast<long long>(x.rank),
                    x.iteration_seconds.size(), human_seconds(x.iteration_seconds.front()).c_str());
+}
+
+CaptureFacts read_capture_manifest(const std::string& text, const std::string& where) {
+  nlohmann::json m;
+  try {
+    m = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(where + ": not JSON (" + e.what() + ")");
+  }
+  if (!m.is_object()) throw UserError(where + ": not a capture manifest (a JSON object)");
+  auto integer = [&](const nlohmann::json& v, const std::string& at, int64_t lo, int64_t hi) {
+    if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+      throw UserError(where + ": " + at + ": expected an integer from " + std::to_string(lo) + " to " +
+                      std::to_string(hi) + ", got " + v.dump().substr(0, 40));
+    return v.get<int64_t>();
+  };
+  CaptureFacts f;
+  if (m.contains("threads")) f.threads = static_cast<int>(integer(m["threads"], "threads", 0, 1024));
+  if (!m.contains("ranks")) return f;
+  if (!m["ranks"].is_array()) throw UserError(where + ": ranks: expected a list");
+  for (size_t k = 0; k < m["ranks"].size(); ++k) {
+    const nlohmann::json& r = m["ranks"][k];
+    const std::string at = "ranks[" + std::to_string(k) + "]";
+    if (!r.is_object()) throw UserError(where + ": " + at + ": expected an object");
+    const int64_t rank = r.contains("rank") ? integer(r["rank"], at + ": rank", 0, 1 << 24) : 0;
+    if (r.contains("iteration_seconds")) {
+      const nlohmann::json& t = r["iteration_seconds"];
+      if (!t.is_array()) throw UserError(where + ": " + at + ": iteration_seconds: expected a list of seconds");
+      std::vector<double>& out = f.iteration_seconds[rank];
+      for (size_t i = 0; i < t.size(); ++i) {
+        const double x = t[i].is_number() ? t[i].get<double>() : -1;
+        if (!(x >= 0 && x <= 1e9))
+          throw UserError(where + ": " + at + ": iteration_seconds[" + std::to_string(i) +
+                          "]: expected seconds from 0 to 1e9, got " + t[i].dump().substr(0, 40));
+        out.push_back(x);
+      }
+    }
+    if (r.contains("peak_memory_bytes"))
+      f.peak_memory_bytes[rank] =
+          integer(r["peak_memory_bytes"], at + ": peak_memory_bytes", -1, std::numeric_limits<int64_t>::max());
+  }
+  return f;
 }
 
 }  // namespace reprise::gen

@@ -104,7 +104,10 @@ Loaded load_source(const std::string& source, const GenerateOptions& o) {
     l.meta.transforms = b.transforms;
     l.meta.replay = b.replay;
     l.meta.capture_manifest = b.capture_manifest;
-    if (!b.capture_manifest.empty()) l.capture_manifest = nlohmann::json::parse(b.capture_manifest, nullptr, false);
+    if (!b.capture_manifest.empty()) {
+      read_capture_manifest(b.capture_manifest, b.dir + "/benchmark.yaml: capture_manifest");
+      l.capture_manifest = nlohmann::json::parse(b.capture_manifest, nullptr, false);
+    }
     src.ranks = b.world_size;
   } else {
     std::error_code ec;
@@ -128,7 +131,8 @@ Loaded load_source(const std::string& source, const GenerateOptions& o) {
       std::ifstream in(manifest);
       std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       l.capture_manifest = nlohmann::json::parse(text, nullptr, false);
-      if (!l.capture_manifest.is_discarded()) {
+      if (l.capture_manifest.is_object() && l.capture_manifest.contains("reprise_capture")) {
+        read_capture_manifest(text, manifest.string());  // what replay takes from it, checked before it is bundled
         l.meta.capture_manifest = text;
         const std::string device = l.capture_manifest.value("device", std::string());
         if (!device.empty()) l.meta.replay.device = device.rfind("cuda", 0) == 0 ? "cuda" : device;
@@ -161,6 +165,16 @@ void check_out(const GenerateOptions& o) {
   if (fs::exists(o.out, ec) && !o.force)
     throw UserError(o.out + ": exists already (remove it, or replace it with --force)");
   if (fs::exists(o.out, ec) && !is_bundle(o.out)) throw UserError(o.out + ": exists and is not a bundle: not replaced");
+  // The bundle is written beside its place (OUT.tmp-PID) and renamed into it: that folder must exist and be
+  // writable, as every other command's output folder must (a typo in the path is not a new tree of folders).
+  fs::path where = fs::path(o.out).lexically_normal();
+  if (!where.has_filename()) where = where.parent_path();  // "out/"
+  try {
+    check_output_file(where.string() + ".tmp");
+  } catch (const UserError& e) {  // said of the bundle, not of the name it is first written under
+    const std::string why = e.what();
+    throw UserError(o.out + why.substr(std::min(why.size(), where.string().size() + 4)));
+  }
 }
 
 // A role's ET text with each collective's rank argument blanked: data-parallel ranks differ only there, and a

@@ -58,30 +58,40 @@ void check_ranks(const Workspace& ws) {
   for (const auto& r : roles)
     for (const auto& [members, unused] : r) groups[members] = (void(unused), true);
   static const std::vector<const Collective*> kNone;
+  // Where a rank's trace is, and a collective in it: "rank 1 (b.json, node 12)".
+  auto trace_of = [&](int64_t r) -> const Trace& { return ws.roles[ws.role_of_rank[static_cast<size_t>(r)]]; };
+  auto where = [&](int64_t r, const Collective* c) {
+    const Trace& t = trace_of(r);
+    return "rank " + std::to_string(r) + " (" + t.source +
+           (c ? ", node " + std::to_string(t.nodes[c->node].id) : std::string()) + ")";
+  };
   for (const auto& [ranks, unused] : groups) {
     (void)unused;
     const std::string group = group_text(ranks);
     std::vector<const std::vector<const Collective*>*> seq;
     for (int64_t r : ranks) {
-      if (r < 0 || r >= world)
+      if (r < 0 || r >= world) {
+        std::string named_by;
+        for (size_t k = 0; k < roles.size() && named_by.empty(); ++k)
+          if (roles[k].count(ranks)) named_by = " (named in " + ws.roles[k].source + ")";
         throw UserError("process group " + group + " names rank " + std::to_string(r) + ", outside the world of " +
-                        std::to_string(world));
+                        std::to_string(world) + named_by);
+      }
       const auto& mine = roles[ws.role_of_rank[static_cast<size_t>(r)]];
       auto it = mine.find(ranks);
       seq.push_back(it == mine.end() ? &kNone : &it->second);
     }
     for (size_t k = 1; k < ranks.size(); ++k) {
       if (seq[k]->size() != seq[0]->size())
-        throw UserError("process group " + group + ": rank " + std::to_string(ranks[k]) + " issues " +
-                        std::to_string(seq[k]->size()) + " collectives in it, rank " + std::to_string(ranks[0]) + " " +
+        throw UserError("process group " + group + ": " + where(ranks[k], nullptr) + " issues " +
+                        std::to_string(seq[k]->size()) + " collectives in it, " + where(ranks[0], nullptr) + " " +
                         std::to_string(seq[0]->size()));
       for (size_t i = 0; i < seq[0]->size(); ++i) {
         const Collective& a = *(*seq[0])[i];
         const Collective& b = *(*seq[k])[i];
         if (a.name != b.name || a.dtype != b.dtype || !same_sizes(a, b))
           throw UserError("process group " + group + ": collective #" + std::to_string(i + 1) + " is " + describe(a) +
-                          " on rank " + std::to_string(ranks[0]) + " but " + describe(b) + " on rank " +
-                          std::to_string(ranks[k]));
+                          " on " + where(ranks[0], &a) + " but " + describe(b) + " on " + where(ranks[k], &b));
       }
     }
     // all_to_allv: what rank i sends to j is what j expects from i.
@@ -94,9 +104,9 @@ void check_ranks(const Workspace& ws) {
           const Collective& y = *(*seq[b])[i];
           if (x.in_splits.size() != g || y.out_splits.size() != g) continue;
           if (x.in_splits[b] != y.out_splits[a])
-            throw UserError("process group " + group + ": all_to_allv #" + std::to_string(i + 1) + ": rank " +
-                            std::to_string(ranks[a]) + " sends " + std::to_string(x.in_splits[b]) + " rows to rank " +
-                            std::to_string(ranks[b]) + ", which expects " + std::to_string(y.out_splits[a]));
+            throw UserError("process group " + group + ": all_to_allv #" + std::to_string(i + 1) + ": " +
+                            where(ranks[a], &x) + " sends " + std::to_string(x.in_splits[b]) + " rows to " +
+                            where(ranks[b], &y) + ", which expects " + std::to_string(y.out_splits[a]));
         }
     }
   }

@@ -123,6 +123,8 @@ class DocumentChecks : public YAML::EventHandler {
 YAML::Node load_utf8(const std::string& path, const std::string& text) {
   std::string_view body = text;  // yaml-cpp's marks start after a byte-order mark
   if (body.substr(0, 3) == "\xEF\xBB\xBF") body.remove_prefix(3);
+  if (const size_t nul = body.find('\0'); nul != std::string_view::npos)  // yaml-cpp reads it as a bad escape
+    throw UserError(place(path, body, nul) + ": the byte 0x00 (NUL) has no place in a YAML file");
   if (const size_t bad = first_invalid_utf8(body.data(), body.size()); bad < body.size())
     throw UserError(place(path, body, bad) + ": the byte " + hex_byte(static_cast<unsigned char>(body[bad])) +
                     " is not UTF-8 (YAML files are read as UTF-8)");

@@ -14,10 +14,12 @@
 #include "progress.h"
 #include "reprise/common/clock.h"
 #include "reprise/common/error.h"
+#include "reprise/common/files.h"
 #include "reprise/common/stats.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/generators/bundle.h"
 #include "reprise/replay/replay.h"
+#include "reprise/trace/output.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/write.h"
 #include "time_limit.h"
@@ -57,21 +59,12 @@ const Trace& pick_trace(const TraceSet& set, const LaunchOptions& job, const com
 void read_manifest(const LaunchOptions& job, int64_t rank, ReplayOptions& o) {
   const std::string manifest = (std::filesystem::path(job.trace) / "manifest.json").string();
   if (!std::filesystem::is_directory(job.trace) || !std::filesystem::exists(manifest)) return;
-  try {
-    auto m = nlohmann::json::parse(std::ifstream(manifest));
-    for (auto& r : m.at("ranks")) {
-      if (r.at("rank").get<int64_t>() != std::max<int64_t>(rank, 0)) continue;
-      std::vector<double> t = r.at("iteration_seconds").get<std::vector<double>>();
-      if (!t.empty()) {
-        std::sort(t.begin(), t.end());
-        o.original_iteration_seconds = {t[t.size() / 2]};
-      }
-      o.original_peak_memory_bytes = r.value("peak_memory_bytes", int64_t{-1});
-    }
-    if (job.threads_from_manifest) o.threads = m.value("threads", 0);
-  } catch (const std::exception& e) {
-    throw UserError(manifest + ": not a capture manifest (" + std::string(e.what()) + ")");
-  }
+  const gen::CaptureFacts m = gen::read_capture_manifest(read_text_file(manifest), manifest);
+  const int64_t r = std::max<int64_t>(rank, 0);
+  if (auto t = m.iteration_seconds.find(r); t != m.iteration_seconds.end() && !t->second.empty())
+    o.original_iteration_seconds = {median(t->second)};
+  if (auto p = m.peak_memory_bytes.find(r); p != m.peak_memory_bytes.end()) o.original_peak_memory_bytes = p->second;
+  if (job.threads_from_manifest) o.threads = m.threads;
 }
 
 int64_t files_to_write(const LaunchOptions& job) { return (job.out.empty() ? 0 : 1) + (job.timeline.empty() ? 0 : 1); }
@@ -108,15 +101,9 @@ void gather(const Trace& trace, const LaunchOptions& job, const ReplayOptions& o
   report.slowest_rank_seconds = j["median_iteration_seconds_max_over_ranks"].get<double>();
 }
 
-// LibTorch's errors carry a C++ backtrace after their message.
-std::string one_line(const std::exception& e) {
-  const auto* c10 = dynamic_cast<const c10::Error*>(&e);
-  const std::string what = c10 ? c10->what_without_backtrace() : e.what();
-  return what.substr(0, what.find('\n'));
-}
-
 void check_outputs(const LaunchOptions& job) {
   if (!job.check_output) return;
+  check_outputs_apart({job.trace}, {{"--out", job.out}, {"--timeline", job.timeline}});
   if (!job.out.empty()) job.check_output(job.out);
   if (!job.timeline.empty()) job.check_output(job.timeline);
 }
@@ -172,8 +159,8 @@ LaunchReport replay_ranks(const Trace& trace, const LaunchOptions& job, ReplayOp
     return report;
   } catch (const std::exception& e) {
     // The other ranks would wait for this one forever: end them all.
-    std::cerr << "reprise: rank " << world->rank() << ": " << (out_of_memory(e) ? "out of memory: " : "") << one_line(e)
-              << "\n";
+    std::cerr << "reprise: rank " << world->rank() << ": " << (out_of_memory(e) ? "out of memory: " : "")
+              << error_line(e) << "\n";
     world->abort(exit_status(e));
   }
   ReplayResult& r = report.result;
@@ -204,10 +191,8 @@ Trace bundle_trace(const LaunchOptions& job, const comms::Launch& launch, Replay
   o.trace_ranks = b.world_size;
   for (const gen::RankExpectation& x : b.expected)
     if (x.rank == rank && !x.iteration_seconds.empty()) o.original_iteration_seconds = {median(x.iteration_seconds)};
-  if (job.threads_from_manifest && !b.capture_manifest.empty()) {
-    auto m = nlohmann::json::parse(b.capture_manifest, nullptr, false);
-    if (m.is_object()) o.threads = m.value("threads", 0);
-  }
+  if (job.threads_from_manifest && !b.capture_manifest.empty())
+    o.threads = gen::read_capture_manifest(b.capture_manifest, b.dir + "/benchmark.yaml: capture_manifest").threads;
   ReadOptions ro;
   ro.warn = job.warn;
   return gen::load_bundle_rank(b, rank, ro);
@@ -264,6 +249,12 @@ int exit_status(const std::exception& e) {
 
 // LibTorch reports a failed allocation as c10::OutOfMemoryError on GPUs and as a plain c10::Error on the CPU
 // ("DefaultCPUAllocator: can't allocate memory: you tried to allocate N bytes").
+std::string error_line(const std::exception& e) {
+  const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+  const std::string what = c10 ? c10->what_without_backtrace() : e.what();
+  return what.substr(0, what.find('\n'));
+}
+
 bool out_of_memory(const std::exception& e) {
   if (dynamic_cast<const std::bad_alloc*>(&e) || dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
   const auto* c10 = dynamic_cast<const c10::Error*>(&e);

@@ -31,6 +31,9 @@ at::Device replay_device(const std::string& option, const std::string& trace_dev
   }
   if (device.is_cpu() && device.has_index() && device.index() != 0)
     throw UserError("device '" + want + "': the CPU has no index but 0 (cpu)");
+  if (device.is_meta() && device.has_index()) throw UserError("device '" + want + "': meta has no index (meta)");
+  if (!device.is_cpu() && !device.is_cuda() && !device.is_meta())
+    throw UserError("device '" + want + "': not a device a replay runs on (cpu, cuda, cuda:N or meta)");
   if (device.is_cuda() && !at::hasCUDA())
     throw UserError("device '" + want + "': this LibTorch (" + std::string(TORCH_VERSION) + ") was built without CUDA");
   if (device.is_cuda() && !device.has_index()) device = at::Device(at::kCUDA, 0);

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "reprise/common/error.h"
+#include "reprise/common/files.h"
 #include "reprise/predict/calibration.h"
 #include "test_util.h"
 
@@ -686,6 +687,77 @@ TEST(Cli, ReplayPerOpTimesFeedPredictAndCalibrate) {
   EXPECT_EQ(reprise::predict::read_op_times(dir + "/r.json").size(), 1u) << "the replay results are as they were";
 }
 #endif
+
+// An output that would write over an input (or over another output) is refused before any work; a capture
+// manifest edited by hand is checked, not obeyed (100,000 threads hung the replay); LibTorch's errors and a YAML's
+// NUL stay one line; a bundle's folder must exist.
+TEST(Cli, OutputsNeverOverwriteInputsAndErrorsStayOneLine) {
+#ifndef REPRISE_HAVE_REPLAY
+  GTEST_SKIP() << "built without LibTorch: no replay, capture or generate";
+#endif
+  const std::string dir = reprise::test::test_dir();
+  auto one_line = [](const Result& r, const std::string& says) {
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    EXPECT_NE(r.out.find(says), std::string::npos) << r.out;
+  };
+  const std::string trace = dir + "/s.json";
+  ASSERT_EQ(run("synth --out " + trace + " --iterations 2 --layers 2 --batch 4 --hidden 8").status, 0);
+  const std::string before = reprise::read_text_file(trace);
+  one_line(run("replay " + trace + " -q --iterations 1 --out " + trace),
+           "--out " + trace + " is the input " + trace + ": writing it would destroy it");
+  one_line(run("replay " + trace + " -q --iterations 1 --per-op --timeline " + trace),
+           "--timeline " + trace + " is the input");
+  one_line(run("inspect " + trace + " --json-out " + trace), "--json-out " + trace + " is the input");
+  one_line(run("replay " + trace + " -q --iterations 1 --out " + dir + "/o.json --timeline " + dir + "/o.json"),
+           "--out and --timeline name the same file");
+  EXPECT_EQ(reprise::read_text_file(trace), before) << "the trace is as it was";
+
+  // A capture folder: its trace files are inputs, a results file beside them is not (written twice, the second
+  // time over the first).
+  const std::string cap = dir + "/cap";
+  ASSERT_EQ(
+      run("capture --workload mlp --out " + cap + " -q --batch 4 --hidden 8 --layers 1 --warmup 0 --steps 1").status,
+      0);
+  one_line(run("replay " + cap + " -q --iterations 1 --out " + cap + "/rank-0.json.gz"),
+           "is a file of the input " + cap + ": writing it would destroy it");
+  EXPECT_EQ(run("replay " + cap + " -q --iterations 1 --out " + cap + "/r.json").status, 0);
+  EXPECT_EQ(run("replay " + cap + " -q --iterations 1 --out " + cap + "/r.json").status, 0);
+
+  // The manifest's threads and times are checked where they are read.
+  const std::string manifest = reprise::read_text_file(cap + "/manifest.json");
+  nlohmann::json m = nlohmann::json::parse(manifest);
+  m["threads"] = 100000;
+  reprise::test::write_file(cap + "/manifest.json", m.dump());
+  one_line(run("replay " + cap + " -q --iterations 1"),
+           "manifest.json: threads: expected an integer from 0 to 1024, got 100000");
+  m = nlohmann::json::parse(manifest);
+  m["ranks"][0]["iteration_seconds"] = {-1, -2};
+  reprise::test::write_file(cap + "/manifest.json", m.dump());
+  one_line(run("generate " + cap + " --out " + dir + "/b -q"),
+           "manifest.json: ranks[0]: iteration_seconds[0]: expected seconds from 0 to 1e9, got -1");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/b"));
+  reprise::test::write_file(cap + "/manifest.json", manifest);
+
+  // A bundle's folder is not made up; LibTorch's message without its backtrace; meta captures nothing; a NUL.
+  one_line(run("generate " + trace + " --out " + dir + "/no/such/b -q"),
+           dir + "/no/such/b: folder " + dir + "/no/such does not exist");
+  one_line(run("capture --workload mlp --out " + dir +
+               "/c2 -q --batch 4 --hidden 100000000000 --layers 1 --warmup 0 --steps 1"),
+           "capture: ");
+  one_line(run("capture --workload mlp --out " + dir +
+               "/c3 -q --batch 4 --hidden 8 --layers 1 --warmup 0 --steps 1 --device meta"),
+           "device 'meta': a capture runs the workload");
+  // Values that named nothing: a synthetic device, an empty or indexed meta device, two iteration choices.
+  one_line(run("synth --out " + dir + "/x.json --device banana"), "device 'banana' is not one");
+  one_line(run("replay " + trace + " -q --device ''"), "--device '': give cpu, cuda, cuda:N or meta");
+  one_line(run("replay " + trace + " -q --device meta:1"), "device 'meta:1': meta has no index");
+  one_line(run("replay " + trace + " -q --iteration 0 --all-iterations"),
+           "--iteration N and --all-iterations: give one");
+  reprise::test::write_file(dir + "/nul.yaml", std::string("source: s.json\0\n", 16));
+  one_line(run("generate " + dir + "/nul.yaml --out " + dir + "/b2 -q"),
+           "nul.yaml:1:15: the byte 0x00 (NUL) has no place");
+}
 
 // One mode of analyze at a time, and one format's options for convert: a mistake is one line, exit 2.
 TEST(Cli, ConflictingModesAndForeignOptionsAreOneLine) {

@@ -41,6 +41,29 @@ TEST(Errors, InvalidJsonInsideNodeNamesTheByte) {
   EXPECT_NE(e.find("invalid JSON"), std::string::npos) << e;
 }
 
+// Structural errors simdjson finds before it reads a value, without a place: the byte is found all the same (it was
+// the first node's, or 0 for a Kineto trace), and a number cut by the end of the file is quoted as it is.
+TEST(Errors, StructuralErrorsNameTheirByte) {
+  // A control character inside the second node's name: the byte after `head`.
+  const std::string head =
+      R"J({"schema": "1.1.0-chakra.0.0.4", "nodes": [)J" + test::kEtRootNode + R"J(, {"id": 2, "name": "re)J";
+  std::string e = test::et_read_error(head + "\x01" + R"J(lu", "ctrl_deps": 1}]})J");
+  EXPECT_NE(e.find("bad.json: byte " + std::to_string(head.size()) + ": invalid JSON"), std::string::npos) << e;
+  e = test::et_read_error(R"J({"nodes": [], "finish_ts": 12)J");
+  EXPECT_EQ(e.find("nodes\": [], \"finish"), std::string::npos) << "quotes bytes that are not the value: " << e;
+
+  Trace t;
+  const std::string kineto = R"J({"schemaVersion": 1, "traceEvents": [{"ph": "X", "name": "aten::mm", "ts": 12)J";
+  try {
+    read_kineto_text(kineto.substr(0, kineto.size() - 6) + "\"unclosed", "k.json", t);
+    ADD_FAILURE() << "a cut Kineto trace was read";
+  } catch (const UserError& x) {
+    const std::string m = x.what();
+    EXPECT_EQ(m.find("k.json: byte 0:"), std::string::npos) << m;
+    EXPECT_NE(m.find("k.json: byte "), std::string::npos) << m;
+  }
+}
+
 TEST(Errors, WrongTypesAndMissingFields) {
   EXPECT_NE(test::et_read_error(with_nodes(R"J({"id": "one", "name": "x", "ctrl_deps": 1})J"))
                 .find("\"id\" is not an integer"),

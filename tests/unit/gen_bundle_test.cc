@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <set>
 
 #include "reprise/common/error.h"
@@ -176,6 +177,31 @@ TEST(Bundle, ManifestMistakesNameTheirPlace) {
   refused("device: cpu", "device: tpu", "device: expected cpu, cuda, cuda:N or meta, not tpu");
   refused("ranks: all", "ranks: 0-3", "ranks: process group 0's rank 2 is outside the world of 2");
   refused("world_size: 2", "world_size: 2\nworld_size: 3", "world_size: given twice in one map");
+}
+
+// Ranks that do not belong to one job: the mismatch names each rank's file and the collective's node.
+TEST(Bundle, RanksThatDisagreeNameTheirFilesAndNodes) {
+  const std::string dir = test::test_dir() + "/mixed";
+  fs::create_directories(dir);
+  for (int r = 0; r < 2; ++r) {
+    SyntheticSpec s;
+    s.world_size = 2;
+    s.rank = r;
+    s.layers = 2;
+    s.batch = 8;
+    s.hidden = r == 0 ? 16 : 32;
+    write_et(synthetic_trace(s), dir + "/rank-" + std::to_string(r) + ".et.json.gz");
+  }
+  try {
+    generate_from_trace(dir, quiet(test::test_dir() + "/never"));
+    ADD_FAILURE() << "ranks of two jobs were bundled";
+  } catch (const UserError& e) {
+    const std::string m = e.what();
+    EXPECT_TRUE(std::regex_search(m, std::regex("collective #1 is all_reduce .* on rank 0 \\(" + dir +
+                                                "/rank-0.et.json.gz, node [0-9]+\\) but all_reduce .* on rank 1 \\(" +
+                                                dir + "/rank-1.et.json.gz, node [0-9]+\\)")))
+        << m;
+  }
 }
 
 // A one-rank job whose ET has its op times beside it (as a Python capture writes them), for replay's --host-time.
@@ -461,6 +487,14 @@ TEST(Splice, MistakesNameTheirPlace) {
   EXPECT_NE(config_error("splice_key", "source: " + job + "\ntransforms:\n  - splice: {nonsense: {}}\n")
                 .find(":3:14: splice: unknown key 'nonsense'"),
             std::string::npos);
+  // A Kineto trace alone has no arguments to splice in (it was accepted, and its ops then skipped in a replay).
+  const std::string kineto = test::write_file(
+      test::test_dir() + "/k.json",
+      R"({"schemaVersion": 1, "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+          "ts": 0, "dur": 5}]})");
+  const std::string e = config_error(
+      "splice_kineto", "source: " + job + "\ntransforms:\n  - splice: {concat: {sources: [" + kineto + "]}}\n");
+  EXPECT_NE(e.find("k.json: a Kineto trace alone has no operator arguments to splice in"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -319,7 +319,9 @@ TEST(Replay, TableBatchedEmbeddingsAreEmulatedWhenAsked) {
     at::Tensor bytes = at::full({12}, 7, at::kByte), sums_of_squares = at::zeros({12});
     EXPECT_NO_THROW(update.call(grad, bytes, c10::nullopt, rows, bags, sums_of_squares, 4, 2, 0, kind))
         << "kind " << kind;
-    if (kind == 1) EXPECT_GT(sums_of_squares.sum().item<float>(), 0) << "the sums of squares, in fp32";
+    if (kind == 1) {
+      EXPECT_GT(sums_of_squares.sum().item<float>(), 0) << "the sums of squares, in fp32";
+    }
   }
   // Bags that do not split into the tables evenly (3 bags, 2 tables) take the gradient as it lies.
   weights = at::zeros({12});

@@ -45,17 +45,27 @@ inline po::variables_map parse(int argc, char** argv, const po::options_descript
 }
 
 // Runs `body`; usage errors and bad input exit 2, out of memory 3, anything else 1, each as one line.
+// An error's message as one line: control characters (a byte of the input quoted in it) shown as spaces, and a
+// library's message cut at its first line break (LibTorch's carry a C++ backtrace after it).
+inline std::string error_text(const char* what, bool cut) {
+  std::string s = what;
+  if (cut) s = s.substr(0, s.find('\n'));
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  return s;
+}
+
 inline int guarded(const std::function<int()>& body) {
   try {
     return body();
   } catch (const UserError& e) {
-    std::cerr << std::string("reprise: ") + e.what() + "\n";  // one write: ranks' lines do not interleave
+    std::cerr << "reprise: " + error_text(e.what(), false) + "\n";  // one write: ranks' lines do not interleave
     return kBadInput;
   } catch (const std::bad_alloc&) {
     std::cerr << "reprise: out of memory\n";
     return kOutOfMemory;
   } catch (const std::exception& e) {
-    std::cerr << std::string("reprise: ") + e.what() + "\n";  // one write: ranks' lines do not interleave
+    std::cerr << "reprise: " + error_text(e.what(), true) + "\n";  // one write: ranks' lines do not interleave
     return 1;
   }
 }

@@ -60,6 +60,7 @@ int cmd_generate(int argc, char** argv) {
   }
   if (input.empty()) throw UserError("generate: no config or trace given (see reprise generate --help)");
   if (o.out.empty()) throw UserError("generate: --out DIR is required (see reprise generate --help)");
+  while (o.out.size() > 1 && o.out.back() == '/') o.out.pop_back();  // "out/" names the folder out
   ProgressLine line;
   if (!vm.count("quiet")) {
     o.warn = [&line](const std::string& w) { line.message("warning: " + w); };
@@ -140,7 +141,8 @@ int cmd_verify(int argc, char** argv) {
       std::cout << "\n";
     } catch (const UserError& err) {
       e["error"] = err.what();
-      problems.push_back(err.what());
+      // The rank check above may have read this role already and said the same.
+      if (std::find(problems.begin(), problems.end(), err.what()) == problems.end()) problems.push_back(err.what());
     }
     j["roles"].push_back(e);
   }

@@ -131,6 +131,8 @@ void check_replay_numbers(const po::variables_map& vm, const reprise::replay::La
           "--threads must be between 0 (the default) and " + most + " (4x this machine's cores, at least 64)");
   require(!vm.count("rank") || job.rank >= 0, "--rank must not be negative");
   require(!vm.count("iteration") || o.iteration >= 0, "--iteration must not be negative");
+  require(!vm.count("iteration") || !o.all_iterations, "--iteration N and --all-iterations: give one");
+  require(!vm.count("device") || !o.device.empty(), "--device '': give cpu, cuda, cuda:N or meta");
   require(o.max_ops >= 0, "--max-ops must not be negative (0: all)");
   require(o.warmup >= 0, "--warmup must not be negative");
   require(o.iterations >= 1, "--iterations must be at least 1");
@@ -355,8 +357,8 @@ Captured capture_on_launch(reprise::workloads::WorkloadOptions& w) {
     c.report = reprise::workloads::capture_workload(w);
   } catch (const std::exception& e) {
     if (!world && reprise::replay::out_of_memory(e)) throw;
-    if (!world) throw UserError(std::string("capture: ") + e.what());
-    std::cerr << "reprise: capture: rank " << world->rank() << ": " << e.what() << "\n";
+    if (!world) throw UserError("capture: " + reprise::replay::error_line(e));
+    std::cerr << "reprise: capture: rank " << world->rank() << ": " << reprise::replay::error_line(e) << "\n";
     world->abort(reprise::replay::out_of_memory(e) ? 3 : 2);
   }
   c.manifest = (std::filesystem::path(w.out_dir) / "manifest.json").string();

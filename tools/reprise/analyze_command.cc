@@ -113,6 +113,7 @@ int cmd_analyze(int argc, char** argv) {
   const analyze::WindowModel classifier =
       model_path.empty() ? analyze::default_window_model() : analyze::read_window_model(model_path);
   if (!vm.count("no-classifier")) o.classifier = &classifier;
+  check_outputs_apart(inputs, {{"--json", json_out}, {"--html", html_out}, {"--perfetto", perfetto_out}});
   for (const std::string* path : {&json_out, &html_out, &perfetto_out})
     if (!path->empty()) check_output_path(*path);
   auto phase = [&](const std::string& name, bool finished, const std::string& note) {

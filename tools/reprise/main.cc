@@ -106,7 +106,10 @@ int cmd_inspect(int argc, char** argv) {
   }
   if (traces.empty()) throw UserError("inspect: no trace given (see reprise inspect --help)");
   if (top < 0 || top > 1000000) throw UserError("inspect: --top " + std::to_string(top) + ": must be 0 to 1000000");
-  if (!json_out.empty()) reprise::cli::check_output_path(json_out);
+  if (!json_out.empty()) {
+    reprise::check_outputs_apart(traces, {{"--json-out", json_out}});
+    reprise::cli::check_output_path(json_out);
+  }
   double t0 = reprise::now_seconds();
   if (std::all_of(traces.begin(), traces.end(),
                   [](const std::string& p) { return p.size() > 3 && p.substr(p.size() - 3) == ".et"; })) {

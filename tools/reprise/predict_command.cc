@@ -76,6 +76,10 @@ int cmd_predict(int argc, char** argv) {
       line.update(p);
     };
   }
+  std::vector<std::string> inputs{input, cluster_path};
+  if (!calibration_path.empty()) inputs.push_back(calibration_path);
+  inputs.insert(inputs.end(), op_times.begin(), op_times.end());
+  check_outputs_apart(inputs, {{"--out", out}, {"--timeline", timeline}});
   for (const std::string* path : {&out, &timeline})
     if (!path->empty()) check_output_path(*path);
   Prediction p = reprise::predict::predict(input, o);

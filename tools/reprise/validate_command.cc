@@ -37,6 +37,9 @@ int cmd_validate(int argc, char** argv) {
   }
   if (predicted.empty() || measured.empty())
     throw UserError("validate: needs --predicted and --measured (see reprise validate --help)");
+  std::vector<std::string> inputs = predicted;
+  inputs.insert(inputs.end(), measured.begin(), measured.end());
+  check_outputs_apart(inputs, {{"--json", json_out}, {"--html", html_out}, {"--svg", svg_out}});
   for (const std::string* path : {&json_out, &html_out, &svg_out})
     if (!path->empty()) check_output_path(*path);
   const predict::Validation v = predict::validate(predicted, measured, labels);

@@ -11,7 +11,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "byte_source.h"
 #include "reprise/common/error.h"
+#include "reprise/trace/read.h"
 
 namespace reprise {
 namespace {
@@ -81,6 +83,59 @@ bool ends_with(const std::string& s, const char* suffix) {
 
 void check_output_file(const std::string& path) {
   if (path != "-") checked_target(path);
+}
+
+namespace {
+
+// Where a path leads, whether or not it exists yet (its links and `..` resolved as far as they go).
+std::filesystem::path resolved(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::weakly_canonical(path, ec);
+  return ec ? std::filesystem::absolute(path, ec).lexically_normal() : p;
+}
+
+bool inside(const std::filesystem::path& file, const std::filesystem::path& folder) {
+  const auto [f, d] = std::mismatch(file.begin(), file.end(), folder.begin(), folder.end());
+  return d == folder.end() && f != file.end();
+}
+
+// Whether the existing file at `path` is one a load of its folder reads: a trace (by its first bytes, as
+// detect_format tells), a capture's manifest or a bundle's.
+bool read_with_its_folder(const std::filesystem::path& path) {
+  const std::string name = path.filename().string();
+  if (name == "manifest.json" || name == "benchmark.yaml") return true;
+  if (path.parent_path().filename() == "traces") return true;  // a bundle's role files
+  std::string head(4096, '\0');
+  try {
+    const std::unique_ptr<detail::ByteSource> src = detail::open_file(path.string());  // gzip or plain
+    head.resize(detail::read_full(*src, head.data(), head.size()));
+  } catch (const UserError&) {
+    return false;  // unreadable or not gzip after all: not something a load reads
+  }
+  return detect_format(head, name) != TraceFormat::Unknown;
+}
+
+}  // namespace
+
+void check_outputs_apart(const std::vector<std::string>& inputs,
+                         const std::vector<std::pair<std::string, std::string>>& outputs) {
+  namespace fs = std::filesystem;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const auto& [option, out] = outputs[i];
+    if (out.empty() || out == "-") continue;
+    const fs::path o = resolved(out);
+    for (size_t j = 0; j < i; ++j)
+      if (!outputs[j].second.empty() && outputs[j].second != "-" && resolved(outputs[j].second) == o)
+        throw UserError(outputs[j].first + " and " + option + " name the same file, " + out +
+                        ": one would be written over the other");
+    std::error_code ec;
+    for (const std::string& in : inputs) {
+      const fs::path p = resolved(in);
+      if (p == o) throw UserError(option + " " + out + " is the input " + in + ": writing it would destroy it");
+      if (fs::is_directory(p, ec) && inside(o, p) && fs::is_regular_file(o, ec) && read_with_its_folder(o))
+        throw UserError(option + " " + out + " is a file of the input " + in + ": writing it would destroy it");
+    }
+  }
 }
 
 OutputFile::OutputFile(const std::string& path, int gzip_level) : path_(path) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "byte_source.h"
 #include "reprise/trace/read.h"
@@ -28,5 +29,10 @@ Collective decode_collective(const Trace& t, uint32_t node);
 
 // "allreduce" -> "all_reduce", "_allgather_base" -> "all_gather", ...
 std::string normalize_collective_name(std::string_view raw);
+
+// The byte of the first syntax error in `text` (npos when it has none) and why, from a streaming parse that
+// builds nothing: simdjson finds structural errors (an unclosed string, a control character in a string, a cut
+// file) before it reads a value, and cannot say where.
+size_t first_json_error(std::string_view text, std::string& why);
 
 }  // namespace reprise::detail

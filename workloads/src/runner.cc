@@ -131,6 +131,8 @@ CaptureReport capture_workload(const WorkloadOptions& o) {
   } catch (const std::exception&) {
     throw std::invalid_argument("device '" + o.device + "': not a device (cpu, cuda, cuda:N)");
   }
+  if (!device.is_cpu() && !device.is_cuda())  // meta runs no work: nothing to time, and no backward kernels
+    throw std::invalid_argument("device '" + o.device + "': a capture runs the workload (cpu, cuda, cuda:N)");
   if (device.is_cuda() && !at::hasCUDA())
     throw std::invalid_argument("device '" + o.device + "': this LibTorch (" TORCH_VERSION ") has no CUDA");
   if (device.is_cuda() && !device.has_index()) device = at::Device(at::kCUDA, 0);

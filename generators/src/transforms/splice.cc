@@ -314,6 +314,11 @@ Source load_source(const Workspace& ws, const std::string& path, const std::stri
   ReadOptions ro;
   ro.warn = ws.warn;
   Source s{path, load_traces({path}, ro)};
+  for (const Trace& t : s.set.ranks)
+    if (t.from_kineto_only)
+      throw UserError(where + ": " + t.source +
+                      ": a Kineto trace alone has no operator arguments to splice in; give "
+                      "its ET");
   const size_t n = s.set.ranks.size();
   if (n != 1 && n != static_cast<size_t>(ws.world_size()))
     throw UserError(where + ": " + path + " has " + std::to_string(n) + " ranks, the job " +

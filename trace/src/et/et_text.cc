@@ -255,8 +255,9 @@ class EtText {
       while (i < end_ && !is_json_space(buf_[i]) && buf_[i] != ',' && buf_[i] != '}' && buf_[i] != ']') ++i;
       if (i < end_) return i;
       uint64_t done = base_ + i;
-      if (!fill()) return i;
+      const bool more = fill();  // moves the buffer even when it finds the end: `i` follows it either way
       i = static_cast<size_t>(done - base_);
+      if (!more) return i;
     }
   }
 
@@ -334,7 +335,13 @@ class EtText {
         size_t bad = first_invalid_utf8(piece_.data(), len);
         if (bad < len) c.fail_at(c.piece_base + bad, "a byte that is not UTF-8 (JSON text is UTF-8)");
       }
-      // simdjson cannot always say where it failed; the start of the node being read is the place we know
+      // simdjson cannot always say where it failed; the start of the node being read is the place we know, and
+      // before any node is read (a structural error) a streaming parse of the piece finds the byte.
+      if (!c.node_start) {
+        std::string why;
+        if (const size_t at = first_json_error(std::string_view(piece_.data(), len), why); at != std::string_view::npos)
+          c.fail_at(c.piece_base + at, "invalid JSON: " + why);
+      }
       uint64_t off = c.piece_base + (c.node_start ? static_cast<uint64_t>(c.node_start - c.piece_data) : 1);
       std::string where = c.last_id_set ? " (in the node after node " + std::to_string(c.last_id) + ")" : "";
       c.fail_at(off, std::string("invalid JSON: ") + simdjson::error_message(e.error()) + where);

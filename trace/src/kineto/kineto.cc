@@ -75,6 +75,12 @@ class KinetoReader {
         if (bad < text.size())
           throw UserError(name_ + ": byte " + std::to_string(bad) + ": a byte that is not UTF-8 (JSON text is UTF-8)");
       }
+      if (off == 0) {
+        std::string why;
+        if (const size_t at = detail::first_json_error(std::string_view(text.data(), text.size()), why);
+            at != std::string_view::npos)
+          throw UserError(name_ + ": byte " + std::to_string(at) + ": invalid Kineto JSON: " + why);
+      }
       throw UserError(name_ + ": byte " + std::to_string(off) +
                       ": invalid Kineto JSON: " + simdjson::error_message(e.error()));
     }

@@ -288,6 +288,8 @@ LaunchReport replay_launch(const LaunchOptions& options);
 // failures), 2 for a UserError, 1 otherwise.
 int exit_status(const std::exception& e);
 bool out_of_memory(const std::exception& e);
+// An exception's message as one line: LibTorch's without the C++ backtrace it carries, up to its first line break.
+std::string error_line(const std::exception& e);
 
 // print_summary of this rank, then each rank's median and the slowest rank's when the launch has several.
 void print_summary(std::FILE* out, const LaunchReport& report);

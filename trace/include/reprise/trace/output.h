@@ -10,12 +10,20 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace reprise {
 
 // Throws UserError, naming `path`, when writing it would fail for a reason known now: its folder is missing or not
 // writable, it is a folder, it is read-only, or its links loop.
 void check_output_file(const std::string& path);
+
+// Throws UserError when an output (its option, "--out", and path) would write over an input (a trace file, or a
+// trace, manifest or role file inside an input folder: a capture, a bundle) or over another output: the results
+// written over the trace they came from lose the trace. Checked before any work, as check_output_file is.
+void check_outputs_apart(const std::vector<std::string>& inputs,
+                         const std::vector<std::pair<std::string, std::string>>& outputs);
 
 // While it lives, `path` (a file, or a folder with what it holds) is removed when SIGINT, SIGTERM or SIGHUP ends the
 // process; the process then dies of that signal (or the handler that was there before runs). Handlers are in place
