@@ -173,5 +173,26 @@ TEST(Errors, LoadTracesReportsUnknownFormats) {
   }
 }
 
+// Two files naming one rank: ranks in file order, as before, but said (rank-0.json beside rank-0.json.gz was rank 1
+// without a word).
+TEST(Errors, TwoFilesNamingOneRankAreSaidToBe) {
+  const std::string dir = test::test_dir();
+  const std::string et = with_nodes(test::kEtRootNode);
+  test::write_file(dir + "/rank-0.json", et);
+  test::write_file(dir + "/rank-0.trace.json", et);
+  std::vector<std::string> warnings;
+  ReadOptions o;
+  o.warn = [&](const std::string& w) { warnings.push_back(w); };
+  const TraceSet set = load_traces({dir}, o);
+  ASSERT_EQ(set.ranks.size(), 2u);
+  EXPECT_EQ(set.ranks[1].rank, 1);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("rank-0.json and " + dir +
+                             "/rank-0.trace.json both name rank 0: ranks are taken in the "
+                             "order of the files instead"),
+            std::string::npos)
+      << warnings[0];
+}
+
 }  // namespace
 }  // namespace reprise

@@ -156,10 +156,11 @@ double parse_host_time(const std::string& text, const std::string& command) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (!(used > 0 && used == text.size() && std::isfinite(scale) && scale > 0 && scale <= 1000))
+  const bool decimal = text.find_first_of("xXpP") == std::string::npos;  // stod reads 0x10 as 16
+  if (!(decimal && used > 0 && used == text.size() && std::isfinite(scale) && scale > 0 && scale <= 1000))
     throw UserError(command +
-                    ": --host-time must be none, recorded or a scale between 0 and 1000 (such as 0.5), not '" + text +
-                    "'");
+                    ": --host-time must be none, recorded or a scale above 0, at most 1000 (such as 0.5), not '" +
+                    text + "'");
   return scale;
 }
 

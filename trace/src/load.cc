@@ -89,14 +89,21 @@ void load_path(const std::string& path, Loaded& out, const ReadOptions& opt, boo
   load_stream(*src, path, out, opt, !explicit_file);
 }
 
-// Ranks from names when every name has a distinct one; else the order given.
-void assign_ranks(std::vector<Trace>& ts) {
+// Ranks from names when every name has a distinct one; else the order given, with a warning when two names give
+// the same rank (rank-0.json beside rank-0.json.gz: which is rank 1 is a guess the user should know of).
+void assign_ranks(std::vector<Trace>& ts, const ReadOptions& opt) {
   std::vector<int64_t> seen;
   bool ok = true;
-  for (auto& t : ts) {
-    if (t.rank < 0 || std::find(seen.begin(), seen.end(), t.rank) != seen.end()) ok = false;
-    seen.push_back(t.rank);
+  std::string twice;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const auto at = std::find(seen.begin(), seen.end(), ts[i].rank);
+    if (ts[i].rank < 0 || at != seen.end()) ok = false;
+    if (ts[i].rank >= 0 && at != seen.end() && twice.empty())
+      twice = ts[static_cast<size_t>(at - seen.begin())].source + " and " + ts[i].source + " both name rank " +
+              std::to_string(ts[i].rank);
+    seen.push_back(ts[i].rank);
   }
+  if (!twice.empty() && opt.warn) opt.warn(twice + ": ranks are taken in the order of the files instead");
   if (!ok)
     for (size_t i = 0; i < ts.size(); ++i) ts[i].rank = static_cast<int64_t>(i);
   std::stable_sort(ts.begin(), ts.end(), [](const Trace& a, const Trace& b) { return a.rank < b.rank; });
@@ -158,11 +165,11 @@ TraceSet load_traces(const std::vector<std::string>& inputs, const ReadOptions& 
   if (all.ets.empty() && all.kinetos.empty()) throw UserError(inputs[0] + ": no traces found");
   if (all.ets.empty()) {
     for (Trace& k : all.kinetos) detail::build_nodes_from_kineto(k);
-    assign_ranks(all.kinetos);
+    assign_ranks(all.kinetos, opt);
     set.ranks = std::move(all.kinetos);
     return set;
   }
-  assign_ranks(all.ets);
+  assign_ranks(all.ets, opt);
   if (!all.kinetos.empty()) {
     if (all.ets.size() == 1 && all.kinetos.size() == 1) all.kinetos[0].rank = all.ets[0].rank;
     for (Trace& k : all.kinetos) {
