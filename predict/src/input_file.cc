@@ -36,10 +36,13 @@ std::string range(double lo, double hi) {
   return "a number from " + num(lo) + " to " + num(hi);
 }
 
-const nlohmann::json* member(const nlohmann::json& j, const char* key, const std::string& where) {
+// Member `key`; nullptr when it is absent and may be (`optional`), an error when it must be there.
+const nlohmann::json* member(const nlohmann::json& j, const char* key, const std::string& where, bool optional) {
   if (!j.is_object()) throw UserError(where + ": expected an object, got " + shown(j));
   const auto it = j.find(key);
-  return it == j.end() ? nullptr : &*it;
+  if (it != j.end()) return &*it;
+  if (!optional) throw UserError(where + ": " + key + ": missing");
+  return nullptr;
 }
 
 }  // namespace
@@ -54,21 +57,15 @@ double json_value_number(const nlohmann::json& v, const std::string& where, doub
 
 double json_number(const nlohmann::json& j, const char* key, const std::string& where, double lo, double hi,
                    std::optional<double> fallback) {
-  const nlohmann::json* v = member(j, key, where);
-  if (!v) {
-    if (fallback) return *fallback;
-    throw UserError(where + ": " + key + ": missing");
-  }
+  const nlohmann::json* v = member(j, key, where, fallback.has_value());
+  if (!v) return *fallback;
   return json_value_number(*v, where + ": " + key, lo, hi);
 }
 
 int64_t json_integer(const nlohmann::json& j, const char* key, const std::string& where, int64_t lo, int64_t hi,
                      std::optional<int64_t> fallback) {
-  const nlohmann::json* v = member(j, key, where);
-  if (!v) {
-    if (fallback) return *fallback;
-    throw UserError(where + ": " + key + ": missing");
-  }
+  const nlohmann::json* v = member(j, key, where, fallback.has_value());
+  if (!v) return *fallback;
   if (!v->is_number_integer() || v->get<int64_t>() < lo || v->get<int64_t>() > hi ||
       (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi)))
     throw UserError(where + ": " + key + ": expected an integer from " + std::to_string(lo) + " to " +
@@ -78,11 +75,8 @@ int64_t json_integer(const nlohmann::json& j, const char* key, const std::string
 
 std::string json_string(const nlohmann::json& j, const char* key, const std::string& where,
                         std::optional<std::string> fallback) {
-  const nlohmann::json* v = member(j, key, where);
-  if (!v) {
-    if (fallback) return *fallback;
-    throw UserError(where + ": " + key + ": missing");
-  }
+  const nlohmann::json* v = member(j, key, where, fallback.has_value());
+  if (!v) return *fallback;
   if (!v->is_string()) throw UserError(where + ": " + key + ": expected a string, got " + shown(*v));
   return v->get<std::string>();
 }
