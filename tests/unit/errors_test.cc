@@ -171,6 +171,17 @@ TEST(Errors, LoadTracesReportsUnknownFormats) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("no such file"), std::string::npos);
   }
+  // A bundle given where a trace is expected (convert BUNDLE said "no traces found").
+  const std::string bundle = test::test_dir();
+  test::write_file(bundle + "/benchmark.yaml", "format: reprise-bundle\n");
+  try {
+    load_traces({bundle});
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()), bundle +
+                                         ": a Reprise bundle, not a trace or a folder of traces (replay, inspect, "
+                                         "predict, verify and convert --to chakra take bundles)");
+  }
 }
 
 // Two files naming one rank: ranks in file order, as before, but said (rank-0.json beside rank-0.json.gz was rank 1

@@ -162,7 +162,14 @@ TraceSet load_traces(const std::vector<std::string>& inputs, const ReadOptions& 
   Loaded all;
   for (const std::string& in : inputs) load_path(in, all, opt, true);
   TraceSet set;
-  if (all.ets.empty() && all.kinetos.empty()) throw UserError(inputs[0] + ": no traces found");
+  if (all.ets.empty() && all.kinetos.empty()) {
+    std::error_code ec;
+    if (fs::is_regular_file(fs::path(inputs[0]) / "benchmark.yaml", ec))  // its traces are its roles, in traces/
+      throw UserError(inputs[0] +
+                      ": a Reprise bundle, not a trace or a folder of traces (replay, inspect, predict, "
+                      "verify and convert --to chakra take bundles)");
+    throw UserError(inputs[0] + ": no traces found");
+  }
   if (all.ets.empty()) {
     for (Trace& k : all.kinetos) detail::build_nodes_from_kineto(k);
     assign_ranks(all.kinetos, opt);
