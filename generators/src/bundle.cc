@@ -249,8 +249,15 @@ std::vector<std::string> check_hashes(const Bundle& b) {
   auto check = [&](const std::string& file, const std::string& sha256) {
     const std::string path = (fs::path(b.dir) / file).string();
     std::error_code ec;
-    if (!fs::is_regular_file(path, ec)) {
-      problems.push_back(path + ": missing");
+    const fs::file_status st = fs::status(path, ec);
+    if (!fs::is_regular_file(st)) {
+      // a folder or a link that loops is there, but is not the role file
+      std::error_code link_ec;
+      const bool there = fs::exists(fs::symlink_status(path, link_ec));
+      problems.push_back(path + (!there                 ? ": missing"
+                                 : fs::is_directory(st) ? ": a folder, not the role file"
+                                 : ec                   ? ": cannot be read (" + ec.message() + ")"
+                                                        : ": not a regular file"));
       return;
     }
     if (sha256.empty()) return;

@@ -151,6 +151,12 @@ TEST(Bundle, TamperedRoleFailsItsHash) {
   const std::vector<std::string> problems = check_hashes(b);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find(b.roles[0].file), std::string::npos);
+  // A folder where the role file was is there, and is said to be (it was "missing").
+  fs::remove(out + "/" + b.roles[0].file);
+  fs::create_directory(out + "/" + b.roles[0].file);
+  const std::vector<std::string> folder = check_hashes(b);
+  ASSERT_EQ(folder.size(), 1u);
+  EXPECT_EQ(folder[0], (fs::path(out) / b.roles[0].file).string() + ": a folder, not the role file");
 }
 
 // A manifest edited by hand: a device that is not one, or a process group with ranks outside the world, is refused
