@@ -341,6 +341,10 @@ CaptureFacts read_capture_manifest(const std::string& text, const std::string& w
     return v.get<int64_t>();
   };
   CaptureFacts f;
+  if (m.contains("device")) {
+    if (!m["device"].is_string()) throw UserError(where + ": device: expected a string, got " + m["device"].dump());
+    f.device = m["device"].get<std::string>();
+  }
   if (m.contains("threads")) f.threads = static_cast<int>(integer(m["threads"], "threads", 0, 1024));
   if (!m.contains("ranks")) return f;
   if (!m["ranks"].is_array()) throw UserError(where + ": ranks: expected a list");

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -66,11 +65,9 @@ std::string source_hash(const std::string& path) {
 
 // Expected original iteration times: a capture manifest's per-rank uninstrumented times, else the linked Kineto
 // trace's ProfilerStep durations.
-std::vector<double> original_times(const Trace& t, const nlohmann::json& manifest, int64_t source_rank) {
-  if (manifest.is_object() && manifest.contains("ranks"))
-    for (const auto& r : manifest["ranks"])
-      if (r.value("rank", int64_t{-1}) == source_rank && r.contains("iteration_seconds"))
-        return r["iteration_seconds"].get<std::vector<double>>();
+std::vector<double> original_times(const Trace& t, const CaptureFacts& capture, int64_t source_rank) {
+  if (const auto it = capture.iteration_seconds.find(source_rank); it != capture.iteration_seconds.end())
+    return it->second;
   std::vector<double> out;
   for (const Iteration& it : t.iterations)
     if (it.profiler_step && t.nodes[it.node].dur_us > 0) out.push_back(t.nodes[it.node].dur_us * 1e-6);
@@ -79,8 +76,8 @@ std::vector<double> original_times(const Trace& t, const nlohmann::json& manifes
 
 struct Loaded {
   Workspace ws;
-  Bundle meta;  // sources, capture manifest, replay defaults of a source bundle
-  nlohmann::json capture_manifest;
+  Bundle meta;           // sources, capture manifest, replay defaults of a source bundle
+  CaptureFacts capture;  // what the capture manifest says, checked
 };
 
 Loaded load_source(const std::string& source, const GenerateOptions& o) {
@@ -104,10 +101,8 @@ Loaded load_source(const std::string& source, const GenerateOptions& o) {
     l.meta.transforms = b.transforms;
     l.meta.replay = b.replay;
     l.meta.capture_manifest = b.capture_manifest;
-    if (!b.capture_manifest.empty()) {
-      read_capture_manifest(b.capture_manifest, b.dir + "/benchmark.yaml: capture_manifest");
-      l.capture_manifest = nlohmann::json::parse(b.capture_manifest, nullptr, false);
-    }
+    if (!b.capture_manifest.empty())
+      l.capture = read_capture_manifest(b.capture_manifest, b.dir + "/benchmark.yaml: capture_manifest");
     src.ranks = b.world_size;
   } else {
     std::error_code ec;
@@ -128,13 +123,12 @@ Loaded load_source(const std::string& source, const GenerateOptions& o) {
     if (l.ws.roles.size() == 1) l.ws.role_of_rank.assign(static_cast<size_t>(spanned_world(l.ws.roles[0])), 0);
     const fs::path manifest = fs::path(source) / "manifest.json";
     if (fs::is_directory(source, ec) && fs::is_regular_file(manifest, ec)) {
-      std::ifstream in(manifest);
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      l.capture_manifest = nlohmann::json::parse(text, nullptr, false);
-      if (l.capture_manifest.is_object() && l.capture_manifest.contains("reprise_capture")) {
-        read_capture_manifest(text, manifest.string());  // what replay takes from it, checked before it is bundled
+      const std::string text = read_text_file(manifest.string());
+      const nlohmann::json m = nlohmann::json::parse(text, nullptr, false);
+      if (m.is_object() && m.contains("reprise_capture")) {          // another tool's manifest.json is not ours to read
+        l.capture = read_capture_manifest(text, manifest.string());  // checked before it is bundled
         l.meta.capture_manifest = text;
-        const std::string device = l.capture_manifest.value("device", std::string());
+        const std::string& device = l.capture.device;
         if (!device.empty()) l.meta.replay.device = device.rfind("cuda", 0) == 0 ? "cuda" : device;
       }
     }
@@ -279,7 +273,7 @@ GenerateReport finish(Loaded& l, const Config& c, const GenerateOptions& o, doub
       const uint32_t role = ws.role_of_rank[static_cast<size_t>(r)];
       RankExpectation x;
       x.rank = r;
-      x.iteration_seconds = original_times(ws.roles[role], l.capture_manifest, ws.source_rank[role]);
+      x.iteration_seconds = original_times(ws.roles[role], l.capture, ws.source_rank[role]);
       if (!x.iteration_seconds.empty()) b.expected.push_back(x);
     }
 

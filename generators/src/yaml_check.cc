@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "reprise/common/device_name.h"
 #include "reprise/common/error.h"
 #include "reprise/common/files.h"
 #include "reprise/common/utf8.h"
@@ -185,10 +186,7 @@ std::string YamlFile::string(const YAML::Node& n, const std::string& key) const 
 
 std::string YamlFile::device(const YAML::Node& n, const std::string& key) const {
   const std::string d = string(n, key);
-  const bool ordinal = d.size() > 5 && d.rfind("cuda:", 0) == 0 &&
-                       std::all_of(d.begin() + 5, d.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (!(d == "cpu" || d == "cuda" || d == "meta" || ordinal))
-    fail(n, key + ": expected cpu, cuda, cuda:N or meta, not " + d);
+  if (!is_device_name(d, true)) fail(n, key + ": expected cpu, cuda, cuda:N or meta, not " + d);
   return d;
 }
 

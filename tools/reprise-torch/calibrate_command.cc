@@ -12,6 +12,7 @@
 #include "bundle_commands.h"
 #include "cli.h"
 #include "progress.h"
+#include "reprise/common/device_name.h"
 #include "reprise/common/stats.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/comms/sweep.h"
@@ -176,9 +177,7 @@ int cmd_calibrate(int argc, char** argv) {
   if (threads < 1 || threads > 1024) throw UserError("calibrate: --threads must be between 1 and 1024");
   if (passes < 1 || passes > 1000) throw UserError("calibrate: --passes must be between 1 and 1000");
   // A calibration times real work: meta runs nothing, and any other name is not a device.
-  const bool ordinal = device.size() > 5 && device.rfind("cuda:", 0) == 0 &&
-                       device.find_first_not_of("0123456789", 5) == std::string::npos;
-  if (device != "cpu" && device != "cuda" && !ordinal)
+  if (!is_device_name(device, false))
     throw UserError("calibrate: --device must be cpu, cuda or cuda:N, not '" + device + "'");
   const size_t comms_max = parse_bytes(comms_max_text, "calibrate: --comms-max-bytes");
   const std::map<std::string, std::string> dtypes{

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "reader_internal.h"
+#include "reprise/common/device_name.h"
 
 namespace reprise {
 
@@ -367,11 +368,8 @@ void check_synthetic_spec(const SyntheticSpec& s) {
   range("world size", s.world_size, 1, 1 << 20, "ranks of one process group");
   range("rank", s.rank, 0, s.world_size - 1, "a rank of the world size");
   // The device its tensors record, as PyTorch writes one: cpu, cuda or cuda:N (meta: shapes only).
-  const std::string& d = s.device;
-  const bool ordinal =
-      d.size() > 5 && d.rfind("cuda:", 0) == 0 && d.find_first_not_of("0123456789", 5) == std::string::npos;
-  if (d != "cpu" && d != "cuda" && d != "meta" && !ordinal)
-    throw UserError("synthetic trace: device '" + d + "' is not one (cpu, cuda, cuda:N or meta)");
+  if (!is_device_name(s.device, true))
+    throw UserError("synthetic trace: device '" + s.device + "' is not one (cpu, cuda, cuda:N or meta)");
 }
 
 Trace synthetic_trace(const SyntheticSpec& spec) {

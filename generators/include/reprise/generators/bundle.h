@@ -102,11 +102,12 @@ void print_bundle(std::FILE* out, const Bundle& b);
 // "0-7,9,12-15": sorted ranks as ranges.
 std::string rank_ranges(const std::vector<int64_t>& ranks);
 
-// What replay and generate take from a capture folder's manifest.json (or a bundle's copy of it): the threads it ran
-// with (0: not said) and each rank's uninstrumented iteration times and peak memory. Every value is checked: a
-// manifest edited by hand is one line naming `where` and the key (`ranks[0]: iteration_seconds[1]: ...`), never a
-// replay of 100,000 threads or an original time of -1 s.
+// What replay and generate take from a capture folder's manifest.json (or a bundle's copy of it): the device and the
+// threads it ran with (0: not said) and each rank's uninstrumented iteration times and peak memory. Every value is
+// checked: a manifest edited by hand is one line naming `where` and the key (`ranks[0]: iteration_seconds[1]: ...`),
+// never a replay of 100,000 threads or an original time of -1 s.
 struct CaptureFacts {
+  std::string device;  // what the capture ran on ("cuda:0"); empty when not said
   int threads = 0;
   std::map<int64_t, std::vector<double>> iteration_seconds;  // by rank
   std::map<int64_t, int64_t> peak_memory_bytes;              // by rank, -1 unknown
