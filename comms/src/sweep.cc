@@ -104,17 +104,6 @@ std::pair<size_t, size_t> buffer_elems(const Descriptor& d, size_t cnt, int n) {
   return {d.in_elems(cnt, n), d.out_elems(cnt, n)};
 }
 
-// The sweep's Args::count per row, smallest first (rows with fewer elements than ranks are left out).
-std::vector<size_t> sweep_counts(const SweepOptions& o, int n) {
-  const size_t es = dtype_size(o.dtype);
-  std::vector<size_t> counts;
-  for (double b = double(std::max<size_t>(o.min_bytes, es)); b <= double(o.max_bytes) * 1.0000001; b *= o.factor) {
-    size_t cnt = describe(o.kind).sweep_count(static_cast<size_t>(b) / es, n);
-    if (cnt > 0) counts.push_back(cnt);
-  }
-  return counts;
-}
-
 Step prepare(Communicator& c, const SweepOptions& o, size_t cnt) {
   const int n = c.size();
   const size_t es = dtype_size(o.dtype);
@@ -245,6 +234,16 @@ std::vector<SweepRow> sweep(Communicator& c, const SweepOptions& o,
     if (on_row) on_row(row);
   }
   return rows;
+}
+
+std::vector<size_t> sweep_counts(const SweepOptions& o, int nranks) {
+  const size_t es = dtype_size(o.dtype);
+  std::vector<size_t> counts;
+  for (double b = double(std::max<size_t>(o.min_bytes, es)); b <= double(o.max_bytes) * 1.0000001; b *= o.factor) {
+    size_t cnt = describe(o.kind).sweep_count(static_cast<size_t>(b) / es, nranks);
+    if (cnt > 0) counts.push_back(cnt);
+  }
+  return counts;
 }
 
 SweepMemory sweep_memory(const SweepOptions& o, int nranks) {

@@ -148,6 +148,9 @@ TEST(Cli, CommsUsageErrorsAreOneLineExitTwo) {
       {"--redop avg --dtype bool", "avg is not defined for bool"},
       {"-b 4096G", "host memory per rank"},
       {"--backend tcp", "--backend tcp: mpi, nccl or auto"},
+      {"-e 0", "--min-bytes 0 to --max-bytes 0 (x2) gives each of 1 rank(s) an element of all_reduce of float: the "
+               "smallest that does is 4 bytes"},
+      {"-b 1 -e 7 -d double", "the smallest that does is 8 bytes"},
       // Boost builds its message by substituting %name% until none is left: this one looped forever.
       {"-%canonical_option%fr", "a %name% sequence is not accepted"},
   };
@@ -771,6 +774,9 @@ TEST(Cli, ConflictingModesAndForeignOptionsAreOneLine) {
            "analyze: --evaluate and --train are separate modes: give one");
   one_line(run("analyze --make-corpus " + dir + "/c x.json --evaluate " + dir),
            "analyze: --make-corpus and --evaluate are separate modes");
+  // Boost reads "-1" as an unsigned number by wrapping it: the parse refuses a sign on unsigned options.
+  one_line(run("analyze --make-corpus " + dir + "/c x.json --seed -1"), "--seed -1: must be 0 or more");
+  one_line(run("analyze --make-corpus " + dir + "/c x.json --seed=-1"), "--seed -1: must be 0 or more");
   ASSERT_EQ(run("synth --out " + dir + "/s.json.gz --iterations 1 --layers 1").status, 0);
   one_line(run("convert " + dir + "/s.json.gz " + dir + "/c.json --prefix p"),
            "--prefix, --step, --all-steps and --ctrl-as-data are for --to chakra");

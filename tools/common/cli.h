@@ -36,7 +36,19 @@ inline po::variables_map parse(int argc, char** argv, const po::options_descript
       throw UserError(std::string("argument '") + argv[i] + "': a %name% sequence is not accepted in arguments");
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
+    po::parsed_options parsed = po::command_line_parser(argc, argv).options(opts).positional(pos).run();
+    // Boost reads "-1" as an unsigned number by wrapping it (--seed -1 was 18446744073709551615): refuse it.
+    for (const po::option& o : parsed.options) {
+      const po::option_description* d = opts.find_nothrow(o.string_key, false);
+      const po::value_semantic* v = d ? d->semantic().get() : nullptr;
+      const bool is_unsigned = dynamic_cast<const po::typed_value<unsigned>*>(v) ||
+                               dynamic_cast<const po::typed_value<unsigned long>*>(v) ||
+                               dynamic_cast<const po::typed_value<unsigned long long>*>(v);
+      for (const std::string& value : o.value)
+        if (is_unsigned && value.find('-') != std::string::npos)
+          throw UserError("--" + o.string_key + " " + value + ": must be 0 or more");
+    }
+    po::store(parsed, vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw UserError(e.what());

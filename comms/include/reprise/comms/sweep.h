@@ -37,6 +37,9 @@ struct SweepMemory {
   size_t buffers = 0, host_copy = 0;
 };
 SweepMemory sweep_memory(const SweepOptions& o, int nranks);
+// The sweep's element counts per row over `nranks` ranks, smallest first: sizes too small to give every rank an
+// element are left out, so a range of only such sizes has none.
+std::vector<size_t> sweep_counts(const SweepOptions& o, int nranks);
 
 std::vector<SweepRow> sweep(Communicator& c, const SweepOptions& o,
                             const std::function<void(const SweepRow&)>& on_row = {});
