@@ -615,6 +615,21 @@ TEST(Capture, DlrmTablesOfTheirOwnSizesAndAShardingPlan) {
   bad = {};
   bad.shards = {0};
   EXPECT_NE(refused(bad, 1).find("are dlrm's"), std::string::npos) << refused(bad, 1);
+  // A size only another workload reads is refused, not ignored.
+  bad = {};
+  bad.tables = 4;  // mlp
+  EXPECT_EQ(refused(bad, 1), "workload 'mlp': --tables is not one of its sizes (--batch --hidden --layers)");
+  bad = o;
+  bad.layers = 3;
+  EXPECT_NE(refused(bad, 1).find("'dlrm': --layers is not one of its sizes"), std::string::npos) << refused(bad, 1);
+  bad = {};
+  bad.name = "gpt";
+  bad.rows = 10;
+  EXPECT_NE(refused(bad, 1).find("'gpt': --rows is not one of its sizes"), std::string::npos) << refused(bad, 1);
+  bad.rows = 0;
+  bad.seq = 16;
+  bad.layers = 1;
+  EXPECT_EQ(refused(bad, 1), "");
   bad = o;
   bad.table_lookups = {2, int64_t{1} << 62, 1};  // the indices' count would overflow
   EXPECT_NE(refused(bad, 1).find("table 1: batch 4 x 1 ranks x"), std::string::npos) << refused(bad, 1);

@@ -51,22 +51,35 @@ struct Entry {
   const char* help;
   std::unique_ptr<detail::Workload> (*make)(const WorkloadOptions&, at::Device);
   void (*check)(const WorkloadOptions&, int world);  // before anything is built; nullptr: nothing to check
+  const char* sizes;                                 // the size options it reads, as its help names them
 };
+
+// The size options of every workload (0: the workload's default), by the name --help gives them.
+const std::vector<std::pair<const char*, int64_t WorkloadOptions::*>>& size_options() {
+  static const std::vector<std::pair<const char*, int64_t WorkloadOptions::*>> sizes = {
+      {"--batch", &WorkloadOptions::batch}, {"--hidden", &WorkloadOptions::hidden},
+      {"--layers", &WorkloadOptions::layers}, {"--tables", &WorkloadOptions::tables},
+      {"--rows", &WorkloadOptions::rows},     {"--dim", &WorkloadOptions::dim},
+      {"--lookups", &WorkloadOptions::lookups}, {"--seq", &WorkloadOptions::seq},
+      {"--heads", &WorkloadOptions::heads},   {"--vocab", &WorkloadOptions::vocab},
+  };
+  return sizes;
+}
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> table = {
       {"mlp", "Linear+ReLU layers, MSE loss, SGD (--batch --hidden --layers); data parallel", detail::make_mlp,
-       nullptr},
+       nullptr, "--batch --hidden --layers"},
       {"dlrm",
        "EmbeddingBag tables (model parallel, all_to_all) + MLPs (data parallel, all_reduce), dot interaction "
        "(--batch --tables --rows --dim --lookups --hidden); tables of their own sizes and pooling, placed by a "
        "sharding plan (--table-rows --table-lookups --shards)",
-       detail::make_dlrm, detail::check_dlrm},
+       detail::make_dlrm, detail::check_dlrm, "--batch --tables --rows --dim --lookups --hidden"},
       {"gpt",
        "decoder blocks: causal attention, LayerNorm, GELU MLP, AdamW (--batch --seq --hidden --heads --layers "
        "--vocab); Megatron-style tensor, pipeline (1F1B) and data parallel (--tp --pp --dp --micro-batches), "
        "ZeRO (--zero)",
-       detail::make_gpt, detail::check_gpt},
+       detail::make_gpt, detail::check_gpt, "--batch --seq --hidden --heads --layers --vocab"},
   };
   return table;
 }
@@ -113,6 +126,12 @@ void check_options(const WorkloadOptions& o, int world_size) {
                                 "parallel over the launch's ranks");
   if (o.name != "dlrm" && (!o.table_rows.empty() || !o.table_lookups.empty() || !o.shards.empty()))
     throw std::invalid_argument("workload '" + o.name + "': --table-rows, --table-lookups and --shards are dlrm's");
+  // A size another workload reads would be silently ignored: a capture of something else than asked for.
+  const std::string sizes = std::string(entry.sizes) + " ";
+  for (const auto& [flag, field] : size_options())
+    if (o.*field != 0 && sizes.find(std::string(flag) + " ") == std::string::npos)
+      throw std::invalid_argument("workload '" + o.name + "': " + flag + " is not one of its sizes (" + entry.sizes +
+                                  ")");
   if (entry.check) entry.check(o, world_size);
 }
 
