@@ -64,6 +64,34 @@ TEST(Errors, StructuralErrorsNameTheirByte) {
   }
 }
 
+// A string simdjson cannot unescape (a bad escape, a lone surrogate) is named as such, at its byte: it was "is not a
+// string", at the node's start.
+TEST(Errors, BadEscapesNameTheirByte) {
+  const std::string head = R"J({"schema": "1.1.0-chakra.0.0.4", "nodes": [)J" + test::kEtRootNode +
+                           R"J(, {"id": 2, "ctrl_deps": 1, "name": "re)J";
+  std::string e = test::et_read_error(head + R"J(\q"}]})J");  // the byte after the backslash
+  EXPECT_NE(e.find("bad.json: byte " + std::to_string(head.size() + 1) + ": node 2: \"name\": invalid JSON"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("forbidden character after backslash"), std::string::npos) << e;
+  e = test::et_read_error(with_nodes(test::kEtRootNode +
+                                     R"J(, {"id": 2, "ctrl_deps": 1, "name": "x", "attrs": [{"name": "\ud800x"}]})J"));
+  EXPECT_NE(e.find("node 2: \"attr name\": invalid JSON"), std::string::npos) << e;
+  EXPECT_NE(e.find("surrogate"), std::string::npos) << e;
+  EXPECT_EQ(e.find("is not a string"), std::string::npos) << e;
+
+  Trace t;
+  const std::string kineto = R"J({"schemaVersion": 1, "traceEvents": [{"ph": "X", "name": "aten::m)J";
+  try {
+    read_kineto_text(kineto + R"J(\qm", "ts": 12, "dur": 3, "pid": 1, "tid": 1}]})J", "k.json", t);
+    ADD_FAILURE() << "a bad escape was read";
+  } catch (const UserError& x) {
+    EXPECT_NE(std::string(x.what()).find("k.json: byte " + std::to_string(kineto.size() + 1) + ": invalid Kineto JSON"),
+              std::string::npos)
+        << x.what();
+  }
+}
+
 TEST(Errors, WrongTypesAndMissingFields) {
   EXPECT_NE(test::et_read_error(with_nodes(R"J({"id": "one", "name": "x", "ctrl_deps": 1})J"))
                 .find("\"id\" is not an integer"),

@@ -35,9 +35,9 @@ struct NoDom : nlohmann::json_sax<nlohmann::json> {
 
 }  // namespace
 
-size_t first_json_error(std::string_view text, std::string& why) {
+size_t first_json_error(std::string_view text, std::string& why, bool one_value) {
   NoDom sax;
-  nlohmann::json::sax_parse(text.begin(), text.end(), &sax, nlohmann::json::input_format_t::json, true);
+  nlohmann::json::sax_parse(text.begin(), text.end(), &sax, nlohmann::json::input_format_t::json, !one_value);
   if (sax.at == std::string_view::npos) return sax.at;
   why = sax.why;
   return sax.at > 0 ? sax.at - 1 : 0;  // nlohmann counts the bytes read, the bad one included

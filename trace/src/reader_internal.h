@@ -33,6 +33,7 @@ std::string normalize_collective_name(std::string_view raw);
 // The byte of the first syntax error in `text` (npos when it has none) and why, from a streaming parse that
 // builds nothing: simdjson finds structural errors (an unclosed string, a control character in a string, a cut
 // file) before it reads a value, and cannot say where.
-size_t first_json_error(std::string_view text, std::string& why);
+// With `one_value`, the text is one JSON value followed by anything (a node among others).
+size_t first_json_error(std::string_view text, std::string& why, bool one_value = false);
 
 }  // namespace reprise::detail

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "reprise/common/error.h"
 
@@ -13,6 +14,7 @@ struct ErrorContext {
   // The text being parsed: the file offset of its first byte, and the buffer node_start points into.
   uint64_t piece_base = 0;
   const char* piece_data = nullptr;
+  size_t piece_size = 0;
   const char* node_start = nullptr;  // the node being read, when known
   int64_t id = 0, last_id = 0;       // the node being read, and the last one read whole
   bool id_set = false, last_id_set = false;
@@ -26,6 +28,10 @@ struct ErrorContext {
     uint64_t off = piece_base + (node_start ? static_cast<uint64_t>(node_start - piece_data) : 0);
     fail_at(off, (id_set ? "node " + std::to_string(id) : std::string("node")) + ": " + msg);
   }
+
+  // A string of the node that simdjson could not unescape (a bad escape, a lone surrogate): the byte where a
+  // streaming parse of the node stops, else the node's start.
+  [[noreturn]] void string_fail(const std::string& what) const;
 };
 
 }  // namespace reprise::detail

@@ -71,6 +71,7 @@ class EtText {
 
   void parse_whole() {
     errors_.piece_data = buf_.data();
+    errors_.piece_size = end_;
     errors_.piece_base = 0;
     bool saw_nodes = false;
     try {
@@ -317,6 +318,7 @@ class EtText {
     size_t len = static_cast<size_t>(to_off - from_off);
     piece_.resize(len + 2);
     errors_.piece_data = piece_.data();
+    errors_.piece_size = len + 2;
     piece_[0] = '[';
     std::memcpy(piece_.data() + 1, buf_.data() + from, len);
     piece_[len + 1] = ']';
@@ -335,6 +337,7 @@ class EtText {
         size_t bad = first_invalid_utf8(piece_.data(), len);
         if (bad < len) c.fail_at(c.piece_base + bad, "a byte that is not UTF-8 (JSON text is UTF-8)");
       }
+      if (e.error() == simdjson::STRING_ERROR && c.node_start) c.string_fail("a string");
       // simdjson cannot always say where it failed; the start of the node being read is the place we know, and
       // before any node is read (a structural error) a streaming parse of the piece finds the byte.
       if (!c.node_start) {

@@ -1,5 +1,7 @@
 #include "node_reader.h"
 
+#include "reader_internal.h"
+
 namespace reprise::detail {
 
 namespace od = simdjson::ondemand;
@@ -201,11 +203,25 @@ int64_t NodeParse::get_int(simdjson::simdjson_result<int64_t> v, std::string_vie
 
 std::string_view NodeParse::get_str(simdjson::simdjson_result<std::string_view> v, std::string_view what) const {
   std::string_view s;
-  if (std::move(v).get(s) != simdjson::SUCCESS) errors_.node_fail("\"" + std::string(what) + "\" is not a string");
+  const simdjson::error_code e = std::move(v).get(s);
+  if (e == simdjson::STRING_ERROR) errors_.string_fail("\"" + std::string(what) + "\"");
+  if (e != simdjson::SUCCESS) errors_.node_fail("\"" + std::string(what) + "\" is not a string");
   return s;
 }
 
 }  // namespace
+
+void ErrorContext::string_fail(const std::string& what) const {
+  if (node_start && piece_data && node_start >= piece_data && node_start < piece_data + piece_size) {
+    const size_t from = static_cast<size_t>(node_start - piece_data);
+    std::string why;
+    const size_t at = first_json_error(std::string_view(node_start, piece_size - from), why, true);
+    if (at != std::string_view::npos)
+      fail_at(piece_base + from + at, (id_set ? "node " + std::to_string(id) + ": " : std::string()) + what +
+                                          ": invalid JSON: " + why);
+  }
+  node_fail(what + ": a string that is not valid JSON (a bad escape or surrogate)");
+}
 
 void NodeReader::read(od::object obj) {
   tree_.pool.clear();

@@ -75,11 +75,14 @@ class KinetoReader {
         if (bad < text.size())
           throw UserError(name_ + ": byte " + std::to_string(bad) + ": a byte that is not UTF-8 (JSON text is UTF-8)");
       }
-      if (off == 0) {
+      // Before any event is read (a structural error), or in an event's string (a bad escape): a streaming parse
+      // finds the byte, from the event's start.
+      if (off == 0 || e.error() == simdjson::STRING_ERROR) {
         std::string why;
-        if (const size_t at = detail::first_json_error(std::string_view(text.data(), text.size()), why);
+        if (const size_t at = detail::first_json_error(std::string_view(text.data() + off, text.size() - off), why,
+                                                       off != 0);
             at != std::string_view::npos)
-          throw UserError(name_ + ": byte " + std::to_string(at) + ": invalid Kineto JSON: " + why);
+          throw UserError(name_ + ": byte " + std::to_string(off + at) + ": invalid Kineto JSON: " + why);
       }
       throw UserError(name_ + ": byte " + std::to_string(off) +
                       ": invalid Kineto JSON: " + simdjson::error_message(e.error()));
