@@ -1,5 +1,6 @@
 #include "yaml_check.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 
 #include <algorithm>
@@ -147,6 +148,9 @@ YAML::Node load_utf8(const std::string& path, const std::string& text) {
       throw UserError(place(path, body, static_cast<size_t>(check.repeat->at.pos)) + ": " + check.repeat->key +
                       ": given twice in one map (first at line " + std::to_string(check.repeat->first.line + 1) + ")");
     return YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {  // its message is yaml-cpp's "bad file"
+    throw UserError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                    ": nested " + std::to_string(e.depth()) + " levels deep, more than the YAML reader takes");
   } catch (const YAML::Exception& e) {
     throw UserError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " +
                     e.msg);

@@ -441,6 +441,9 @@ TEST(Config, MistakesNameTheirPlaceAndWriteNothing) {
       {"empty_source", "source: \"\"\n", ":1:9: source: expected a path, not an empty string"},
       {"bad_ordinal", "source: " + job + "\nreplay: {device: cuda:x}\n",
        ":2:18: device: expected cpu, cuda, cuda:N or meta, not cuda:x"},
+      // yaml-cpp's own message for this is "bad file"
+      {"too_deep", "source: " + job + "\ntransforms: " + std::string(600, '[') + std::string(600, ']') + "\n",
+       "nested 500 levels deep, more than the YAML reader takes"},
       // what only the traces reveal is said at the transform's place
       {"nothing_left", "source: " + job + "\ntransforms:\n  - select: {exclude: '.'}\n",
        ":3:5: select: nothing is left of"},
