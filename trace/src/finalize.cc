@@ -87,6 +87,22 @@ std::string comm_dtype(std::string_view d) {
   return s;
 }
 
+// A group that no launch could have made is refused where it is described: replay would otherwise build it (and
+// its collectives' buffers) from a negative size, or fail later naming the wrong cause.
+void check_process_group(const Trace& t, const Node& n, const ProcessGroup& pg) {
+  auto fail = [&](const std::string& why) {
+    throw UserError(t.source + ": node " + std::to_string(n.id) + ": process group '" + pg.name + "': " + why);
+  };
+  if (pg.size < 0) fail("group_size " + std::to_string(pg.size) + " is negative");
+  std::vector<int64_t> sorted = pg.ranks;
+  std::sort(sorted.begin(), sorted.end());
+  if (!sorted.empty() && sorted.front() < 0) fail("rank " + std::to_string(sorted.front()) + " is negative");
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i] == sorted[i - 1]) fail("rank " + std::to_string(sorted[i]) + " is listed twice");
+  if (!pg.ranks.empty() && pg.size != static_cast<int64_t>(pg.ranks.size()))
+    fail("group_size " + std::to_string(pg.size) + " but " + std::to_string(pg.ranks.size()) + " ranks listed");
+}
+
 void read_process_groups(Trace& t, const Node& n, const ReadOptions& opt) {
   auto in = t.inputs(n);
   if (in.empty() || in[0].kind != ValueKind::String) return;
@@ -126,6 +142,7 @@ void read_process_groups(Trace& t, const Node& n, const ReadOptions& opt) {
     else if (g.contains("pg_size") && g["pg_size"].is_number_integer())
       pg.size = g["pg_size"].get<int64_t>();
     if (pg.size == 0) pg.size = static_cast<int64_t>(pg.ranks.size());
+    check_process_group(t, n, pg);
     t.process_groups.push_back(std::move(pg));
   }
 }
