@@ -120,6 +120,17 @@ Loaded load_source(const std::string& source, const GenerateOptions& o) {
       l.ws.roles.push_back(std::move(t));
     }
     src.ranks = static_cast<int>(set.ranks.size());
+    // A job's traces are its ranks 0..N-1; a folder of some of them (rank-0 and rank-5) is numbered again.
+    std::string listed;
+    bool renumbered = false;
+    for (size_t i = 0; i < l.ws.source_rank.size(); ++i) {
+      listed += (i ? ", " : "") + std::to_string(l.ws.source_rank[i]);
+      renumbered = renumbered || l.ws.source_rank[i] != static_cast<int64_t>(i);
+    }
+    if (renumbered && l.ws.source_rank.size() > 1 && ro.warn)
+      ro.warn(source + ": its traces are ranks " + listed + ", not 0 to " + std::to_string(src.ranks - 1) +
+              ": the bundle's ranks 0 to " + std::to_string(src.ranks - 1) +
+              " replay them in that order (benchmark.yaml names each role's source_rank)");
     if (l.ws.roles.size() == 1) l.ws.role_of_rank.assign(static_cast<size_t>(spanned_world(l.ws.roles[0])), 0);
     const fs::path manifest = fs::path(source) / "manifest.json";
     if (fs::is_directory(source, ec) && fs::is_regular_file(manifest, ec)) {

@@ -102,6 +102,29 @@ TEST(Bundle, DataParallelRanksShareOneRoleAndKeepTheirIds) {
   check_bundle_ranks(b);
 }
 
+// A job's files numbered otherwise (rank-0 and rank-5 of a job of 2) become the bundle's ranks 0 and 1, with a
+// warning. (Some ranks of a larger job are refused: their process
+// groups name ranks outside the world.)
+TEST(Bundle, RanksNumberedOtherwiseAreNumberedAgainAndSaidToBe) {
+  const std::string job = synthetic_job(2);
+  const std::string odd = test::test_dir() + "/odd";
+  fs::create_directories(odd);
+  fs::copy_file(job + "/rank-0.et.json.gz", odd + "/rank-0.et.json.gz");
+  fs::copy_file(job + "/rank-1.et.json.gz", odd + "/rank-5.et.json.gz");
+  GenerateOptions o = quiet(test::test_dir() + "/odd_bundle");
+  std::vector<std::string> warnings;
+  o.warn = [&](const std::string& w) { warnings.push_back(w); };
+  GenerateReport r = generate_from_trace(odd, o);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("its traces are ranks 0, 5, not 0 to 1"), std::string::npos) << warnings[0];
+  EXPECT_EQ(r.bundle.world_size, 2);  // data parallel: one role, whose ranks take their ids back
+
+  warnings.clear();
+  o.out = test::test_dir() + "/all_ranks";
+  generate_from_trace(job, o);
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+}
+
 TEST(Bundle, ManifestRoundTripsEveryField) {
   const std::string job = synthetic_job(2);
   const std::string out = test::temp_dir() + "/rt";
