@@ -499,6 +499,18 @@ TEST(Cli, GenerateInspectVerifyReplayABundle) {
   Result bad = run("verify " + dir + "/moved");
   EXPECT_EQ(bad.status, 1) << bad.out;
   EXPECT_NE(bad.out.find("role-0.et.json.gz"), std::string::npos) << bad.out;
+  // A role without a hash that does not read: the rank check and the dry run both fail on it, said once.
+  const std::string manifest = dir + "/moved/benchmark.yaml";
+  const std::string unhashed = std::regex_replace(reprise::read_text_file(manifest),
+                                                  std::regex("(role-0.et.json.gz\n +sha256: )[0-9a-f]+"), "$1\"\"");
+  ASSERT_NE(unhashed, reprise::read_text_file(manifest));
+  reprise::test::write_file(manifest, unhashed);
+  reprise::test::write_file(role, "{\"nodes\": [");
+  Result cut = run("verify " + dir + "/moved -q");
+  EXPECT_EQ(cut.status, 1) << cut.out;
+  const std::string said = "reprise: verify: " + role + ": byte 11: unexpected end of file";
+  EXPECT_NE(cut.out.find(said), std::string::npos) << cut.out;
+  EXPECT_EQ(cut.out.find(said, cut.out.find(said) + 1), std::string::npos) << "said twice: " << cut.out;
 
   reprise::test::write_file(dir + "/bad.yaml", "source: .\ntransforms:\n  - scale: {world_size: -3}\n");
   Result e = run("generate " + dir + "/bad.yaml --out " + dir + "/never");
