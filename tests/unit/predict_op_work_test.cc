@@ -1,6 +1,8 @@
 // Op families against hand-computed FLOPs and bytes.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "reprise/predict/op_work.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/table_batched.h"
@@ -241,6 +243,58 @@ TEST(OpWork, ATableBatchedBackwardIsOneStepUnit) {
   EXPECT_EQ(units, (std::vector<std::string>{"fbgemm::dense_embedding_codegen_lookup_function",
                                              "torch::autograd::CppNode<SplitLookupFunction_Dense_Op>",
                                              "aten::threshold_backward"}));
+}
+
+// The pairing is a stack's, found from each backward node back: on random sequences of lookups and backward nodes
+// (more of either, unmatched ones, another width between), each backward pairs with the stack's top, or the nearest
+// lookup when none is open, as a scan from the start would have it.
+TEST(OpWork, TableBatchedPairingIsTheStacksOnAnySequence) {
+  const char* cpu =
+      "fbgemm::split_embedding_codegen_lookup_sgd_function_cpu(Tensor host_weights, Tensor weights_placements, Tensor "
+      "weights_offsets, Tensor D_offsets, int total_D, int max_D, Tensor hash_size_cumsum, int total_hash_size_bits, "
+      "Tensor indices, Tensor offsets, int pooling_mode, Tensor? indice_weights, Tensor? feature_requires_grad) -> "
+      "Tensor";
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    Built x;
+    auto l = [&](int64_t n) { return x.t({n}, "long int", 8); };
+    auto i = [&](int64_t n) { return x.t({n}, "int", 4); };
+    std::string kinds;  // L: lookup, B: backward, l and b: of another width, o: another op
+    const int n = 1 + static_cast<int>(rng() % 24);
+    for (int k = 0; k < n; ++k) {
+      const char c = "LLBBlbo"[rng() % 7];
+      const int64_t width = c == 'l' || c == 'b' ? 32 : 64;
+      if (c == 'L' || c == 'l')
+        x.b.op(cpu,
+               {x.t({100 * 2 * 32}), i(2), l(2), i(3), x.b.integer(width), x.b.integer(32), l(3), x.b.integer(20),
+                l(8), l(2 * 16 + 1), x.b.integer(1), x.b.none(), x.b.none()},
+               {x.t({16, width})});
+      else if (c == 'B' || c == 'b')
+        x.b.op("torch::autograd::CppNode<SplitLookupFunction_sgd_Op>", {x.t({16, width})}, {});
+      else
+        x.b.op("aten::relu(Tensor self) -> Tensor", {x.t({16, 64})}, {x.t({16, 64})});
+      kinds += c;
+    }
+    Trace tr = x.b.finish();
+    const uint32_t first = last_op(tr) + 1 - static_cast<uint32_t>(n);
+    for (int k = 0; k < n; ++k) {
+      if (kinds[k] != 'B' && kinds[k] != 'b') continue;
+      const char lookup = kinds[k] == 'B' ? 'L' : 'l';
+      std::vector<int> open;
+      int latest = -1;
+      for (int j = 0; j < k; ++j) {
+        if (kinds[j] == lookup) {
+          open.push_back(j);
+          latest = j;
+        } else if (kinds[j] == kinds[k] && !open.empty()) {
+          open.pop_back();
+        }
+      }
+      const int want = open.empty() ? latest : open.back();
+      const uint32_t got = table_batched_forward_of(tr, first + static_cast<uint32_t>(k));
+      EXPECT_EQ(got, want < 0 ? kNone32 : first + static_cast<uint32_t>(want)) << kinds << " at " << k;
+    }
+  }
 }
 
 // Two modules' lookups of one shape run forward A then B; backward runs B's node, then A's: each pairs with its own

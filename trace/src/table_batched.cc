@@ -118,30 +118,49 @@ uint32_t table_batched_forward_of(const Trace& t, uint32_t backward) {
   const bool dense = table_batched_dense(opt);
   const std::string want =
       dense ? "dense_embedding_codegen_lookup_function" : "_codegen_lookup_" + std::string(opt) + "_function";
+  // What a node's name makes it, decided once per name (the scan below may pass most of the trace):
+  // 1 a lookup of this optimizer, 2 a backward node of it, 3 neither.
+  std::vector<uint8_t> name_kind(t.strings.size(), 0);
+  auto kind_of = [&](const Node& x) {
+    uint8_t& k = name_kind[x.name];
+    if (k == 0) {
+      const std::string_view name = t.name(x), base = op_base_name(name);
+      if (is_table_batched_lookup(base) && base.find(want) != std::string_view::npos &&
+          (dense || base.substr(0, 5) != "dense"))
+        k = 1;
+      else
+        k = table_batched_backward_optimizer(name) == opt ? 2 : 3;
+    }
+    return k;
+  };
   auto lookup = [&](const Node& f) {
-    const std::string_view base = op_base_name(t.name(f));
-    if (f.kind != NodeKind::Operator || !is_table_batched_lookup(base) || base.find(want) == std::string_view::npos ||
-        (!dense && base.substr(0, 5) == "dense") || f.num_outputs == 0)
-      return false;
+    if (kind_of(f) != 1 || f.kind != NodeKind::Operator || f.num_outputs == 0) return false;
     const Value& o = t.values[f.outputs];
     return o.kind == ValueKind::Tensor && same_shape(t, t.tensors[o.ref], *grad);
   };
   auto same_backward = [&](const Node& x) {
+    if (kind_of(x) != 2) return false;
     const Tensor* g = table_batched_tensor(t, x, TableBatchedArg{0});
-    return table_batched_backward_optimizer(t.name(x)) == opt && g && same_shape(t, *g, *grad);
+    return g && same_shape(t, *g, *grad);
   };
-  std::vector<uint32_t> open;  // lookups not yet paired with a backward node, in order
-  uint32_t latest = kNone32;
-  for (uint32_t k = 0; k < backward; ++k) {
+  // The stack's top at `backward`, found from `backward` back: lookups and backward nodes nest as parentheses, so
+  // the lookup that closes no later backward node is the one still open. A scan from the trace's start would be the
+  // same answer in time quadratic in the trace's length (one scan per backward node: minutes on a bundle of a few
+  // hundred steps); from the back it ends at the backward's own step. With no lookup open (more backward nodes than
+  // lookups), the nearest lookup before it.
+  uint32_t nearest = kNone32;
+  int64_t closed = 0;  // backward nodes between here and `backward` not yet matched to a lookup
+  for (uint32_t k = backward; k-- > 0;) {
     const Node& x = t.nodes[k];
     if (lookup(x)) {
-      open.push_back(k);
-      latest = k;
-    } else if (!open.empty() && same_backward(x)) {
-      open.pop_back();
+      if (nearest == kNone32) nearest = k;
+      if (closed == 0) return k;
+      --closed;
+    } else if (same_backward(x)) {
+      ++closed;
     }
   }
-  return open.empty() ? latest : open.back();
+  return nearest;
 }
 
 }  // namespace reprise
