@@ -148,8 +148,9 @@ TEST(Cli, CommsUsageErrorsAreOneLineExitTwo) {
       {"--redop avg --dtype bool", "avg is not defined for bool"},
       {"-b 4096G", "host memory per rank"},
       {"--backend tcp", "--backend tcp: mpi, nccl or auto"},
-      {"-e 0", "--min-bytes 0 to --max-bytes 0 (x2) gives each of 1 rank(s) an element of all_reduce of float: the "
-               "smallest that does is 4 bytes"},
+      {"-e 0",
+       "--min-bytes 0 to --max-bytes 0 (x2) gives each of 1 rank(s) an element of all_reduce of float: the "
+       "smallest that does is 4 bytes"},
       {"-b 1 -e 7 -d double", "the smallest that does is 8 bytes"},
       // Boost builds its message by substituting %name% until none is left: this one looped forever.
       {"-%canonical_option%fr", "a %name% sequence is not accepted"},

@@ -74,8 +74,8 @@ TEST(Errors, BadEscapesNameTheirByte) {
             std::string::npos)
       << e;
   EXPECT_NE(e.find("forbidden character after backslash"), std::string::npos) << e;
-  e = test::et_read_error(with_nodes(test::kEtRootNode +
-                                     R"J(, {"id": 2, "ctrl_deps": 1, "name": "x", "attrs": [{"name": "\ud800x"}]})J"));
+  e = test::et_read_error(
+      with_nodes(test::kEtRootNode + R"J(, {"id": 2, "ctrl_deps": 1, "name": "x", "attrs": [{"name": "\ud800x"}]})J"));
   EXPECT_NE(e.find("node 2: \"attr name\": invalid JSON"), std::string::npos) << e;
   EXPECT_NE(e.find("surrogate"), std::string::npos) << e;
   EXPECT_EQ(e.find("is not a string"), std::string::npos) << e;

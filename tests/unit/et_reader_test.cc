@@ -213,16 +213,19 @@ TEST(EtReader, ProcessGroupsAndIterations) {
 TEST(EtReader, ImpossibleProcessGroupsAreRefused) {
   auto read_groups = [](const std::string& groups) {
     const std::string escaped = std::regex_replace(groups, std::regex("\""), "\\\"");
-    read_et_text(R"J({"schema": "1.1.0-chakra.0.0.4", "nodes": [
+    read_et_text(
+        R"J({"schema": "1.1.0-chakra.0.0.4", "nodes": [
       {"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "ctrl_deps": 1, "inputs": {"values": [], "shapes": [], "types": []}, "outputs": {"values": [], "shapes": [], "types": []}, "attrs": []},
       {"id": 2, "name": "## process_group:init ##", "ctrl_deps": 1, "inputs": {"values": [")J" +
-                     escaped + R"J("], "shapes": [[]], "types": ["String"]}, "outputs": {"values": [], "shapes": [], "types": []}, "attrs": []}]})J",
-                 "pg.json");
+            escaped +
+            R"J("], "shapes": [[]], "types": ["String"]}, "outputs": {"values": [], "shapes": [], "types": []}, "attrs": []}]})J",
+        "pg.json");
   };
   EXPECT_NO_THROW(read_groups(R"([{"pg_name": "1", "ranks": [2, 0], "group_size": 2}])"));
   const std::pair<const char*, const char*> cases[] = {
-      {R"([{"pg_name": "1", "ranks": [0, 1, 0], "group_size": 3}])", "pg.json: node 2: process group '1': rank 0 is "
-                                                                      "listed twice"},
+      {R"([{"pg_name": "1", "ranks": [0, 1, 0], "group_size": 3}])",
+       "pg.json: node 2: process group '1': rank 0 is "
+       "listed twice"},
       {R"([{"pg_name": "0", "ranks": [], "group_size": -3}])", "process group '0': group_size -3 is negative"},
       {R"([{"pg_name": "2", "ranks": [-1, 0], "group_size": 2}])", "process group '2': rank -1 is negative"},
       {R"([{"pg_name": "3", "ranks": [0, 1], "group_size": 4}])", "group_size 4 but 2 ranks listed"},

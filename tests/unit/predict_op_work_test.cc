@@ -266,8 +266,8 @@ TEST(OpWork, TableBatchedPairingIsTheStacksOnAnySequence) {
       const int64_t width = c == 'l' || c == 'b' ? 32 : 64;
       if (c == 'L' || c == 'l')
         x.b.op(cpu,
-               {x.t({100 * 2 * 32}), i(2), l(2), i(3), x.b.integer(width), x.b.integer(32), l(3), x.b.integer(20),
-                l(8), l(2 * 16 + 1), x.b.integer(1), x.b.none(), x.b.none()},
+               {x.t({100 * 2 * 32}), i(2), l(2), i(3), x.b.integer(width), x.b.integer(32), l(3), x.b.integer(20), l(8),
+                l(2 * 16 + 1), x.b.integer(1), x.b.none(), x.b.none()},
                {x.t({16, width})});
       else if (c == 'B' || c == 'b')
         x.b.op("torch::autograd::CppNode<SplitLookupFunction_sgd_Op>", {x.t({16, width})}, {});

@@ -97,10 +97,9 @@ void check_comms_flags(CommsFlags& f, const po::variables_map& vm, const comms::
       one.min_bytes = one.max_bytes += es;
     const std::string lo = min_given ? f.min_bytes : std::to_string(o.min_bytes);
     const std::string hi = max_given ? f.max_bytes : std::to_string(o.max_bytes);
-    throw UserError("comms: no message of --min-bytes " + lo + " to --max-bytes " + hi + " (x" +
-                    text(o.factor) + ") gives each of " + std::to_string(launch.size) + " rank(s) an element of " +
-                    d.name + " of " + f.dtype + ": the smallest that does is " + std::to_string(one.max_bytes) +
-                    " bytes");
+    throw UserError("comms: no message of --min-bytes " + lo + " to --max-bytes " + hi + " (x" + text(o.factor) +
+                    ") gives each of " + std::to_string(launch.size) + " rank(s) an element of " + d.name + " of " +
+                    f.dtype + ": the smallest that does is " + std::to_string(one.max_bytes) + " bytes");
   }
   const double lo = std::max<double>(static_cast<double>(o.min_bytes), 1);
   const double rows = std::floor(std::log(static_cast<double>(o.max_bytes) / lo) / std::log(o.factor)) + 1;

@@ -57,19 +57,19 @@ struct Entry {
 // The size options of every workload (0: the workload's default), by the name --help gives them.
 const std::vector<std::pair<const char*, int64_t WorkloadOptions::*>>& size_options() {
   static const std::vector<std::pair<const char*, int64_t WorkloadOptions::*>> sizes = {
-      {"--batch", &WorkloadOptions::batch}, {"--hidden", &WorkloadOptions::hidden},
-      {"--layers", &WorkloadOptions::layers}, {"--tables", &WorkloadOptions::tables},
-      {"--rows", &WorkloadOptions::rows},     {"--dim", &WorkloadOptions::dim},
+      {"--batch", &WorkloadOptions::batch},     {"--hidden", &WorkloadOptions::hidden},
+      {"--layers", &WorkloadOptions::layers},   {"--tables", &WorkloadOptions::tables},
+      {"--rows", &WorkloadOptions::rows},       {"--dim", &WorkloadOptions::dim},
       {"--lookups", &WorkloadOptions::lookups}, {"--seq", &WorkloadOptions::seq},
-      {"--heads", &WorkloadOptions::heads},   {"--vocab", &WorkloadOptions::vocab},
+      {"--heads", &WorkloadOptions::heads},     {"--vocab", &WorkloadOptions::vocab},
   };
   return sizes;
 }
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> table = {
-      {"mlp", "Linear+ReLU layers, MSE loss, SGD (--batch --hidden --layers); data parallel", detail::make_mlp,
-       nullptr, "--batch --hidden --layers"},
+      {"mlp", "Linear+ReLU layers, MSE loss, SGD (--batch --hidden --layers); data parallel", detail::make_mlp, nullptr,
+       "--batch --hidden --layers"},
       {"dlrm",
        "EmbeddingBag tables (model parallel, all_to_all) + MLPs (data parallel, all_reduce), dot interaction "
        "(--batch --tables --rows --dim --lookups --hidden); tables of their own sizes and pooling, placed by a "

@@ -79,8 +79,8 @@ class KinetoReader {
       // finds the byte, from the event's start.
       if (off == 0 || e.error() == simdjson::STRING_ERROR) {
         std::string why;
-        if (const size_t at = detail::first_json_error(std::string_view(text.data() + off, text.size() - off), why,
-                                                       off != 0);
+        if (const size_t at =
+                detail::first_json_error(std::string_view(text.data() + off, text.size() - off), why, off != 0);
             at != std::string_view::npos)
           throw UserError(name_ + ": byte " + std::to_string(off + at) + ": invalid Kineto JSON: " + why);
       }
