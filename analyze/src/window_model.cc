@@ -71,18 +71,18 @@ WindowModel parse_window_model(const std::string& text, const std::string& name)
     }
   }
   // Classes are detectors; features are named once each (a feature this Reprise no longer computes reads as 0).
+  auto named_before = [](const std::vector<std::string>& v, size_t i) {
+    return std::find(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v[i]) !=
+           v.begin() + static_cast<std::ptrdiff_t>(i);
+  };
   for (size_t c = 0; c < m.classes.size(); ++c) {
     const auto& table = detectors();
     if (std::none_of(table.begin(), table.end(), [&](const DetectorInfo& d) { return d.id == m.classes[c]; }))
       throw UserError(name + ": classes: '" + m.classes[c] + "' is not a detector (reprise analyze --list)");
-    if (std::find(m.classes.begin(), m.classes.begin() + static_cast<std::ptrdiff_t>(c), m.classes[c]) !=
-        m.classes.begin() + static_cast<std::ptrdiff_t>(c))
-      throw UserError(name + ": classes: '" + m.classes[c] + "' is named twice");
+    if (named_before(m.classes, c)) throw UserError(name + ": classes: '" + m.classes[c] + "' is named twice");
   }
   for (size_t f = 0; f < m.features.size(); ++f)
-    if (std::find(m.features.begin(), m.features.begin() + static_cast<std::ptrdiff_t>(f), m.features[f]) !=
-        m.features.begin() + static_cast<std::ptrdiff_t>(f))
-      throw UserError(name + ": features: '" + m.features[f] + "' is named twice");
+    if (named_before(m.features, f)) throw UserError(name + ": features: '" + m.features[f] + "' is named twice");
   // Shapes: features -> ... -> classes, each layer's rows as wide as the one before it.
   size_t width = m.features.size();
   if (m.mean.size() != width || m.scale.size() != width || m.layers.empty())

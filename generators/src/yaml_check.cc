@@ -47,6 +47,12 @@ std::string place(const std::string& path, std::string_view text, size_t offset)
   return path + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1);
 }
 
+// FILE:LINE:COL of a yaml-cpp mark (0-based line and column); FILE alone when the mark is null.
+std::string mark_place(const std::string& path, const YAML::Mark& m) {
+  if (m.is_null()) return path;
+  return path + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+}
+
 std::string hex_byte(unsigned char c) {
   const char* digits = "0123456789ABCDEF";
   return std::string("0x") + digits[c >> 4] + digits[c & 15];
@@ -149,11 +155,10 @@ YAML::Node load_utf8(const std::string& path, const std::string& text) {
                       ": given twice in one map (first at line " + std::to_string(check.repeat->first.line + 1) + ")");
     return YAML::Load(text);
   } catch (const YAML::DeepRecursion& e) {  // its message is yaml-cpp's "bad file"
-    throw UserError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                    ": nested " + std::to_string(e.depth()) + " levels deep, more than the YAML reader takes");
+    throw UserError(mark_place(path, e.mark) + ": nested " + std::to_string(e.depth()) +
+                    " levels deep, more than the YAML reader takes");
   } catch (const YAML::Exception& e) {
-    throw UserError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " +
-                    e.msg);
+    throw UserError(mark_place(path, e.mark) + ": " + e.msg);
   }
 }
 
@@ -165,11 +170,7 @@ YamlFile::YamlFile(std::string name, const std::string& text) : path_(std::move(
   root_ = load_utf8(path_, text);
 }
 
-std::string YamlFile::where(const YAML::Node& n) const {
-  const YAML::Mark m = n.Mark();
-  if (m.is_null()) return path_;
-  return path_ + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
-}
+std::string YamlFile::where(const YAML::Node& n) const { return mark_place(path_, n.Mark()); }
 
 void YamlFile::fail(const YAML::Node& n, const std::string& what) const { throw UserError(where(n) + ": " + what); }
 

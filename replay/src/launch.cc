@@ -247,14 +247,14 @@ int exit_status(const std::exception& e) {
   return dynamic_cast<const UserError*>(&e) ? 2 : 1;
 }
 
-// LibTorch reports a failed allocation as c10::OutOfMemoryError on GPUs and as a plain c10::Error on the CPU
-// ("DefaultCPUAllocator: can't allocate memory: you tried to allocate N bytes").
 std::string error_line(const std::exception& e) {
   const auto* c10 = dynamic_cast<const c10::Error*>(&e);
   const std::string what = c10 ? c10->what_without_backtrace() : e.what();
   return what.substr(0, what.find('\n'));
 }
 
+// LibTorch reports a failed allocation as c10::OutOfMemoryError on GPUs and as a plain c10::Error on the CPU
+// ("DefaultCPUAllocator: can't allocate memory: you tried to allocate N bytes").
 bool out_of_memory(const std::exception& e) {
   if (dynamic_cast<const std::bad_alloc*>(&e) || dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
   const auto* c10 = dynamic_cast<const c10::Error*>(&e);

@@ -48,10 +48,12 @@ namespace {
 
 struct Entry {
   const char* name;
-  const char* help;
+  // --help's line: `model (sizes)rest`, the size options in the middle being the ones it reads.
+  const char* model;
+  const char* sizes;
+  const char* rest;
   std::unique_ptr<detail::Workload> (*make)(const WorkloadOptions&, at::Device);
   void (*check)(const WorkloadOptions&, int world);  // before anything is built; nullptr: nothing to check
-  const char* sizes;                                 // the size options it reads, as its help names them
 };
 
 // The size options of every workload (0: the workload's default), by the name --help gives them.
@@ -68,18 +70,16 @@ const std::vector<std::pair<const char*, int64_t WorkloadOptions::*>>& size_opti
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> table = {
-      {"mlp", "Linear+ReLU layers, MSE loss, SGD (--batch --hidden --layers); data parallel", detail::make_mlp, nullptr,
-       "--batch --hidden --layers"},
-      {"dlrm",
-       "EmbeddingBag tables (model parallel, all_to_all) + MLPs (data parallel, all_reduce), dot interaction "
-       "(--batch --tables --rows --dim --lookups --hidden); tables of their own sizes and pooling, placed by a "
-       "sharding plan (--table-rows --table-lookups --shards)",
-       detail::make_dlrm, detail::check_dlrm, "--batch --tables --rows --dim --lookups --hidden"},
-      {"gpt",
-       "decoder blocks: causal attention, LayerNorm, GELU MLP, AdamW (--batch --seq --hidden --heads --layers "
-       "--vocab); Megatron-style tensor, pipeline (1F1B) and data parallel (--tp --pp --dp --micro-batches), "
-       "ZeRO (--zero)",
-       detail::make_gpt, detail::check_gpt, "--batch --seq --hidden --heads --layers --vocab"},
+      {"mlp", "Linear+ReLU layers, MSE loss, SGD", "--batch --hidden --layers", "; data parallel", detail::make_mlp,
+       nullptr},
+      {"dlrm", "EmbeddingBag tables (model parallel, all_to_all) + MLPs (data parallel, all_reduce), dot interaction",
+       "--batch --tables --rows --dim --lookups --hidden",
+       "; tables of their own sizes and pooling, placed by a sharding plan (--table-rows --table-lookups --shards)",
+       detail::make_dlrm, detail::check_dlrm},
+      {"gpt", "decoder blocks: causal attention, LayerNorm, GELU MLP, AdamW",
+       "--batch --seq --hidden --heads --layers --vocab",
+       "; Megatron-style tensor, pipeline (1F1B) and data parallel (--tp --pp --dp --micro-batches), ZeRO (--zero)",
+       detail::make_gpt, detail::check_gpt},
   };
   return table;
 }
@@ -137,7 +137,7 @@ void check_options(const WorkloadOptions& o, int world_size) {
 
 std::vector<std::pair<std::string, std::string>> workload_list() {
   std::vector<std::pair<std::string, std::string>> v;
-  for (const Entry& e : registry()) v.emplace_back(e.name, e.help);
+  for (const Entry& e : registry()) v.emplace_back(e.name, std::string(e.model) + " (" + e.sizes + ")" + e.rest);
   return v;
 }
 
