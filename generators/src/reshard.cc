@@ -1,6 +1,7 @@
 #include "reshard.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <set>
@@ -8,6 +9,7 @@
 
 #include "group_resize.h"
 #include "reprise/common/error.h"
+#include "reprise/trace/table_batched.h"
 #include "table_cut.h"
 #include "table_move.h"
 
@@ -43,6 +45,79 @@ CutRole cut_role(const Workspace& ws, Trace& t, const std::function<bool(size_t 
   return c;
 }
 
+// fbgemm's lookups of sharded tables (split_*, ssd_*); dense_* looks up data-parallel tables, alike on every rank.
+bool sharded_table_batched(std::string_view name) {
+  return is_table_batched_lookup(name) && op_base_name(name) != "dense_embedding_codegen_lookup_function";
+}
+
+bool has_sharded_table_batched(const Trace& t) {
+  return std::any_of(t.nodes.begin(), t.nodes.end(), [&](const Node& n) { return sharded_table_batched(t.name(n)); });
+}
+
+// The tensors a table-batched lookup holds its tables in: the weights' halves and the optimizer's state (momentum1's
+// from the lookup's reading; momentum2's, Adam's and LAMB's, by the schema's names).
+std::vector<TableBatchedArg> table_batched_holdings(const Trace& t, const Node& n, const TableBatchedLookup& l) {
+  std::vector<TableBatchedArg> held{l.dev_weights, l.uvm_weights, l.momentum1_dev, l.momentum1_uvm};
+  if (n.op_schema == 0) return held;
+  const std::vector<std::string> names = schema_argument_names(t.str(n.op_schema));
+  for (size_t k = 0; k < names.size(); ++k) {
+    const int input = static_cast<int>(k);
+    if (names[k] == "momentum2_dev" || names[k] == "momentum2_uvm" || names[k] == "momentum2_host")
+      held.push_back(TableBatchedArg{input});
+    if (names[k] == "momentum2") held.insert(held.end(), {TableBatchedArg{input, 0}, TableBatchedArg{input, 1}});
+  }
+  return held;
+}
+
+struct BatchedShard {
+  size_t lookups = 0;
+  double bytes_before = 0, bytes_after = 0;
+};
+
+// Each lookup of sharded tables holds 1/f of its tables' rows, on a world f times larger: its weights and optimizer
+// state shrink f times (rounded up). Its lookups stay as recorded: T/f tables over an f times larger global batch
+// look up as many rows and pool them into as many elements. The trace records the tables' sizes only summed, so which
+// tables or rows a rank keeps is not known, only how much. Throws UserError (without a place) for a lookup it cannot
+// read.
+BatchedShard shard_table_batched(Trace& t, int64_t f) {
+  BatchedShard s;
+  std::vector<bool> done(t.tensors.size(), false);  // a tensor two lookups read shrinks once
+  for (uint32_t i = 0; i < t.nodes.size(); ++i) {
+    const Node& n = t.nodes[i];
+    if (!sharded_table_batched(t.name(n))) continue;
+    const std::string op = "node " + std::to_string(n.id) + " (" + std::string(t.name(n)) + ")";
+    TableBatchedLookup l;
+    std::string why;
+    if (!read_table_batched_lookup(t, i, l, &why)) throw UserError(op + ": " + why);
+    double before = 0;
+    for (const TableBatchedArg& a : table_batched_holdings(t, n, l)) {
+      const Value v = table_batched_value(t, n, a);
+      if (v.kind != ValueKind::Tensor || done[v.ref]) continue;
+      done[v.ref] = true;
+      Tensor& x = t.tensors[v.ref];
+      if (x.rank == 0 || x.numel == 0) continue;
+      before += static_cast<double>(x.bytes());
+      std::vector<int64_t> dims(t.dims(x).begin(), t.dims(x).end());
+      dims[0] = (dims[0] + f - 1) / f;
+      x.dims = static_cast<uint32_t>(t.ints.size());
+      t.ints.insert(t.ints.end(), dims.begin(), dims.end());
+      x.numel = 1;
+      for (int64_t d : dims) x.numel *= d;
+      s.bytes_after += static_cast<double>(x.bytes());
+    }
+    if (before == 0 && l.table_bytes == 0) throw UserError(op + ": its tables' weights are not recorded");
+    s.bytes_before += before;
+    ++s.lookups;
+  }
+  return s;
+}
+
+std::string gigabytes(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g GB", bytes / 1e9);
+  return text;
+}
+
 }  // namespace
 
 void reshard_tables(Workspace& ws, int64_t world_size, const std::string& where) {
@@ -57,12 +132,23 @@ void reshard_tables(Workspace& ws, int64_t world_size, const std::string& where)
   for (int64_t k = 0; k < world_size; ++k) sources.push_back(k / f);
   resize_world(ws, sources, Scaling::Weak, where);
 
-  // Each (role, slice) becomes a role of its own.
+  // Each (role, slice) becomes a role of its own. A role whose tables are all in table-batched lookups stays one:
+  // its f slices hold as much, and which tables each holds is not recorded.
+  std::vector<int64_t> slices(ws.roles.size(), f);
+  for (size_t r = 0; r < ws.roles.size(); ++r) {
+    Trace probe = clone(ws.roles[r]);
+    try {
+      TableCut(probe).count_tables();
+    } catch (const UserError&) {
+      if (has_sharded_table_batched(probe)) slices[r] = 1;
+    }
+  }
   std::map<std::pair<uint32_t, int64_t>, uint32_t> role_of;
   std::vector<std::pair<uint32_t, int64_t>> made;
   std::vector<uint32_t> role_of_rank;
   for (int64_t k = 0; k < world_size; ++k) {
-    const std::pair<uint32_t, int64_t> key{ws.role_of_rank[static_cast<size_t>(k)], k % f};
+    const uint32_t old = ws.role_of_rank[static_cast<size_t>(k)];
+    const std::pair<uint32_t, int64_t> key{old, k % slices[old]};
     auto [it, fresh] = role_of.try_emplace(key, static_cast<uint32_t>(made.size()));
     if (fresh) made.push_back(key);
     role_of_rank.push_back(it->second);
@@ -70,11 +156,27 @@ void reshard_tables(Workspace& ws, int64_t world_size, const std::string& where)
   std::vector<Trace> roles;
   std::vector<int64_t> source_rank;
   const std::vector<gen::DimChange> changes{{"world", n, world_size}};
+  auto note_batched = [&](const std::string& role, const BatchedShard& b) {
+    ws.note("scale: tables: " + role + ": " + std::to_string(b.lookups) + " table-batched lookup(s) hold 1/" +
+            std::to_string(f) + " of their tables (weights and optimizer state " + gigabytes(b.bytes_before) + " -> " +
+            gigabytes(b.bytes_after) + "), their lookups as recorded");
+  };
   for (size_t r = 0; r < made.size(); ++r) {
     const auto [old, slice] = made[r];
-    const std::string role = "role " + std::to_string(r) + " (source rank " + std::to_string(ws.source_rank[old]) +
-                             ", tables slice " + std::to_string(slice + 1) + " of " + std::to_string(f) + ")";
+    const std::string source = "role " + std::to_string(r) + " (source rank " + std::to_string(ws.source_rank[old]);
     Trace t = clone(ws.roles[old]);
+    if (slices[old] == 1) {  // table-batched lookups only
+      const std::string role = source + ")";
+      try {
+        note_batched(role, shard_table_batched(t, f));
+      } catch (const UserError& e) {
+        throw UserError(where + ": tables: reshard: " + role + ": " + e.what());
+      }
+      roles.push_back(std::move(t));
+      source_rank.push_back(ws.source_rank[old]);
+      continue;
+    }
+    const std::string role = source + ", tables slice " + std::to_string(slice + 1) + " of " + std::to_string(f) + ")";
     const size_t kept = static_cast<size_t>(slice);  // a structured binding is not captured before C++20
     CutRole c;
     try {
@@ -98,6 +200,13 @@ void reshard_tables(Workspace& ws, int64_t world_size, const std::string& where)
     const std::vector<std::string>& notes = c.notes;
     for (const std::string& x : notes)
       if (ws.warn) ws.warn("scale: tables: " + role + ": " + x);
+    if (has_sharded_table_batched(t)) {  // per-table lookups beside table-batched ones
+      try {
+        note_batched(role, shard_table_batched(t, f));
+      } catch (const UserError& e) {
+        throw UserError(where + ": tables: reshard: " + role + ": " + e.what());
+      }
+    }
     roles.push_back(std::move(t));
     source_rank.push_back(ws.source_rank[old]);
   }

@@ -14,8 +14,11 @@ namespace reprise::gen {
 // of embedding ops, in order of first use): the other tables' ops go, with every op their data flows into (lists that
 // mix kept and removed tables lose the removed elements), and the kept tables look up the indices of an f times
 // larger global batch (the indices and offsets they read from outside the iteration grow f times; the sizes follow on
-// meta, so it needs ws.infer_shapes). Each rank keeps its batch (weak scaling). Throws UserError naming `where` when
-// M is not a multiple of the world, a rank's table count is not a multiple of f, or a slice would lose a collective.
+// meta, so it needs ws.infer_shapes). Each rank keeps its batch (weak scaling). fbgemm's table-batched lookups of
+// sharded tables hold 1/f of their tables' rows instead (weights and optimizer state; their lookups as recorded), and
+// a role with no other tables stays one role. Throws UserError naming `where` when M is not a multiple of the world,
+// a rank's table count is not a multiple of f, a slice would lose a collective, or a table-batched lookup is
+// unreadable.
 void reshard_tables(Workspace& ws, int64_t world_size, const std::string& where);
 
 // scale: {tables: [r0, r1, ...], world_size: M}: a sharding plan. Table t (numbered over the source ranks in order,

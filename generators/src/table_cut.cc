@@ -66,9 +66,13 @@ size_t TableCut::count_tables() {
     for (uint32_t u = 0; u < units_.size() && other.empty(); ++u)
       if (t_.name(t_.nodes[units_[u]]).find("embedding") != std::string_view::npos)
         other = std::string(t_.name(t_.nodes[units_[u]]));
-    throw UserError(
-        "no embedding op (aten::embedding_bag, aten::embedding) reads a table" +
-        (other.empty() ? std::string() : "; " + other + " looks up every table in one op, which is not resharded yet"));
+    const bool dense = op_base_name(other) == "dense_embedding_codegen_lookup_function";
+    throw UserError("no embedding op (aten::embedding_bag, aten::embedding) reads a table" +
+                    (other.empty() ? std::string()
+                                   : "; " + other + " looks up every table in one op" +
+                                         (dense ? ": data-parallel tables, alike on every rank"
+                                                : ": a plan cannot place its tables, whose sizes the trace records "
+                                                  "only summed (tables: reshard shards them)")));
   }
   return tables_.size();
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reprise/trace/builder.h"
+#include "tbe_schema.h"
 
 namespace reprise::test {
 
@@ -64,8 +65,9 @@ inline TensorSpec dlrm_spec(TraceBuilder& b, std::vector<int64_t> shape, std::st
 // contiguous (what the all_to_all sends), a relu on it; then per table, last first: select of the gradient, the
 // lookup's backward, an SGD update and the gradient's zeroing. With `job_tables` (rank 0 holding `tables` of them,
 // rank 1 the rest), the exchanges too: an all_to_allv of the contiguous send buffer to a received [J*2, D], and one
-// of the received gradient to empty_like(send).
-inline Dlrm dlrm(int64_t tables, int64_t job_tables = 0) {
+// of the received gradient to empty_like(send). With `table_batched_weights`, a table-batched lookup at the end
+// (tbe_schema.h), beside the per-table ones.
+inline Dlrm dlrm(int64_t tables, int64_t job_tables = 0, int64_t table_batched_weights = 0) {
   TraceBuilder b;
   b.roots();
   b.set_parent(b.annotation("ProfilerStep#1"));
@@ -145,6 +147,7 @@ inline Dlrm dlrm(int64_t tables, int64_t job_tables = 0) {
          {weight[k], dense, b.real(-0.1)}, {weight[k]});
     b.op("aten::zero_(Tensor(a!) self) -> Tensor(a!)", {dense}, {dense});
   }
+  if (table_batched_weights > 0) split_adagrad_lookup(b, table_batched_weights);
   d.t = b.finish();
   return d;
 }

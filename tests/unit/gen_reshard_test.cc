@@ -112,6 +112,49 @@ TEST(GenReshard, FourTimesTheWorldKeepsOneTablePerRank) {
   }
 }
 
+// The tensors a table-batched lookup holds its tables in: dev weights (input 1) and Adagrad's state (input 20).
+Shape held(const Trace& t, const Node& lookup, size_t input) { return shape(t, t.inputs(lookup)[input]); }
+
+const char* const kLookup = "fbgemm::split_embedding_codegen_lookup_adagrad_function";
+
+// fbgemm's lookup holds every table of the rank in one op: a world 3 times larger keeps one role, whose lookup holds
+// a third of the tables' rows (rounded up) and looks up as much as before; data-parallel tables (dense_) stay whole.
+TEST(GenReshard, TableBatchedLookupsHoldTheirShareOfTheRows) {
+  TraceBuilder b;
+  b.roots();
+  b.set_parent(b.annotation("ProfilerStep#1"));
+  test::split_adagrad_lookup(b, 48002);
+  b.op("fbgemm::dense_embedding_codegen_lookup_function",
+       {b.tensor(dlrm_spec(b, {112})), b.tensor(dlrm_spec(b, {2}, "long int")), b.tensor(dlrm_spec(b, {3}, "long int")),
+        b.integer(32), b.integer(16), b.tensor(dlrm_spec(b, {3}, "long int")), b.integer(3),
+        b.tensor(dlrm_spec(b, {32}, "long int")), b.tensor(dlrm_spec(b, {33}, "long int")), b.integer(0), b.none(),
+        b.none(), b.integer(0)},
+       {b.tensor(dlrm_spec(b, {16, 32}))});
+  gen::Workspace ws = scaled(b.finish(), "{world_size: 6, tables: reshard}");
+  ASSERT_EQ(ws.roles.size(), 1u);  // the 3 slices of a rank hold as much
+  EXPECT_EQ(ws.role_of_rank, (std::vector<uint32_t>(6, 0)));
+  const Trace& t = ws.roles[0];
+  const Node& lookup = *ops(t, kLookup).at(0);
+  EXPECT_EQ(held(t, lookup, 1), (Shape{16001}));
+  EXPECT_EQ(held(t, lookup, 20), (Shape{16001}));
+  EXPECT_EQ(t.tensors[t.inputs(lookup)[1].ref].numel, 16001);
+  EXPECT_EQ(held(t, lookup, 11), (Shape{768}));  // indices, offsets and output as recorded
+  EXPECT_EQ(held(t, lookup, 12), (Shape{385}));
+  EXPECT_EQ(shape(t, t.outputs(lookup)[0]), (Shape{128, 48}));
+  EXPECT_EQ(held(t, *ops(t, "fbgemm::dense_embedding_codegen_lookup_function").at(0), 0), (Shape{112}));
+  EXPECT_TRUE(has_note(ws,
+                       "1 table-batched lookup(s) hold 1/3 of their tables (weights and optimizer state 0.000384 "
+                       "GB -> 0.000128 GB), their lookups as recorded"));
+
+  // Beside per-table lookups, the rank's slices are cut as before and each lookup holds its share as well.
+  gen::Workspace mixed = scaled(dlrm(4, 0, 1000).t, "{world_size: 4, tables: reshard}");
+  ASSERT_EQ(mixed.roles.size(), 2u);
+  for (const Trace& r : mixed.roles) {
+    EXPECT_EQ(ops(r, "aten::embedding_bag").size(), 2u);
+    EXPECT_EQ(held(r, *ops(r, kLookup).at(0), 1), (Shape{500}));
+  }
+}
+
 TEST(GenReshard, MistakesAreOneLineErrorsAtTheirPlace) {
   EXPECT_NE(error_of([] {
               scaled(dlrm(4).t, "{world_size: 3, tables: reshard}");
@@ -129,6 +172,15 @@ TEST(GenReshard, MistakesAreOneLineErrorsAtTheirPlace) {
   EXPECT_NE(error_of([] { scaled(dlrm(4).t, "{tables: reshard}"); }).find("tables: goes with world_size"),
             std::string::npos);
   EXPECT_NE(error_of([] { scaled(dlrm(4).t, "{world_size: 4, tables: shard}"); }).find("tables"), std::string::npos);
+  EXPECT_NE(error_of([] {
+              TraceBuilder b;
+              b.roots();
+              test::split_adagrad_lookup(b, 48, false);
+              scaled(b.finish(), "{world_size: 4, tables: reshard}");
+            })
+                .find("cfg.yaml:2:3: scale: tables: reshard: role 0 (source rank 0): node 18 "
+                      "(fbgemm::split_embedding_codegen_lookup_adagrad_function): its indices are not recorded"),
+            std::string::npos);
 }
 
 // The 2-rank job whose rank 0 holds all 4 tables, placed by `params` (YAML flow text).
@@ -269,6 +321,15 @@ TEST(GenPlaceTables, MistakesAreOneLineErrorsAtTheirPlace) {
   EXPECT_NE(error_of([] {
               scaled(dlrm(4).t, "{tables: [0, 0, 0, 0, 1, 1, 1, 1], world_size: 4}");
             }).find("rank 2 holds no table, and every source rank looks some up"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              TraceBuilder b;
+              b.roots();
+              test::split_adagrad_lookup(b, 48);
+              scaled(b.finish(), "{tables: [0, 1, 1]}");
+            })
+                .find("looks up every table in one op: a plan cannot place its tables, whose sizes the trace records "
+                      "only summed (tables: reshard shards them)"),
             std::string::npos);
 }
 
