@@ -699,7 +699,14 @@ TEST(Cli, ReplayPerOpTimesFeedPredictAndCalibrate) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/d.json"));
   Result same = run("calibrate --from-replay " + dir + "/r.json --out " + dir + "/r.json -q");
   EXPECT_EQ(same.status, 2) << same.out;
-  EXPECT_NE(same.out.find("r.json is both an input (--from-replay) and an output"), std::string::npos) << same.out;
+  EXPECT_NE(
+      same.out.find("calibrate: --out " + dir + "/r.json is the input " + dir + "/r.json: writing it would destroy it"),
+      std::string::npos)
+      << same.out;
+  Result both =
+      run("calibrate --from-replay " + dir + "/r.json --out " + dir + "/c.yaml --cluster-out " + dir + "/c.yaml -q");
+  EXPECT_EQ(both.status, 2) << both.out;
+  EXPECT_NE(both.out.find("--out and --cluster-out name the same file"), std::string::npos) << both.out;
   EXPECT_EQ(reprise::predict::read_op_times(dir + "/r.json").size(), 1u) << "the replay results are as they were";
 }
 #endif

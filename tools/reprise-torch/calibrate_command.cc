@@ -19,6 +19,7 @@
 #include "reprise/predict/calibration.h"
 #include "reprise/replay/replay.h"
 #include "reprise/trace/builder.h"
+#include "reprise/trace/output.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/write.h"
 
@@ -190,11 +191,10 @@ int cmd_calibrate(int argc, char** argv) {
   }
   for (const std::string* p : {&out, &cluster_out})
     if (!p->empty()) check_output_path(*p);
-  for (const std::string& in : from_replay) {
-    std::error_code ec;
-    if (std::filesystem::equivalent(in, out, ec) ||
-        (!cluster_out.empty() && std::filesystem::equivalent(in, cluster_out, ec)))
-      throw UserError("calibrate: " + in + " is both an input (--from-replay) and an output: write elsewhere");
+  try {
+    check_outputs_apart(from_replay, {{"--out", out}, {"--cluster-out", cluster_out}});
+  } catch (const UserError& e) {
+    throw UserError(std::string("calibrate: ") + e.what());
   }
   at::set_num_threads(threads);
   // Under mpirun/srun every rank runs the sweep at once, so each op is measured with the machine as busy as a replay
