@@ -244,6 +244,19 @@ void write_calibration(const Calibration& c, const std::string& path) {
                       {"sigma", k.sigma},
                       {"points", k.points}});
   j["collectives"] = curves;
+  if (!c.host.empty()) {
+    // Per key: [gap_before, to_first_launch, launch, between_launches, after_last_launch, launches, no_launch,
+    // samples].
+    auto rows_of = [](const std::map<std::string, HostKinds>& m) {
+      json o = json::object();
+      for (const auto& [key, k] : m)
+        o[key] = {k.gap_before,        k.to_first_launch, k.launch,    k.between_launches,
+                  k.after_last_launch, k.launches,        k.no_launch, k.samples};
+      return o;
+    };
+    j["host_overheads"] = {
+        {"source", c.host.source}, {"by_op", rows_of(c.host.by_op)}, {"by_shape", rows_of(c.host.by_shape)}};
+  }
   // Samples as rows: op, family, dtype, key (4), flops, bytes, seconds.
   json rows = json::array();
   for (const OpSample& s : c.samples)
@@ -312,6 +325,30 @@ Calibration read_calibration(const std::string& path) {
     x.sigma = json_number(k, "sigma", where, 0, 10, 0.0);
     x.points = static_cast<int>(json_integer(k, "points", where, 0, 1 << 30, 0));
     c.collectives.push_back(x);
+  }
+  if (const auto host = j.find("host_overheads"); host != j.end()) {
+    if (!host->is_object()) throw UserError(path + ": host_overheads: expected {source, by_op, by_shape}");
+    c.host.source = json_string(*host, "source", path + ": host_overheads", "");
+    for (const char* part : {"by_op", "by_shape"}) {
+      const auto m = host->find(part);
+      if (m == host->end()) continue;
+      const std::string at = path + ": host_overheads: " + part;
+      if (!m->is_object()) throw UserError(at + ": expected an object of [8 numbers] by op");
+      for (const auto& [key, r] : m->items()) {
+        const std::string where = at + ": " + key;
+        if (!r.is_array() || r.size() != 8)
+          throw UserError(where +
+                          ": expected [gap_before, to_first_launch, launch, between_launches, "
+                          "after_last_launch, launches, no_launch, samples]");
+        HostKinds k;
+        double* fields[] = {&k.gap_before,        &k.to_first_launch, &k.launch,   &k.between_launches,
+                            &k.after_last_launch, &k.launches,        &k.no_launch};
+        for (size_t e = 0; e < 7; ++e)
+          *fields[e] = json_value_number(r[e], where + "[" + std::to_string(e) + "]", 0, e == 5 ? 1e6 : kHour);
+        k.samples = static_cast<int64_t>(json_value_number(r[7], where + "[7]", 0, 1e15));
+        (std::string(part) == "by_op" ? c.host.by_op : c.host.by_shape)[key] = k;
+      }
+    }
   }
   const auto samples = j.find("samples");
   if (samples == j.end() || !samples->is_array()) throw UserError(path + ": samples: expected a list");

@@ -71,7 +71,7 @@ struct CostModel::Impl {
   double memory_slowdown = 1;  // set_ranks_per_node
 
   double overhead(const std::string& op) const {
-    if (!cal) return cluster.device.op_overhead;
+    if (!cal || cal->samples.empty()) return cluster.device.op_overhead;  // nothing swept: host kinds only
     auto it = cal->overheads.find(op);
     return it != cal->overheads.end() ? it->second : cal->default_overhead;
   }
@@ -127,6 +127,10 @@ OpCost CostModel::op(const Trace& t, uint32_t node) const {
   } else {
     c.host = overhead + (busy > 0 ? d.launch_overhead : 0);
     c.device = busy > 0 ? std::max(busy, d.kernel_floor) : 0;  // a kernel, however short, holds its stream that long
+    if (const HostKinds* k = impl_->cal ? impl_->cal->host.find(t, node) : nullptr) {
+      c.host = k->host_seconds();  // the seed's five kinds, measured for this op (and shape)
+      if (c.device > 0) c.launch_at = std::min(std::max(k->launch_at(), 0.0), c.host);
+    }
   }
   return c;
 }

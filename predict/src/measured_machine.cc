@@ -84,7 +84,9 @@ void print_calibration(std::FILE* out, const Calibration& c) {
     ++r.n;
     if (const double a = achieved(c, s); a > 0) r.rates.push_back(a);
   }
-  std::fprintf(out, "  %-11s %7s  %-24s %s\n", "family", "samples", "achieved rate (max)", "fit error (sigma)");
+  if (c.samples.empty() && c.collectives.empty() && !c.host.empty()) rows.clear();  // host overheads alone
+  if (!c.samples.empty() || c.host.empty())
+    std::fprintf(out, "  %-11s %7s  %-24s %s\n", "family", "samples", "achieved rate (max)", "fit error (sigma)");
   for (auto& [fam, r] : rows) {
     std::string rate = "-";
     if (!r.rates.empty()) {
@@ -99,8 +101,28 @@ void print_calibration(std::FILE* out, const Calibration& c) {
     if (sg != c.sigma.end()) std::snprintf(sig, sizeof sig, "%.1f%%", 100 * (std::exp(sg->second) - 1));
     std::fprintf(out, "  %-11s %7d  %-24s %s\n", fam.c_str(), r.n, rate.c_str(), sig);
   }
-  std::fprintf(out, "  overhead    %s per op (median of %zu op kinds)\n", human_seconds(c.default_overhead).c_str(),
-               c.overheads.size());
+  if (!c.samples.empty() || c.host.empty())
+    std::fprintf(out, "  overhead    %s per op (median of %zu op kinds)\n", human_seconds(c.default_overhead).c_str(),
+                 c.overheads.size());
+  if (!c.host.empty()) {
+    // The host side measured from Kineto traces, the ops called most first.
+    std::vector<std::pair<std::string, const HostKinds*>> ops;
+    for (const auto& [op, k] : c.host.by_op) ops.emplace_back(op, &k);
+    std::stable_sort(ops.begin(), ops.end(),
+                     [](const auto& a, const auto& b) { return a.second->samples > b.second->samples; });
+    std::fprintf(out, "  host side   %zu op(s), %zu op shape(s), from %s; the most called:\n", c.host.by_op.size(),
+                 c.host.by_shape.size(), c.host.source.c_str());
+    std::fprintf(out, "    %-36s %6s %8s %9s %9s %9s %9s %9s\n", "op", "calls", "launches", "gap", "to first", "launch",
+                 "between", "after");
+    for (size_t i = 0; i < ops.size() && i < 8; ++i) {
+      const HostKinds& k = *ops[i].second;
+      std::fprintf(out, "    %-36.36s %6lld %8.1f %9s %9s %9s %9s %9s\n", ops[i].first.c_str(),
+                   static_cast<long long>(k.samples), k.launches, human_seconds(k.gap_before).c_str(),
+                   human_seconds(k.to_first_launch).c_str(), human_seconds(k.launch).c_str(),
+                   human_seconds(k.between_launches).c_str(),
+                   human_seconds(k.launches > 0 ? k.after_last_launch : k.no_launch).c_str());
+    }
+  }
   for (const CollectiveCurve& k : c.collectives)
     std::fprintf(out, "  %-11s %lld ranks: latency %s, bus bandwidth %.2f GB/s, %d points, sigma %.1f%%\n",
                  k.op.c_str(), static_cast<long long>(k.group), human_seconds(k.latency).c_str(), k.bandwidth / 1e9,

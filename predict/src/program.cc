@@ -93,6 +93,7 @@ void Builder::compute(uint32_t node) {
   op.stream = stream_of(t_, n, streams_);
   op.host = c.host;
   op.device = c.device;
+  op.launch_at = c.launch_at;
   const uint32_t me = static_cast<uint32_t>(b_.program.ops.size());
   op.deps = static_cast<uint32_t>(b_.program.deps.size());
   each_arg_tensor(t_, n, false, [&](uint32_t k) {

@@ -254,8 +254,9 @@ bool Simulation::step(int64_t r) {
           k.op_end[pc] = k.host, k.op_ev[pc] = k.host_last;
           break;
         }
+        const double issuing = k.host;
         host_call(r, pc, op.host);
-        double ks = k.host;
+        double ks = op.launch_at >= 0 ? issuing + op.launch_at : k.host;  // launched before the host part ends
         EvRef kp = k.host_last;
         later(ks, kp, start, pred);
         later(ks, kp, k.stream_tail[op.stream], k.stream_last[op.stream]);

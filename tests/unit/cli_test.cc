@@ -12,6 +12,7 @@
 #include <regex>
 #include <set>
 
+#include "kineto_builder.h"
 #include "reprise/common/error.h"
 #include "reprise/common/files.h"
 #include "reprise/predict/calibration.h"
@@ -632,6 +633,39 @@ TEST(Cli, PredictASynthTraceOnAShippedCluster) {
 }
 
 #ifdef REPRISE_HAVE_REPLAY
+// calibrate --host-from: a GPU step's host side from its Kineto trace, alone with --family none (no sweep).
+TEST(Cli, CalibrateHostOverheadsFromKineto) {
+  const std::string dir = reprise::test::test_dir();
+  reprise::test::Kineto k;
+  k.op("ProfilerStep#1", 0, 100);
+  k.op("aten::addmm", 10, 40, R"({"Input Dims": [[8], [4, 16], [16, 8]], "Input type": ["float", "float", "float"]})");
+  k.gpu("gemm", 20, 5, 30, 10);
+  k.op("aten::view", 60, 10);
+  std::ofstream(dir + "/k.json") << k.text();
+  Result c = run("calibrate --family none --host-from " + dir + "/k.json --out " + dir + "/c.json");
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_NE(c.out.find("host overheads: 2 op call(s), 2 op(s), 1 op shape(s)"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("aten::addmm"), std::string::npos) << c.out;  // the table of the most called ops
+  const reprise::predict::Calibration cal = reprise::predict::read_calibration(dir + "/c.json");
+  EXPECT_TRUE(cal.samples.empty());
+  ASSERT_EQ(cal.host.by_op.count("aten::addmm"), 1u);
+  EXPECT_DOUBLE_EQ(cal.host.by_op.at("aten::addmm").launches, 1);
+  EXPECT_NEAR(cal.host.by_op.at("aten::view").gap_before, 10e-6, 1e-12);
+  EXPECT_EQ(cal.host.by_shape.count("aten::addmm [8] [4,16] [16,8]"), 1u);
+
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--family none", "calibrate: --family none sweeps nothing: give --host-from (or --from-replay) to fit"},
+           {"--family none --family memory --host-from " + dir + "/k.json", "it takes no other family"},
+           {"--family none --host-from " + dir + "/missing.json", "missing.json"},
+           {"--family none --host-from " + dir + "/c.json", "c.json"}}) {
+    Result r = run("calibrate " + args + " --out " + dir + "/d.json -q");
+    EXPECT_EQ(r.status, 2) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/d.json"));
+}
+
 // calibrate: the memory family's quick sweep, one pass, writes a calibration read_calibration accepts.
 TEST(Cli, CalibrateQuickMemorySweep) {
   const std::string dir = reprise::test::test_dir();

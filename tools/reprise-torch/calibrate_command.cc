@@ -145,14 +145,17 @@ int cmd_calibrate(int argc, char** argv) {
       "convolutions) replayed op by op through LibTorch, each op's median over --passes; the fits (achieved rates by\n"
       "shape, per-op host overheads, residuals, collective bandwidth curves from `reprise comms --json` files) go\n"
       "to FILE (docs/predict.md). --from-replay fits from replays written with --per-op instead (measured results\n"
-      "fed back into the model). --cluster-out also writes the measured machine as a cluster description. Under\n"
+      "fed back into the model). --host-from adds a GPU's host overheads measured from Kineto traces (per op and\n"
+      "shape: the gap before it, start to first launch, the launch calls and the gaps between them, last launch to\n"
+      "its end; with --family none alone). --cluster-out also writes the measured machine as a cluster description. "
+      "Under\n"
       "mpirun -np K or srun -n K (one rank per core) every rank runs the sweep at once (the machine as busy as a\n"
       "K-rank replay keeps it); then a CPU's memory contention is measured (a 64 MiB copy on every rank at once "
       "against one\n"
       "alone) and every collective is swept at K ranks (MPI on CPUs, NCCL on GPUs); rank 0 writes the "
       "files.\n\noptions");
   std::string out, cluster_out, device = "cpu", dtype = "float", comms_max_text = "16M";
-  std::vector<std::string> from_replay, comms, families;
+  std::vector<std::string> from_replay, comms, families, host_from;
   int threads = 1, passes = 5;
   bool quick = false;
   opts.add_options()("help,h", "show this help")("out,o", po::value(&out), "calibration file to write (JSON)")(
@@ -163,7 +166,9 @@ int cmd_calibrate(int argc, char** argv) {
       "passes", po::value(&passes)->default_value(5), "per-op passes; each op's time is its median")(
       "quick", po::bool_switch(&quick), "a few sizes per op (a first look, tests)")(
       "family", po::value(&families)->composing(),
-      "sweep only these (gemm, memory, embedding, conv, view; repeatable)")(
+      "sweep only these (gemm, memory, embedding, conv, view; repeatable; none: no sweep)")(
+      "host-from", po::value(&host_from)->multitoken()->composing(),
+      "Kineto traces of GPU steps (with their ETs, or folders): measure the ops' host overheads from them")(
       "from-replay", po::value(&from_replay)->composing(), "fit from these replay results (--per-op) instead")(
       "comms", po::value(&comms)->composing(), "`reprise comms --json` results: collective bandwidth curves")(
       "comms-max-bytes", po::value(&comms_max_text)->default_value("16M"),
@@ -184,15 +189,22 @@ int cmd_calibrate(int argc, char** argv) {
   const std::map<std::string, std::string> dtypes{
       {"float", "float"}, {"bfloat16", "c10::BFloat16"}, {"half", "c10::Half"}};
   if (!dtypes.count(dtype)) throw UserError("calibrate: --dtype must be float, bfloat16 or half");
+  const bool no_sweep = !families.empty() &&
+                        std::all_of(families.begin(), families.end(), [](const std::string& f) { return f == "none"; });
   for (const std::string& f : families) {
     const std::vector<std::string> known = sweep_families();
-    if (std::find(known.begin(), known.end(), f) == known.end())
-      throw UserError("calibrate: unknown --family '" + f + "' (gemm, memory, embedding, conv, view)");
+    if (f != "none" && std::find(known.begin(), known.end(), f) == known.end())
+      throw UserError("calibrate: unknown --family '" + f + "' (gemm, memory, embedding, conv, view, none)");
+    if (f == "none" && !no_sweep) throw UserError("calibrate: --family none sweeps nothing: it takes no other family");
   }
+  if (no_sweep && host_from.empty() && from_replay.empty())
+    throw UserError("calibrate: --family none sweeps nothing: give --host-from (or --from-replay) to fit");
   for (const std::string* p : {&out, &cluster_out})
     if (!p->empty()) check_output_path(*p);
   try {
-    check_outputs_apart(from_replay, {{"--out", out}, {"--cluster-out", cluster_out}});
+    std::vector<std::string> inputs = from_replay;
+    inputs.insert(inputs.end(), host_from.begin(), host_from.end());
+    check_outputs_apart(inputs, {{"--out", out}, {"--cluster-out", cluster_out}});
   } catch (const UserError& e) {
     throw UserError(std::string("calibrate: ") + e.what());
   }
@@ -207,8 +219,25 @@ int cmd_calibrate(int argc, char** argv) {
 
   Calibration cal;
   std::vector<OpSample> samples;
+  HostOverheads host;
+  if (!host_from.empty()) {  // read first: a bad trace stops the run before a sweep of minutes
+    std::vector<HostSample> measured;
+    for (const Trace& t : load_traces(host_from).ranks) {
+      std::vector<HostSample> s = host_samples(t);
+      measured.insert(measured.end(), std::make_move_iterator(s.begin()), std::make_move_iterator(s.end()));
+    }
+    host = fit_host_overheads(measured);
+    for (const std::string& f : host_from) host.source += (host.source.empty() ? "" : ", ") + f;
+    if (reporter && !vm.count("quiet"))
+      line.message("host overheads: " + std::to_string(measured.size()) + " op call(s), " +
+                   std::to_string(host.by_op.size()) + " op(s), " + std::to_string(host.by_shape.size()) +
+                   " op shape(s) from " + host.source);
+  }
   if (!from_replay.empty()) {
     samples = samples_from_replays(from_replay, cal.source);
+    cal.device = device;
+  } else if (no_sweep) {
+    cal.source = "no microbenchmarks";
     cal.device = device;
   } else {
     SweepOptions so;
@@ -247,9 +276,11 @@ int cmd_calibrate(int argc, char** argv) {
     comms::finalize();
   }
   if (!reporter) return 0;
-  Calibration fitted = fit_calibration(std::move(samples), points);
+  Calibration fitted;  // host overheads alone fit no rates
+  if (!samples.empty() || !points.empty() || host.empty()) fitted = fit_calibration(std::move(samples), points);
   fitted.source = cal.source;
   fitted.device = cal.device;
+  fitted.host = std::move(host);
   fitted.machine = cal.device.rfind("cuda", 0) == 0 ? cal.device : cpu_model();
   fitted.torch_version = TORCH_VERSION;
   fitted.threads = threads;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "reprise/predict/cluster.h"
+#include "reprise/predict/host_overheads.h"
 #include "reprise/predict/op_work.h"
 #include "reprise/trace/trace.h"
 
@@ -79,6 +80,9 @@ struct Calibration {
   double default_overhead = 0;              // for ops without their own
   std::map<std::string, double> sigma;      // by family name: std of leave-one-out log residuals
   std::vector<CollectiveCurve> collectives;
+  // A GPU's ops' host side, measured from Kineto traces (calibrate --host-from): when the cost model has an op's
+  // kinds, they time its host side and its launch instead of `overheads` and the cluster's launch overhead.
+  HostOverheads host;
 };
 
 // The microbenchmarks of `reprise calibrate` as a trace of one step: GEMMs (mm, addmm, linear, bmm over shapes),

@@ -19,7 +19,10 @@ namespace reprise::predict {
 struct OpCost {
   double host = 0;    // seconds on the issuing host thread (on a CPU device: the whole op)
   double device = 0;  // seconds on a GPU stream (0 on a CPU device)
-  double sigma = 0;   // std of log(measured / modelled) of the model that timed it
+  // Seconds into the host part when the device work is launched (measured host overheads: the end of the first
+  // launch call); -1: at the host part's end.
+  double launch_at = -1;
+  double sigma = 0;  // std of log(measured / modelled) of the model that timed it
   OpWork work;
   bool modeled = false;  // a family model timed it (not a fallback, not host time only)
 };

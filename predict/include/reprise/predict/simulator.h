@@ -31,6 +31,7 @@ struct SimOp {
   uint32_t node = 0;                // the trace node (names in timelines and critical paths)
   uint32_t deps = 0, num_deps = 0;  // cross-stream producers: indices of earlier ops, in SimProgram::deps
   double host = 0, device = 0;      // seconds
+  double launch_at = -1;            // Compute on a GPU: seconds into `host` when the kernel is launched (-1: its end)
 };
 
 struct SimCollective {

@@ -1,0 +1,71 @@
+// The host side of GPU ops, measured from Kineto traces as the multi-GPU modeling seed splits it, per op and, where
+// the trace recorded shapes, per op and shape: the gap before the op (framework time since the previous op ended),
+// op start to its first launch call, the launch call itself, the gaps between its launch calls, and its last launch
+// call's end to the op's end. `reprise calibrate --host-from` fits them; the cost model times a GPU op's host side
+// and the moment its first kernel is launched from them (docs/predict.md, "Host overheads").
+//
+//   std::vector<HostSample> s = host_samples(trace);   // a trace linked to its Kineto trace
+//   HostOverheads h = fit_host_overheads(s);
+//   if (const HostKinds* k = h.find(trace, node)) ... k->host_seconds(), k->launch_at()
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "reprise/trace/trace.h"
+
+namespace reprise::predict {
+
+// One op's host side (seconds); means over its samples when fitted.
+struct HostKinds {
+  double gap_before = 0;         // the previous op's end to this op's start, on its thread
+  double to_first_launch = 0;    // the op's start to its first launch call's start
+  double launch = 0;             // one launch call (cudaLaunchKernel, cudaMemcpyAsync, ...)
+  double between_launches = 0;   // a launch call's end to the next one's start
+  double after_last_launch = 0;  // the last launch call's end to the op's end
+  double launches = 0;           // launch calls per op
+  double no_launch = 0;          // an op that launches nothing: its duration
+  int64_t samples = 0;
+
+  // Host time from the op's gap on: the gap, then the op (its launches and what surrounds them).
+  double host_seconds() const;
+  // Seconds from the start of the op's gap to the end of its first launch call: when its work can start on the
+  // device. Negative for an op that launches nothing.
+  double launch_at() const;
+};
+
+// One op of a trace as Kineto timed it.
+struct HostSample {
+  std::string op;     // "aten::addmm"
+  std::string shape;  // host_shape_key: "aten::addmm [256] [64,512] [512,256]", empty when no shape is recorded
+  HostKinds kinds;    // samples = 1; launches the count, launch and between_launches the op's means; gap_before
+                      // -1 when no op ran before it on its thread in its step
+};
+
+// The ops of every ProfilerStep of `t` (all of it without steps) that a replay issues, with the five kinds read from
+// their Kineto events: the launch calls are the runtime calls that launched a kernel, memcpy or memset the op (or an
+// op inside it) is linked to. Ops Kineto did not time are left out. Throws UserError naming the trace when it has no
+// Kineto trace, or one with no CPU op linked to the trace.
+std::vector<HostSample> host_samples(const Trace& t);
+
+// The key of an op with its input shapes: its name and the sizes of each tensor input of one or more dimensions, as
+// "aten::addmm [256] [64,512] [512,256]"; empty when none is recorded.
+std::string host_shape_key(const Trace& t, const Node& n);
+
+struct HostOverheads {
+  std::map<std::string, HostKinds> by_op;     // by op name
+  std::map<std::string, HostKinds> by_shape;  // by host_shape_key
+  std::string source;                         // the traces they were measured from
+  bool empty() const { return by_op.empty(); }
+  // The kinds for node `node`: by its shape when measured, else by its name; nullptr when neither was.
+  const HostKinds* find(const Trace& t, uint32_t node) const;
+  // The same by op name and host_shape_key (empty: by name only).
+  const HostKinds* find(const std::string& op, const std::string& shape) const;
+};
+
+// Means of each kind per op name and per shape key (the launch count too): a step's host time is their sum.
+HostOverheads fit_host_overheads(const std::vector<HostSample>& samples);
+
+}  // namespace reprise::predict

@@ -1,0 +1,217 @@
+#include "reprise/predict/host_overheads.h"
+
+#include <algorithm>
+
+#include "reprise/common/error.h"
+#include "step_ops.h"
+
+namespace reprise::predict {
+namespace {
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
+// The samples of one key, kind by kind: each kind's mean over the samples that have it (a gap where the op had a
+// predecessor on its thread, the launch kinds where it launched, between launches where it launched twice or more).
+// Means, not medians: a step's host time is the sum of its ops', long tails included.
+struct Pool {
+  std::vector<double> gap, first, launch, between, after, launches, none;
+  void add(const HostKinds& k, bool has_gap) {
+    if (has_gap) gap.push_back(k.gap_before);
+    launches.push_back(k.launches);
+    if (k.launches > 0) {
+      first.push_back(k.to_first_launch);
+      launch.push_back(k.launch);
+      after.push_back(k.after_last_launch);
+      if (k.launches > 1) between.push_back(k.between_launches);
+    } else {
+      none.push_back(k.no_launch);
+    }
+  }
+  HostKinds fit() const {
+    HostKinds k;
+    k.gap_before = mean(gap);
+    k.to_first_launch = mean(first);
+    k.launch = mean(launch);
+    k.between_launches = mean(between);
+    k.after_last_launch = mean(after);
+    k.launches = mean(launches);
+    k.no_launch = mean(none);
+    k.samples = static_cast<int64_t>(launches.size());
+    return k;
+  }
+};
+
+}  // namespace
+
+double HostKinds::host_seconds() const {
+  if (launches <= 0) return gap_before + no_launch;
+  return gap_before + to_first_launch + launches * launch + std::max(launches - 1, 0.0) * between_launches +
+         after_last_launch;
+}
+
+double HostKinds::launch_at() const { return launches <= 0 ? -1 : gap_before + to_first_launch + launch; }
+
+std::string host_shape_key(const Trace& t, const Node& n) {
+  std::string key;
+  for (const Value& v : t.inputs(n)) {
+    if (v.kind != ValueKind::Tensor || t.tensors[v.ref].rank == 0) continue;
+    key += " [";
+    const Span<int64_t> dims = t.dims(t.tensors[v.ref]);
+    for (size_t d = 0; d < dims.size(); ++d) key += (d ? "," : "") + std::to_string(dims[d]);
+    key += "]";
+  }
+  return key.empty() ? key : std::string(t.name(n)) + key;
+}
+
+std::vector<HostSample> host_samples(const Trace& t) {
+  if (!t.kineto) throw UserError(t.source + ": no Kineto trace: host overheads are measured from one");
+  const KinetoInfo& k = *t.kineto;
+  std::vector<std::string> names;
+  const std::vector<StepSpan> steps = detail::chosen_steps(t, {}, true, names);
+  // Each node's unit: the op a replay issues that it is (or is inside).
+  std::vector<uint32_t> unit_of(t.nodes.size(), kNone32);
+  std::vector<std::vector<uint32_t>> units;  // per step, in execution order
+  for (const StepSpan& s : steps) {
+    units.push_back(detail::step_units(t, s));
+    for (uint32_t u : units.back()) unit_of[u] = u;
+  }
+  for (uint32_t i = 0; i < t.nodes.size(); ++i) {
+    const uint32_t p = t.nodes[i].parent;
+    if (unit_of[i] == kNone32 && p != kNone32 && p < i) unit_of[i] = unit_of[p];
+  }
+  // Each unit's launch calls: the runtime calls that launched GPU work of an op inside it.
+  std::vector<std::vector<int32_t>> calls(t.nodes.size());
+  for (const KinetoEvent& e : k.events) {
+    if (!is_gpu_work(e.cat) || e.launcher < 0 || e.node == kNone32 || e.node >= t.nodes.size()) continue;
+    const uint32_t u = unit_of[e.node];
+    if (u != kNone32) calls[u].push_back(e.launcher);
+  }
+  // Each unit's waits on the device (synchronize calls, blocking copies): the simulator times them as the device's
+  // work the host waits for, so they are not host overhead.
+  std::vector<double> waits(t.nodes.size(), 0);  // microseconds
+  for (const KinetoEvent& e : k.events) {
+    if (e.cat != KinetoCat::Runtime && e.cat != KinetoCat::Driver) continue;
+    const std::string_view name = t.str(e.name);
+    if (name.find("Synchronize") == std::string_view::npos && name != "cudaMemcpy" && name != "hipMemcpy") continue;
+    uint32_t node = e.node;
+    if (node == kNone32 && e.cpu_op >= 0 && static_cast<size_t>(e.cpu_op) < k.events.size())
+      node = k.events[e.cpu_op].node;
+    if (node < t.nodes.size() && unit_of[node] != kNone32) waits[unit_of[node]] += e.dur;
+  }
+  // Kineto's own CPU op of each node: its times where linking did not set the node's (a Kineto-only trace), and its
+  // Input Dims where the node records no inputs.
+  std::vector<int32_t> event_of(t.nodes.size(), -1);
+  for (int32_t i = 0; i < static_cast<int32_t>(k.events.size()); ++i) {
+    const KinetoEvent& e = k.events[static_cast<size_t>(i)];
+    if (e.cat == KinetoCat::CpuOp && e.node < t.nodes.size() && event_of[e.node] < 0) event_of[e.node] = i;
+  }
+  auto times = [&](uint32_t u, double& ts, double& dur) {
+    ts = t.nodes[u].ts_us, dur = t.nodes[u].dur_us;
+    if ((ts < 0 || dur < 0) && event_of[u] >= 0) ts = k.events[event_of[u]].ts, dur = k.events[event_of[u]].dur;
+    return ts >= 0 && dur >= 0;
+  };
+  auto shape_of = [&](uint32_t u) {
+    std::string key = host_shape_key(t, t.nodes[u]);
+    if (!key.empty() || t.nodes[u].num_inputs > 0 || event_of[u] < 0) return key;
+    const KinetoEvent& e = k.events[event_of[u]];
+    for (uint32_t i = e.inputs; i < e.inputs + e.num_inputs; ++i) {
+      const KinetoInput& in = k.inputs[i];
+      if (!in.has_dims || in.rank == 0) continue;
+      key += " [";
+      for (uint16_t d = 0; d < in.rank; ++d) key += (d ? "," : "") + std::to_string(k.input_dims[in.dims + d]);
+      key += "]";
+    }
+    return key.empty() ? key : std::string(t.name(t.nodes[u])) + key;
+  };
+  std::vector<HostSample> out;
+  size_t timed = 0;
+  for (std::vector<uint32_t>& step : units) {
+    // The simulator issues a rank's ops from one host thread, so the gap before an op is the time since the last op
+    // of any thread ended: the main thread's wait in backward() (the autograd thread's ops) is not host overhead.
+    std::vector<std::pair<double, std::pair<double, uint32_t>>> timed_units;  // (start, (duration, unit))
+    for (uint32_t u : step) {
+      double ts = 0, dur = 0;
+      if (times(u, ts, dur)) timed_units.push_back({ts, {dur, u}});
+    }
+    std::stable_sort(timed_units.begin(), timed_units.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    double last_end = -1;  // microseconds; -1 before the step's first op
+    for (const auto& [ts, rest] : timed_units) {
+      const auto [dur, u] = rest;
+      ++timed;
+      HostSample s;
+      s.op = std::string(t.name(t.nodes[u]));
+      s.shape = shape_of(u);
+      HostKinds& h = s.kinds;
+      h.samples = 1;
+      const double end = ts + dur;
+      const bool has_gap = last_end >= 0;
+      if (has_gap) h.gap_before = std::max(ts - last_end, 0.0) * 1e-6;  // 0 under another thread's op
+      last_end = std::max(last_end, end);
+      std::vector<int32_t>& c = calls[u];
+      std::sort(c.begin(), c.end(), [&](int32_t a, int32_t b) { return k.events[a].ts < k.events[b].ts; });
+      c.erase(std::unique(c.begin(), c.end()), c.end());
+      h.launches = static_cast<double>(c.size());
+      const double wait = std::min(waits[u], dur);
+      if (c.empty()) {
+        h.no_launch = (dur - wait) * 1e-6;
+      } else {
+        const KinetoEvent& first = k.events[c.front()];
+        const KinetoEvent& last = k.events[c.back()];
+        h.to_first_launch = std::max(first.ts - ts, 0.0) * 1e-6;
+        h.after_last_launch = std::max(end - (last.ts + last.dur) - wait, 0.0) * 1e-6;  // a sync follows launches
+        double launch = 0, between = 0;
+        for (size_t i = 0; i < c.size(); ++i) {
+          const KinetoEvent& e = k.events[c[i]];
+          launch += e.dur;
+          if (i > 0) {
+            const KinetoEvent& before = k.events[c[i - 1]];
+            between += std::max(e.ts - (before.ts + before.dur), 0.0);
+          }
+        }
+        h.launch = launch / static_cast<double>(c.size()) * 1e-6;
+        if (c.size() > 1) h.between_launches = between / static_cast<double>(c.size() - 1) * 1e-6;
+      }
+      if (!has_gap) h.gap_before = -1;  // marks "no predecessor" for the fit
+      out.push_back(std::move(s));
+    }
+  }
+  if (timed == 0)
+    throw UserError(t.source +
+                    ": no op of its steps is linked to a Kineto CPU op: nothing to measure host overheads by");
+  return out;
+}
+
+HostOverheads fit_host_overheads(const std::vector<HostSample>& samples) {
+  std::map<std::string, Pool> op, shape;
+  for (const HostSample& s : samples) {
+    const bool has_gap = s.kinds.gap_before >= 0;
+    op[s.op].add(s.kinds, has_gap);
+    if (!s.shape.empty()) shape[s.shape].add(s.kinds, has_gap);
+  }
+  HostOverheads h;
+  for (const auto& [name, pool] : op) h.by_op[name] = pool.fit();
+  for (const auto& [key, pool] : shape) h.by_shape[key] = pool.fit();
+  return h;
+}
+
+const HostKinds* HostOverheads::find(const Trace& t, uint32_t node) const {
+  if (by_op.empty()) return nullptr;
+  const Node& n = t.nodes[node];
+  return find(std::string(t.name(n)), by_shape.empty() ? std::string() : host_shape_key(t, n));
+}
+
+const HostKinds* HostOverheads::find(const std::string& op, const std::string& shape) const {
+  if (!shape.empty()) {
+    auto it = by_shape.find(shape);
+    if (it != by_shape.end()) return &it->second;
+  }
+  auto it = by_op.find(op);
+  return it != by_op.end() ? &it->second : nullptr;
+}
+
+}  // namespace reprise::predict

@@ -1,0 +1,201 @@
+// The host side of GPU ops from Kineto traces (the seed's five kinds): measured on a timeline written by hand, fitted,
+// kept in a calibration file, and used by the cost model and the simulator.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "kineto_builder.h"
+#include "reprise/common/error.h"
+#include "reprise/predict/calibration.h"
+#include "reprise/predict/cost_model.h"
+#include "reprise/predict/host_overheads.h"
+#include "reprise/predict/simulator.h"
+#include "reprise/trace/builder.h"
+#include "test_util.h"
+
+namespace reprise::predict {
+namespace {
+
+using test::Kineto;
+
+constexpr double kUs = 1e-6;
+
+// One 200 us step: an addmm from 10 to 60 us launching kernels at 20 (a 5 us call) and 35 (a 5 us call); a view from
+// 70 to 80 us launching nothing; on thread 2, during the addmm, an add_ from 30 to 45 us launching nothing; then an
+// addmm of another shape from 100 to 130 us launching one kernel at 104 (a 6 us call).
+Kineto one_step() {
+  Kineto k;
+  k.op("ProfilerStep#1", 0, 200);
+  k.op("aten::addmm", 10, 50, R"({"Input Dims": [[8], [4, 16], [16, 8]], "Input type": ["float", "float", "float"]})");
+  k.gpu("gemm", 20, 5, 40, 30);
+  k.gpu("bias", 35, 5, 70, 2);
+  k.op("aten::add_", 30, 15, R"({"Input Dims": [[8], [8]], "Input type": ["float", "float"]})", 2);
+  k.op("aten::view", 70, 10, R"({"Input Dims": [[4, 8], []], "Input type": ["float", "ScalarList"]})");
+  k.op("aten::addmm", 100, 30, R"({"Input Dims": [[8], [2, 16], [16, 8]], "Input type": ["float", "float", "float"]})");
+  k.gpu("gemm", 104, 6, 110, 10);
+  return k;
+}
+
+const HostSample& sample(const std::vector<HostSample>& s, const std::string& op, size_t nth = 0) {
+  for (const HostSample& x : s)
+    if (x.op == op && nth-- == 0) return x;
+  throw std::runtime_error("no sample of " + op);
+}
+
+TEST(HostOverheads, FiveKindsAreReadFromTheTimeline) {
+  const Trace t = test::read_back(one_step().text(), "k.json");
+  const std::vector<HostSample> s = host_samples(t);
+  ASSERT_EQ(s.size(), 4u);
+  const HostKinds& mm = sample(s, "aten::addmm").kinds;
+  EXPECT_EQ(mm.gap_before, -1);  // the step's first op
+  EXPECT_DOUBLE_EQ(mm.launches, 2);
+  EXPECT_NEAR(mm.to_first_launch, 10 * kUs, 1e-12);
+  EXPECT_NEAR(mm.launch, 5 * kUs, 1e-12);
+  EXPECT_NEAR(mm.between_launches, 10 * kUs, 1e-12);   // 25 to 35
+  EXPECT_NEAR(mm.after_last_launch, 20 * kUs, 1e-12);  // 40 to 60
+  EXPECT_NEAR(mm.host_seconds() - mm.gap_before, 50 * kUs, 1e-12);
+  EXPECT_EQ(sample(s, "aten::addmm").shape, "aten::addmm [8] [4,16] [16,8]");
+  // Under the addmm on another thread: no gap.
+  const HostKinds& add = sample(s, "aten::add_").kinds;
+  EXPECT_EQ(add.gap_before, 0);
+  EXPECT_DOUBLE_EQ(add.launches, 0);
+  EXPECT_NEAR(add.no_launch, 15 * kUs, 1e-12);
+  // The gap is counted from the latest end of any thread's op (the addmm's 60 us), not this thread's.
+  const HostKinds& view = sample(s, "aten::view").kinds;
+  EXPECT_NEAR(view.gap_before, 10 * kUs, 1e-12);
+  EXPECT_DOUBLE_EQ(view.launches, 0);
+  EXPECT_NEAR(view.no_launch, 10 * kUs, 1e-12);
+  EXPECT_NEAR(view.host_seconds(), 20 * kUs, 1e-12);
+  EXPECT_LT(view.launch_at(), 0);
+  const HostKinds& mm2 = sample(s, "aten::addmm", 1).kinds;
+  EXPECT_NEAR(mm2.gap_before, 20 * kUs, 1e-12);
+  EXPECT_NEAR(mm2.launch_at(), (20 + 4 + 6) * kUs, 1e-12);  // gap, start to launch, the launch call
+
+  // Fitted: each kind's mean over the calls that have it; by shape, else by name.
+  const HostOverheads h = fit_host_overheads(s);
+  ASSERT_EQ(h.by_op.count("aten::addmm"), 1u);
+  const HostKinds& any = h.by_op.at("aten::addmm");
+  EXPECT_EQ(any.samples, 2);
+  EXPECT_DOUBLE_EQ(any.launches, 1.5);
+  EXPECT_NEAR(any.gap_before, 20 * kUs, 1e-12);  // the first call has none
+  EXPECT_NEAR(any.launch, 5.5 * kUs, 1e-12);
+  EXPECT_NEAR(any.between_launches, 10 * kUs, 1e-12);  // only the call with two
+  EXPECT_EQ(h.find("aten::addmm", "aten::addmm [8] [2,16] [16,8]")->samples, 1);
+  EXPECT_EQ(h.find("aten::addmm", "aten::addmm [8] [9,16] [16,8]"), &any);
+  EXPECT_EQ(h.find("aten::mm", ""), nullptr);
+}
+
+TEST(HostOverheads, KeptInTheCalibrationFile) {
+  Calibration c;
+  c.host = fit_host_overheads(host_samples(test::read_back(one_step().text(), "k.json")));
+  c.host.source = "k.json";
+  const std::string dir = test::test_dir();
+  write_calibration(c, dir + "/c.json");
+  const Calibration back = read_calibration(dir + "/c.json");
+  EXPECT_EQ(back.host.source, "k.json");
+  ASSERT_EQ(back.host.by_shape.size(), c.host.by_shape.size());
+  const HostKinds& a = c.host.by_op.at("aten::addmm");
+  const HostKinds& b = back.host.by_op.at("aten::addmm");
+  EXPECT_DOUBLE_EQ(a.host_seconds(), b.host_seconds());
+  EXPECT_DOUBLE_EQ(a.launch_at(), b.launch_at());
+  EXPECT_EQ(a.samples, b.samples);
+
+  // A row that is not eight numbers, or a negative time, is an error at its key.
+  std::ifstream in(dir + "/c.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = text.find("\"aten::view\": [");
+  ASSERT_NE(at, std::string::npos);
+  std::string bad = text;
+  bad.insert(at + 15, "-1, ");
+  std::ofstream(dir + "/bad.json") << bad;
+  try {
+    read_calibration(dir + "/bad.json");
+    FAIL() << "read a row of nine numbers";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("host_overheads: by_op: aten::view: expected [gap_before"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(HostOverheads, ATraceWithoutKinetoIsAOneLineError) {
+  Trace t;
+  t.source = "et.json";
+  try {
+    host_samples(t);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()), "et.json: no Kineto trace: host overheads are measured from one");
+  }
+}
+
+const char* kGpu = R"Y(name: test-gpu
+device:
+  kind: gpu
+  peak_flops:
+    matrix:
+      fp32: 100e12
+  memory_bandwidth: 1e12
+  op_overhead: 1e-6
+  launch_overhead: 1e-6
+topology:
+  devices_per_node: 1
+  nodes: 1
+  levels:
+    - name: nvlink
+      span: 1
+      bandwidth: 100e9
+      latency: 1e-6
+)Y";
+
+// The cost model times a measured op's host side by its kinds (the gap included) and launches its kernel at the end
+// of its first launch call; an op it has no kinds for keeps the cluster's overheads.
+TEST(HostOverheads, TheCostModelAndTheSimulatorUseThem) {
+  TraceBuilder b;
+  b.roots();
+  auto tensor = [&](std::vector<int64_t> shape) {
+    TensorSpec x;
+    x.id = x.storage_id = b.next_id();
+    x.shape = std::move(shape);
+    return b.tensor(x);
+  };
+  b.op("aten::addmm(Tensor self, Tensor mat1, Tensor mat2) -> Tensor", {tensor({8}), tensor({4, 16}), tensor({16, 8})},
+       {tensor({4, 8})});
+  b.op("aten::mm(Tensor self, Tensor mat2) -> Tensor", {tensor({4, 16}), tensor({16, 8})}, {tensor({4, 8})});
+  const Trace t = b.finish();
+  const uint32_t mm = static_cast<uint32_t>(t.nodes.size() - 2), other = mm + 1;
+  Calibration c;
+  c.host = fit_host_overheads(host_samples(test::read_back(one_step().text(), "k.json")));
+  const Cluster cluster = parse_cluster(kGpu, "<test>");
+  const CostModel with(cluster, &c), without(cluster);
+  const OpCost a = with.op(t, mm), plain = without.op(t, mm);
+  const HostKinds& k = c.host.by_shape.at("aten::addmm [8] [4,16] [16,8]");
+  ASSERT_EQ(c.host.find(t, mm), &k);
+  EXPECT_DOUBLE_EQ(a.host, k.host_seconds());
+  EXPECT_DOUBLE_EQ(a.launch_at, k.launch_at());
+  EXPECT_GT(a.device, 0);
+  EXPECT_DOUBLE_EQ(a.device, plain.device);
+  EXPECT_DOUBLE_EQ(plain.host, 2e-6);  // op_overhead + launch_overhead
+  EXPECT_EQ(plain.launch_at, -1);
+  EXPECT_DOUBLE_EQ(with.op(t, other).host, 2e-6);  // an op it has no kinds for
+  EXPECT_EQ(with.op(t, other).launch_at, -1);
+
+  // A 30 us host part whose kernel (10 us) is launched 5 us in ends at 30, not 40; at the host part's end, at 40.
+  SimOp op;
+  op.kind = SimOp::Kind::Compute, op.host = 30, op.device = 10, op.launch_at = 5;
+  SimOp end;
+  end.kind = SimOp::Kind::StepEnd, end.node = 1;
+  SimProgram p;
+  p.name = "test";
+  p.ops = {op, end};
+  SimInput in;
+  in.programs = {&p};
+  in.groups = {{"world", {0}}};
+  EXPECT_DOUBLE_EQ(simulate(in).ranks[0].step_seconds[0], 30);
+  p.ops[0].launch_at = -1;
+  EXPECT_DOUBLE_EQ(simulate(in).ranks[0].step_seconds[0], 40);
+}
+
+}  // namespace
+}  // namespace reprise::predict
