@@ -87,6 +87,21 @@ TEST(HostOverheads, FiveKindsAreReadFromTheTimeline) {
   EXPECT_EQ(h.find("aten::mm", ""), nullptr);
 }
 
+// A one-off outlier (a first step's CUDA initialization inside a call) counts at the far-out fence, Q3 + 3 IQR; a tail
+// within it stays whole.
+TEST(HostOverheads, AnOutlierCountsAtTheFarOutFence) {
+  std::vector<HostSample> s(8);
+  for (size_t i = 0; i < s.size(); ++i) {
+    s[i].op = "aten::to";
+    s[i].kinds.gap_before = -1;
+    s[i].kinds.no_launch = (10 + static_cast<double>(i % 2)) * kUs;  // 10 and 11 us: Q1 10, Q3 11, fence 14
+  }
+  s[7].kinds.no_launch = 10;  // seconds
+  EXPECT_NEAR(fit_host_overheads(s).by_op.at("aten::to").no_launch, (4 * 10 + 3 * 11 + 14) * kUs / 8, 1e-12);
+  s[7].kinds.no_launch = 13 * kUs;  // inside the fence
+  EXPECT_NEAR(fit_host_overheads(s).by_op.at("aten::to").no_launch, (4 * 10 + 3 * 11 + 13) * kUs / 8, 1e-12);
+}
+
 TEST(HostOverheads, KeptInTheCalibrationFile) {
   Calibration c;
   c.host = fit_host_overheads(host_samples(test::read_back(one_step().text(), "k.json")));

@@ -65,7 +65,8 @@ struct HostOverheads {
   const HostKinds* find(const std::string& op, const std::string& shape) const;
 };
 
-// Means of each kind per op name and per shape key (the launch count too): a step's host time is their sum.
+// Means of each kind per op name and per shape key (the launch count too; values past the far-out fence, Q3 + 3 IQR,
+// counted at it): a step's host time is their sum.
 HostOverheads fit_host_overheads(const std::vector<HostSample>& samples);
 
 }  // namespace reprise::predict
