@@ -55,7 +55,8 @@ bool has_sharded_table_batched(const Trace& t) {
 }
 
 // The tensors a table-batched lookup holds its tables in: the weights' halves and the optimizer's state (momentum1's
-// from the lookup's reading; momentum2's, Adam's and LAMB's, by the schema's names).
+// from the lookup's reading; momentum2's, Adam's and LAMB's, by the schema's names: a lookup recorded without its
+// schema keeps its momentum2 whole).
 std::vector<TableBatchedArg> table_batched_holdings(const Trace& t, const Node& n, const TableBatchedLookup& l) {
   std::vector<TableBatchedArg> held{l.dev_weights, l.uvm_weights, l.momentum1_dev, l.momentum1_uvm};
   if (n.op_schema == 0) return held;
@@ -90,6 +91,8 @@ BatchedShard shard_table_batched(Trace& t, int64_t f) {
     std::string why;
     if (!read_table_batched_lookup(t, i, l, &why)) throw UserError(op + ": " + why);
     double before = 0;
+    // The tables' row width when they share one (total_D / tables): a slice holds whole rows.
+    const int64_t width = l.tables > 0 && l.total_dim % l.tables == 0 ? l.total_dim / l.tables : 0;
     for (const TableBatchedArg& a : table_batched_holdings(t, n, l)) {
       const Value v = table_batched_value(t, n, a);
       if (v.kind != ValueKind::Tensor || done[v.ref]) continue;
@@ -98,7 +101,10 @@ BatchedShard shard_table_batched(Trace& t, int64_t f) {
       if (x.rank == 0 || x.numel == 0) continue;
       before += static_cast<double>(x.bytes());
       std::vector<int64_t> dims(t.dims(x).begin(), t.dims(x).end());
-      dims[0] = (dims[0] + f - 1) / f;
+      if (x.rank == 1 && width > 1 && dims[0] % width == 0)  // rows of the width, flattened (a row-wise state is not)
+        dims[0] = (dims[0] / width + f - 1) / f * width;
+      else
+        dims[0] = (dims[0] + f - 1) / f;
       x.dims = static_cast<uint32_t>(t.ints.size());
       t.ints.insert(t.ints.end(), dims.begin(), dims.end());
       x.numel = 1;

@@ -245,13 +245,13 @@ void write_calibration(const Calibration& c, const std::string& path) {
                       {"points", k.points}});
   j["collectives"] = curves;
   if (!c.host.empty()) {
-    // Per key: [gap_before, to_first_launch, launch, between_launches, after_last_launch, launches, no_launch,
-    // samples].
+    // Per key: [gap_before, to_first_launch, launch, between_launches, after_last_launch, launches, launching,
+    // no_launch, samples].
     auto rows_of = [](const std::map<std::string, HostKinds>& m) {
       json o = json::object();
       for (const auto& [key, k] : m)
-        o[key] = {k.gap_before,        k.to_first_launch, k.launch,    k.between_launches,
-                  k.after_last_launch, k.launches,        k.no_launch, k.samples};
+        o[key] = {k.gap_before, k.to_first_launch, k.launch,    k.between_launches, k.after_last_launch,
+                  k.launches,   k.launching,       k.no_launch, k.samples};
       return o;
     };
     j["host_overheads"] = {
@@ -333,19 +333,20 @@ Calibration read_calibration(const std::string& path) {
       const auto m = host->find(part);
       if (m == host->end()) continue;
       const std::string at = path + ": host_overheads: " + part;
-      if (!m->is_object()) throw UserError(at + ": expected an object of [8 numbers] by op");
+      if (!m->is_object()) throw UserError(at + ": expected an object of [9 numbers] by op");
       for (const auto& [key, r] : m->items()) {
         const std::string where = at + ": " + key;
-        if (!r.is_array() || r.size() != 8)
+        if (!r.is_array() || r.size() != 9)
           throw UserError(where +
                           ": expected [gap_before, to_first_launch, launch, between_launches, "
-                          "after_last_launch, launches, no_launch, samples]");
+                          "after_last_launch, launches, launching, no_launch, samples]");
         HostKinds k;
-        double* fields[] = {&k.gap_before,        &k.to_first_launch, &k.launch,   &k.between_launches,
-                            &k.after_last_launch, &k.launches,        &k.no_launch};
-        for (size_t e = 0; e < 7; ++e)
-          *fields[e] = json_value_number(r[e], where + "[" + std::to_string(e) + "]", 0, e == 5 ? 1e6 : kHour);
-        k.samples = static_cast<int64_t>(json_value_number(r[7], where + "[7]", 0, 1e15));
+        double* fields[] = {&k.gap_before,        &k.to_first_launch, &k.launch,    &k.between_launches,
+                            &k.after_last_launch, &k.launches,        &k.launching, &k.no_launch};
+        const double most[] = {kHour, kHour, kHour, kHour, kHour, 1e6, 1, kHour};  // launches a call; a share
+        for (size_t e = 0; e < 8; ++e)
+          *fields[e] = json_value_number(r[e], where + "[" + std::to_string(e) + "]", 0, most[e]);
+        k.samples = static_cast<int64_t>(json_value_number(r[8], where + "[8]", 0, 1e15));
         (std::string(part) == "by_op" ? c.host.by_op : c.host.by_shape)[key] = k;
       }
     }

@@ -8,26 +8,36 @@
 namespace reprise::predict {
 namespace {
 
-// The mean with each value past Tukey's far-out fence (the upper quartile plus three interquartile ranges) counted
-// at the fence: a step's long tails stay in, a first step's one-off CUDA initialization (seconds in a launch call)
-// does not.
+// The mean with each value past a fence counted at the fence: a step's long tails stay in, a first step's one-off
+// CUDA initialization (milliseconds to seconds in one call) does not. The fence is Tukey's far-out one (the upper
+// quartile plus three interquartile ranges); under five values, which have no quartiles to speak of, ten times the
+// lower median, and never under 100 us (calls that short are not clipped).
 double mean(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  const double q1 = v[v.size() / 4], q3 = v[(3 * v.size()) / 4], fence = q3 + 3 * (q3 - q1);
+  const size_t n = v.size();
+  const double q1 = v[n / 4], q3 = v[(3 * n) / 4];
+  const double fence = std::max(n < 5 ? 10 * v[(n - 1) / 2] : q3 + 3 * (q3 - q1), 1e-4);
   double s = 0;
   for (double x : v) s += std::min(x, fence);
-  return s / static_cast<double>(v.size());
+  return s / static_cast<double>(n);
+}
+
+double plain_mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
 }
 
 // The samples of one key, kind by kind: each kind's mean over the samples that have it (a gap where the op had a
 // predecessor on its thread, the launch kinds where it launched, between launches where it launched twice or more).
 // Means, not medians: a step's host time is the sum of its ops', long tails included.
 struct Pool {
-  std::vector<double> gap, first, launch, between, after, launches, none;
+  std::vector<double> gap, first, launch, between, after, launches, launching, none;
   void add(const HostKinds& k, bool has_gap) {
     if (has_gap) gap.push_back(k.gap_before);
     launches.push_back(k.launches);
+    launching.push_back(k.launches > 0 ? 1 : 0);
     if (k.launches > 0) {
       first.push_back(k.to_first_launch);
       launch.push_back(k.launch);
@@ -44,7 +54,8 @@ struct Pool {
     k.launch = mean(launch);
     k.between_launches = mean(between);
     k.after_last_launch = mean(after);
-    k.launches = mean(launches);
+    k.launches = plain_mean(launches);
+    k.launching = plain_mean(launching);
     k.no_launch = mean(none);
     k.samples = static_cast<int64_t>(launches.size());
     return k;
@@ -54,12 +65,17 @@ struct Pool {
 }  // namespace
 
 double HostKinds::host_seconds() const {
-  if (launches <= 0) return gap_before + no_launch;
-  return gap_before + to_first_launch + launches * launch + std::max(launches - 1, 0.0) * between_launches +
-         after_last_launch;
+  // Of the calls, a share `launching` launched (`launches / launching` calls each, one gap fewer between them), the
+  // rest took `no_launch`.
+  const double p = std::clamp(launching, 0.0, 1.0);
+  if (p <= 0 || launches <= 0) return gap_before + no_launch;
+  return gap_before + p * (to_first_launch + after_last_launch) + launches * launch +
+         std::max(launches - p, 0.0) * between_launches + (1 - p) * no_launch;
 }
 
-double HostKinds::launch_at() const { return launches <= 0 ? -1 : gap_before + to_first_launch + launch; }
+double HostKinds::launch_at() const {
+  return launching <= 0 || launches <= 0 ? -1 : gap_before + to_first_launch + launch;
+}
 
 std::string host_shape_key(const Trace& t, const Node& n) {
   std::string key;
@@ -96,17 +112,17 @@ std::vector<HostSample> host_samples(const Trace& t) {
     const uint32_t u = unit_of[e.node];
     if (u != kNone32) calls[u].push_back(e.launcher);
   }
-  // Each unit's waits on the device (synchronize calls, blocking copies): the simulator times them as the device's
-  // work the host waits for, so they are not host overhead.
-  std::vector<double> waits(t.nodes.size(), 0);  // microseconds
+  // Each unit's waits on the device (the runtime's synchronize calls): the simulator times them as the device work
+  // the host waits for, so each is taken out of the stretch of the op it lies in. A call inside a CPU op the trace
+  // has no node for belongs to the nearest enclosing op that has one.
+  std::vector<std::vector<std::pair<double, double>>> waits(t.nodes.size());  // (start, end), microseconds
   for (const KinetoEvent& e : k.events) {
-    if (e.cat != KinetoCat::Runtime && e.cat != KinetoCat::Driver) continue;
-    const std::string_view name = t.str(e.name);
-    if (name.find("Synchronize") == std::string_view::npos && name != "cudaMemcpy" && name != "hipMemcpy") continue;
+    if ((e.cat != KinetoCat::Runtime && e.cat != KinetoCat::Driver) || !is_host_sync(t, e)) continue;
     uint32_t node = e.node;
-    if (node == kNone32 && e.cpu_op >= 0 && static_cast<size_t>(e.cpu_op) < k.events.size())
-      node = k.events[e.cpu_op].node;
-    if (node < t.nodes.size() && unit_of[node] != kNone32) waits[unit_of[node]] += e.dur;
+    for (int32_t c = e.cpu_op; node == kNone32 && c >= 0 && static_cast<size_t>(c) < k.events.size();
+         c = k.events[c].parent)
+      node = k.events[c].node;
+    if (node < t.nodes.size() && unit_of[node] != kNone32) waits[unit_of[node]].emplace_back(e.ts, e.ts + e.dur);
   }
   // Kineto's own CPU op of each node: its times where linking did not set the node's (a Kineto-only trace), and its
   // Input Dims where the node records no inputs.
@@ -159,24 +175,32 @@ std::vector<HostSample> host_samples(const Trace& t) {
       if (has_gap) h.gap_before = std::max(ts - last_end, 0.0) * 1e-6;  // 0 under another thread's op
       last_end = std::max(last_end, end);
       std::vector<int32_t>& c = calls[u];
-      std::sort(c.begin(), c.end(), [&](int32_t a, int32_t b) { return k.events[a].ts < k.events[b].ts; });
+      std::sort(c.begin(), c.end(), [&](int32_t a, int32_t b) {
+        return k.events[a].ts != k.events[b].ts ? k.events[a].ts < k.events[b].ts : a < b;
+      });
       c.erase(std::unique(c.begin(), c.end()), c.end());
+      // A stretch of the op, less the device waits inside it (microseconds).
+      auto busy = [&](double from, double to) {
+        double x = std::max(to - from, 0.0);
+        for (const auto& [a, b] : waits[u]) x -= std::max(std::min(b, to) - std::max(a, from), 0.0);
+        return std::max(x, 0.0);
+      };
       h.launches = static_cast<double>(c.size());
-      const double wait = std::min(waits[u], dur);
+      h.launching = c.empty() ? 0 : 1;
       if (c.empty()) {
-        h.no_launch = (dur - wait) * 1e-6;
+        h.no_launch = busy(ts, end) * 1e-6;
       } else {
         const KinetoEvent& first = k.events[c.front()];
         const KinetoEvent& last = k.events[c.back()];
-        h.to_first_launch = std::max(first.ts - ts, 0.0) * 1e-6;
-        h.after_last_launch = std::max(end - (last.ts + last.dur) - wait, 0.0) * 1e-6;  // a sync follows launches
+        h.to_first_launch = busy(ts, first.ts) * 1e-6;
+        h.after_last_launch = busy(last.ts + last.dur, end) * 1e-6;
         double launch = 0, between = 0;
         for (size_t i = 0; i < c.size(); ++i) {
           const KinetoEvent& e = k.events[c[i]];
           launch += e.dur;
           if (i > 0) {
             const KinetoEvent& before = k.events[c[i - 1]];
-            between += std::max(e.ts - (before.ts + before.dur), 0.0);
+            between += busy(before.ts + before.dur, e.ts);
           }
         }
         h.launch = launch / static_cast<double>(c.size()) * 1e-6;

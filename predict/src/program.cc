@@ -83,7 +83,7 @@ void Builder::compute(uint32_t node) {
       if (b_.program.host_runs_ops)
         c.host = it->second;
       else
-        c.device = std::max(it->second - c.host, 0.0);
+        c.device = std::max(it->second - (c.host - c.host_gap), 0.0);  // a replay's op time holds no gap before it
       c.sigma = 0;
     }
   }
@@ -236,6 +236,7 @@ SimProgram scaled_program(const BuiltProgram& b, double z) {
   for (SimOp& op : p.ops) {
     op.host *= f;
     op.device *= f;
+    if (op.launch_at >= 0) op.launch_at *= f;
   }
   for (SimCollective& c : p.collectives) c.seconds *= f;
   return p;

@@ -254,10 +254,13 @@ bool Simulation::step(int64_t r) {
           k.op_end[pc] = k.host, k.op_ev[pc] = k.host_last;
           break;
         }
-        const double issuing = k.host;
-        host_call(r, pc, op.host);
-        double ks = op.launch_at >= 0 ? issuing + op.launch_at : k.host;  // launched before the host part ends
+        // The kernel starts after its launch: the host part's end, or (measured host overheads) its first launch
+        // call's, the host part then logged in two pieces so the critical path runs through the first.
+        const bool early = op.launch_at >= 0 && op.launch_at < op.host;
+        host_call(r, pc, early ? op.launch_at : op.host);
+        double ks = k.host;
         EvRef kp = k.host_last;
+        if (early) host_call(r, pc, op.host - op.launch_at);
         later(ks, kp, start, pred);
         later(ks, kp, k.stream_tail[op.stream], k.stream_last[op.stream]);
         const EvRef kev = log(r, ks, ks + op.device, pc, static_cast<uint16_t>(1 + op.stream), kp);

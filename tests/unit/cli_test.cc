@@ -645,7 +645,9 @@ TEST(Cli, CalibrateHostOverheadsFromKineto) {
   Result c = run("calibrate --family none --host-from " + dir + "/k.json --out " + dir + "/c.json");
   ASSERT_EQ(c.status, 0) << c.out;
   EXPECT_NE(c.out.find("host overheads: 2 op call(s), 2 op(s), 1 op shape(s)"), std::string::npos) << c.out;
-  EXPECT_NE(c.out.find("aten::addmm"), std::string::npos) << c.out;  // the table of the most called ops
+  EXPECT_EQ(c.out.find("warning"), std::string::npos) << c.out;
+  // The table of the most called ops: calls, launches, then the kinds.
+  EXPECT_TRUE(std::regex_search(c.out, std::regex(R"(aten::addmm +1 +1\.0 +0\.0 us +10\.0 us +5\.0 us)"))) << c.out;
   const reprise::predict::Calibration cal = reprise::predict::read_calibration(dir + "/c.json");
   EXPECT_TRUE(cal.samples.empty());
   ASSERT_EQ(cal.host.by_op.count("aten::addmm"), 1u);
@@ -657,13 +659,23 @@ TEST(Cli, CalibrateHostOverheadsFromKineto) {
            {"--family none", "calibrate: --family none sweeps nothing: give --host-from (or --from-replay) to fit"},
            {"--family none --family memory --host-from " + dir + "/k.json", "it takes no other family"},
            {"--family none --host-from " + dir + "/missing.json", "missing.json"},
-           {"--family none --host-from " + dir + "/c.json", "c.json"}}) {
+           {"--family none --host-from " + dir + "/c.json", "c.json"},
+           {"--family none --host-from " + dir + "/k.json --cluster-out " + dir + "/m.yaml",
+            "--cluster-out describes the machine a sweep measured: --family none measures none"}}) {
     Result r = run("calibrate " + args + " --out " + dir + "/d.json -q");
     EXPECT_EQ(r.status, 2) << args << ": " << r.out;
     EXPECT_NE(r.out.find(message), std::string::npos) << args << ": " << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   }
   EXPECT_FALSE(std::filesystem::exists(dir + "/d.json"));
+  // A host timeline without launch calls is measured, and said to be one.
+  reprise::test::Kineto host;
+  host.op("ProfilerStep#1", 0, 100);
+  host.op("aten::add", 10, 40);
+  std::ofstream(dir + "/h.json") << host.text();
+  Result h = run("calibrate --family none --host-from " + dir + "/h.json --out " + dir + "/h-cal.json -q");
+  EXPECT_EQ(h.status, 0) << h.out;
+  EXPECT_NE(h.out.find("h.json: no op launched GPU work"), std::string::npos) << h.out;
 }
 
 // calibrate: the memory family's quick sweep, one pass, writes a calibration read_calibration accepts.

@@ -118,12 +118,13 @@ Shape held(const Trace& t, const Node& lookup, size_t input) { return shape(t, t
 const char* const kLookup = "fbgemm::split_embedding_codegen_lookup_adagrad_function";
 
 // fbgemm's lookup holds every table of the rank in one op: a world 3 times larger keeps one role, whose lookup holds
-// a third of the tables' rows (rounded up) and looks up as much as before; data-parallel tables (dense_) stay whole.
+// a third of the tables' rows (whole rows, rounded up) and looks up as much as before; data-parallel tables (dense_)
+// stay whole.
 TEST(GenReshard, TableBatchedLookupsHoldTheirShareOfTheRows) {
   TraceBuilder b;
   b.roots();
   b.set_parent(b.annotation("ProfilerStep#1"));
-  test::split_adagrad_lookup(b, 48002);
+  test::split_adagrad_lookup(b, 48016);  // 3,001 rows of width 16
   b.op("fbgemm::dense_embedding_codegen_lookup_function",
        {b.tensor(dlrm_spec(b, {112})), b.tensor(dlrm_spec(b, {2}, "long int")), b.tensor(dlrm_spec(b, {3}, "long int")),
         b.integer(32), b.integer(16), b.tensor(dlrm_spec(b, {3}, "long int")), b.integer(3),
@@ -135,9 +136,9 @@ TEST(GenReshard, TableBatchedLookupsHoldTheirShareOfTheRows) {
   EXPECT_EQ(ws.role_of_rank, (std::vector<uint32_t>(6, 0)));
   const Trace& t = ws.roles[0];
   const Node& lookup = *ops(t, kLookup).at(0);
-  EXPECT_EQ(held(t, lookup, 1), (Shape{16001}));
-  EXPECT_EQ(held(t, lookup, 20), (Shape{16001}));
-  EXPECT_EQ(t.tensors[t.inputs(lookup)[1].ref].numel, 16001);
+  EXPECT_EQ(held(t, lookup, 1), (Shape{16016}));  // 1,001 rows
+  EXPECT_EQ(held(t, lookup, 20), (Shape{16016}));
+  EXPECT_EQ(t.tensors[t.inputs(lookup)[1].ref].numel, 16016);
   EXPECT_EQ(held(t, lookup, 11), (Shape{768}));  // indices, offsets and output as recorded
   EXPECT_EQ(held(t, lookup, 12), (Shape{385}));
   EXPECT_EQ(shape(t, t.outputs(lookup)[0]), (Shape{128, 48}));

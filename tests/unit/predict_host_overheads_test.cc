@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "kineto_builder.h"
+#include "program.h"
 #include "reprise/common/error.h"
 #include "reprise/predict/calibration.h"
 #include "reprise/predict/cost_model.h"
@@ -87,19 +88,56 @@ TEST(HostOverheads, FiveKindsAreReadFromTheTimeline) {
   EXPECT_EQ(h.find("aten::mm", ""), nullptr);
 }
 
-// A one-off outlier (a first step's CUDA initialization inside a call) counts at the far-out fence, Q3 + 3 IQR; a tail
-// within it stays whole.
-TEST(HostOverheads, AnOutlierCountsAtTheFarOutFence) {
+// A one-off outlier (a first step's CUDA initialization inside a call) counts at the fence: Tukey's far-out one, Q3 +
+// 3 IQR; under five calls ten times the lower median; never under 100 us. A tail within it stays whole.
+TEST(HostOverheads, AnOutlierCountsAtTheFence) {
   std::vector<HostSample> s(8);
   for (size_t i = 0; i < s.size(); ++i) {
     s[i].op = "aten::to";
     s[i].kinds.gap_before = -1;
-    s[i].kinds.no_launch = (10 + static_cast<double>(i % 2)) * kUs;  // 10 and 11 us: Q1 10, Q3 11, fence 14
+    s[i].kinds.no_launch = (1000 + 100 * static_cast<double>(i % 2)) * kUs;  // Q1 1 ms, Q3 1.1 ms, fence 1.4 ms
   }
   s[7].kinds.no_launch = 10;  // seconds
-  EXPECT_NEAR(fit_host_overheads(s).by_op.at("aten::to").no_launch, (4 * 10 + 3 * 11 + 14) * kUs / 8, 1e-12);
-  s[7].kinds.no_launch = 13 * kUs;  // inside the fence
-  EXPECT_NEAR(fit_host_overheads(s).by_op.at("aten::to").no_launch, (4 * 10 + 3 * 11 + 13) * kUs / 8, 1e-12);
+  EXPECT_NEAR(fit_host_overheads(s).by_op.at("aten::to").no_launch, (4 * 1000 + 3 * 1100 + 1400) * kUs / 8, 1e-12);
+  s[7].kinds.no_launch = 1300 * kUs;  // inside the fence
+  EXPECT_NEAR(fit_host_overheads(s).by_op.at("aten::to").no_launch, (4 * 1000 + 3 * 1100 + 1300) * kUs / 8, 1e-12);
+  // Two calls: the second past ten times the first.
+  s.resize(2);
+  s[0].kinds.no_launch = 200 * kUs, s[1].kinds.no_launch = 1.8;
+  EXPECT_NEAR(fit_host_overheads(s).by_op.at("aten::to").no_launch, (200 + 2000) * kUs / 2, 1e-12);
+  // Short calls are not clipped.
+  s[0].kinds.no_launch = 2 * kUs, s[1].kinds.no_launch = 90 * kUs;
+  EXPECT_NEAR(fit_host_overheads(s).by_op.at("aten::to").no_launch, 46 * kUs, 1e-12);
+}
+
+// An op that launches on some calls only: the launch kinds are those calls', weighted by their share.
+TEST(HostOverheads, AnOpThatLaunchesSometimes) {
+  std::vector<HostSample> s(2);
+  for (HostSample& x : s) x.op = "aten::copy_", x.kinds.gap_before = -1;
+  s[0].kinds.launches = 1, s[0].kinds.launching = 1;
+  s[0].kinds.to_first_launch = s[0].kinds.launch = s[0].kinds.after_last_launch = 5 * kUs;
+  s[1].kinds.no_launch = 100 * kUs;
+  const HostKinds k = fit_host_overheads(s).by_op.at("aten::copy_");
+  EXPECT_DOUBLE_EQ(k.launching, 0.5);
+  EXPECT_DOUBLE_EQ(k.launches, 0.5);
+  EXPECT_NEAR(k.host_seconds(), (15 + 100) * kUs / 2, 1e-12);  // the mean of the two calls
+  EXPECT_NEAR(k.launch_at(), 10 * kUs, 1e-12);
+}
+
+// The runtime's synchronize calls are device waits the simulator times itself: each leaves the stretch it lies in.
+TEST(HostOverheads, DeviceWaitsAreLeftOut) {
+  Kineto k;
+  k.op("ProfilerStep#1", 0, 200);
+  k.op("aten::nonzero", 10, 60);
+  k.gpu("count", 12, 3, 20, 5);                     // 12..15
+  k.runtime("cudaStreamSynchronize", 16, 20);       // 16..36, between the launches
+  k.gpu("copy", 40, 4, 45, 2, 7, "gpu_memcpy", 8);  // 40..44
+  k.runtime("cudaStreamSynchronize", 50, 15);       // 50..65, after them
+  const HostKinds h = sample(host_samples(test::read_back(k.text(), "k.json")), "aten::nonzero").kinds;
+  EXPECT_DOUBLE_EQ(h.launches, 2);
+  EXPECT_NEAR(h.to_first_launch, 2 * kUs, 1e-12);
+  EXPECT_NEAR(h.between_launches, (25 - 20) * kUs, 1e-12);   // 15..40 less 20
+  EXPECT_NEAR(h.after_last_launch, (26 - 15) * kUs, 1e-12);  // 44..70 less 15
 }
 
 TEST(HostOverheads, KeptInTheCalibrationFile) {
@@ -117,7 +155,7 @@ TEST(HostOverheads, KeptInTheCalibrationFile) {
   EXPECT_DOUBLE_EQ(a.launch_at(), b.launch_at());
   EXPECT_EQ(a.samples, b.samples);
 
-  // A row that is not eight numbers, or a negative time, is an error at its key.
+  // A row that is not nine numbers, or a negative time, is an error at its key.
   std::ifstream in(dir + "/c.json");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t at = text.find("\"aten::view\": [");
@@ -127,10 +165,19 @@ TEST(HostOverheads, KeptInTheCalibrationFile) {
   std::ofstream(dir + "/bad.json") << bad;
   try {
     read_calibration(dir + "/bad.json");
-    FAIL() << "read a row of nine numbers";
+    FAIL() << "read a row of ten numbers";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("host_overheads: by_op: aten::view: expected [gap_before"), std::string::npos)
         << e.what();
+  }
+  bad = text;
+  bad.insert(text.find_first_of("0123456789", at + 15), "-");  // the gap
+  std::ofstream(dir + "/negative.json") << bad;
+  try {
+    read_calibration(dir + "/negative.json");
+    FAIL() << "read a negative gap";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("host_overheads: by_op: aten::view[0]"), std::string::npos) << e.what();
   }
 }
 
@@ -195,6 +242,17 @@ TEST(HostOverheads, TheCostModelAndTheSimulatorUseThem) {
   EXPECT_EQ(plain.launch_at, -1);
   EXPECT_DOUBLE_EQ(with.op(t, other).host, 2e-6);  // an op it has no kinds for
   EXPECT_EQ(with.op(t, other).launch_at, -1);
+  // Kinds of an op that never launched (a host timeline without launch calls): its host part, and its kernel (the
+  // model's) at the host part's end.
+  HostKinds none;
+  none.no_launch = 30e-6, none.gap_before = 10e-6, none.samples = 1;
+  c.host.by_op["aten::mm"] = none;
+  const CostModel again(cluster, &c);
+  const OpCost n = again.op(t, other);
+  EXPECT_DOUBLE_EQ(n.host, 40e-6);
+  EXPECT_DOUBLE_EQ(n.host_gap, 10e-6);
+  EXPECT_GT(n.device, 0);
+  EXPECT_EQ(n.launch_at, -1);
 
   // A 30 us host part whose kernel (10 us) is launched 5 us in ends at 30, not 40; at the host part's end, at 40.
   SimOp op;
@@ -210,6 +268,26 @@ TEST(HostOverheads, TheCostModelAndTheSimulatorUseThem) {
   EXPECT_DOUBLE_EQ(simulate(in).ranks[0].step_seconds[0], 30);
   p.ops[0].launch_at = -1;
   EXPECT_DOUBLE_EQ(simulate(in).ranks[0].step_seconds[0], 40);
+
+  // A kernel longer than the host part: the critical path runs through the host up to the launch, then the kernel.
+  p.ops[0].launch_at = 5, p.ops[0].device = 40;
+  const SimResult r = simulate(in);
+  EXPECT_DOUBLE_EQ(r.ranks[0].step_seconds[0], 45);
+  EXPECT_DOUBLE_EQ(r.ranks[0].host_busy, 30);
+  ASSERT_EQ(r.critical_path.size(), 2u);
+  EXPECT_EQ(r.critical_path[0].resource, "host");
+  EXPECT_DOUBLE_EQ(r.critical_path[0].end, 5);
+  EXPECT_EQ(r.critical_path[1].resource, "stream 0");
+  EXPECT_DOUBLE_EQ(r.critical_path[1].start, 5);
+
+  // The interval's bounds scale the launch with the host part.
+  detail::BuiltProgram built;
+  built.program = p;
+  built.op_sigma = {0.5, 0};
+  const SimProgram lo = detail::scaled_program(built, -1);
+  EXPECT_LT(lo.ops[0].host, 30);
+  EXPECT_DOUBLE_EQ(lo.ops[0].launch_at / lo.ops[0].host, 5.0 / 30);
+  EXPECT_EQ(detail::scaled_program(built, 1).ops[1].launch_at, -1);
 }
 
 }  // namespace

@@ -199,6 +199,8 @@ int cmd_calibrate(int argc, char** argv) {
   }
   if (no_sweep && host_from.empty() && from_replay.empty())
     throw UserError("calibrate: --family none sweeps nothing: give --host-from (or --from-replay) to fit");
+  if (no_sweep && from_replay.empty() && !cluster_out.empty())
+    throw UserError("calibrate: --cluster-out describes the machine a sweep measured: --family none measures none");
   for (const std::string* p : {&out, &cluster_out})
     if (!p->empty()) check_output_path(*p);
   try {
@@ -228,6 +230,12 @@ int cmd_calibrate(int argc, char** argv) {
     }
     host = fit_host_overheads(measured);
     for (const std::string& f : host_from) host.source += (host.source.empty() ? "" : ", ") + f;
+    const bool launched =
+        std::any_of(measured.begin(), measured.end(), [](const HostSample& x) { return x.kinds.launches > 0; });
+    if (!launched && reporter)  // a host timeline (a CPU capture's), not a GPU step's Kineto trace
+      line.message("warning: " + host.source +
+                   ": no op launched GPU work: each op's host side is its whole duration, which a GPU "
+                   "prediction then spends on the host");
     if (reporter && !vm.count("quiet"))
       line.message("host overheads: " + std::to_string(measured.size()) + " op call(s), " +
                    std::to_string(host.by_op.size()) + " op(s), " + std::to_string(host.by_shape.size()) +
@@ -281,7 +289,7 @@ int cmd_calibrate(int argc, char** argv) {
   fitted.source = cal.source;
   fitted.device = cal.device;
   fitted.host = std::move(host);
-  fitted.machine = cal.device.rfind("cuda", 0) == 0 ? cal.device : cpu_model();
+  fitted.machine = no_sweep && from_replay.empty() ? "" : cal.device.rfind("cuda", 0) == 0 ? cal.device : cpu_model();
   fitted.torch_version = TORCH_VERSION;
   fitted.threads = threads;
   fitted.concurrent_ranks = std::max(launch.local_size, 1);

@@ -25,14 +25,15 @@ struct HostKinds {
   double launch = 0;             // one launch call (cudaLaunchKernel, cudaMemcpyAsync, ...)
   double between_launches = 0;   // a launch call's end to the next one's start
   double after_last_launch = 0;  // the last launch call's end to the op's end
-  double launches = 0;           // launch calls per op
-  double no_launch = 0;          // an op that launches nothing: its duration
+  double launches = 0;           // launch calls per call of the op, over every call
+  double launching = 0;          // the share of its calls that launched anything (the three launch kinds are theirs)
+  double no_launch = 0;          // a call that launched nothing: its duration
   int64_t samples = 0;
 
   // Host time from the op's gap on: the gap, then the op (its launches and what surrounds them).
   double host_seconds() const;
   // Seconds from the start of the op's gap to the end of its first launch call: when its work can start on the
-  // device. Negative for an op that launches nothing.
+  // device. Negative for an op that never launched.
   double launch_at() const;
 };
 
@@ -40,8 +41,8 @@ struct HostKinds {
 struct HostSample {
   std::string op;     // "aten::addmm"
   std::string shape;  // host_shape_key: "aten::addmm [256] [64,512] [512,256]", empty when no shape is recorded
-  HostKinds kinds;    // samples = 1; launches the count, launch and between_launches the op's means; gap_before
-                      // -1 when no op ran before it on its thread in its step
+  HostKinds kinds;    // samples = 1; launches the count, launching 0 or 1, launch and between_launches the call's
+                      // means; gap_before -1 for a step's first op; device waits (synchronize calls) left out
 };
 
 // The ops of every ProfilerStep of `t` (all of it without steps) that a replay issues, with the five kinds read from
@@ -65,8 +66,8 @@ struct HostOverheads {
   const HostKinds* find(const std::string& op, const std::string& shape) const;
 };
 
-// Means of each kind per op name and per shape key (the launch count too; values past the far-out fence, Q3 + 3 IQR,
-// counted at it): a step's host time is their sum.
+// Means of each kind per op name and per shape key, values past a fence counted at it (Tukey's far-out fence, Q3 + 3
+// IQR; under five values ten times the lower median; never under 100 us); the launch counts' plain means.
 HostOverheads fit_host_overheads(const std::vector<HostSample>& samples);
 
 }  // namespace reprise::predict
