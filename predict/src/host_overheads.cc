@@ -197,7 +197,7 @@ std::vector<HostSample> host_samples(const Trace& t) {
         double launch = 0, between = 0;
         for (size_t i = 0; i < c.size(); ++i) {
           const KinetoEvent& e = k.events[c[i]];
-          launch += e.dur;
+          launch += std::max(e.dur, 0.0);
           if (i > 0) {
             const KinetoEvent& before = k.events[c[i - 1]];
             between += busy(before.ts + before.dur, e.ts);
