@@ -162,7 +162,14 @@ void reshard_tables(Workspace& ws, int64_t world_size, const std::string& where)
   std::vector<Trace> roles;
   std::vector<int64_t> source_rank;
   const std::vector<gen::DimChange> changes{{"world", n, world_size}};
-  auto note_batched = [&](const std::string& role, const BatchedShard& b) {
+  // The role's table-batched lookups hold 1/f of their tables, and the bundle's notes say so.
+  auto shard_batched = [&](const std::string& role, Trace& t) {
+    BatchedShard b;
+    try {
+      b = shard_table_batched(t, f);
+    } catch (const UserError& e) {
+      throw UserError(where + ": tables: reshard: " + role + ": " + e.what());
+    }
     ws.note("scale: tables: " + role + ": " + std::to_string(b.lookups) + " table-batched lookup(s) hold 1/" +
             std::to_string(f) + " of their tables (weights and optimizer state " + gigabytes(b.bytes_before) + " -> " +
             gigabytes(b.bytes_after) + "), their lookups as recorded");
@@ -172,12 +179,7 @@ void reshard_tables(Workspace& ws, int64_t world_size, const std::string& where)
     const std::string source = "role " + std::to_string(r) + " (source rank " + std::to_string(ws.source_rank[old]);
     Trace t = clone(ws.roles[old]);
     if (slices[old] == 1) {  // table-batched lookups only
-      const std::string role = source + ")";
-      try {
-        note_batched(role, shard_table_batched(t, f));
-      } catch (const UserError& e) {
-        throw UserError(where + ": tables: reshard: " + role + ": " + e.what());
-      }
+      shard_batched(source + ")", t);
       roles.push_back(std::move(t));
       source_rank.push_back(ws.source_rank[old]);
       continue;
@@ -206,13 +208,7 @@ void reshard_tables(Workspace& ws, int64_t world_size, const std::string& where)
     const std::vector<std::string>& notes = c.notes;
     for (const std::string& x : notes)
       if (ws.warn) ws.warn("scale: tables: " + role + ": " + x);
-    if (has_sharded_table_batched(t)) {  // per-table lookups beside table-batched ones
-      try {
-        note_batched(role, shard_table_batched(t, f));
-      } catch (const UserError& e) {
-        throw UserError(where + ": tables: reshard: " + role + ": " + e.what());
-      }
-    }
+    if (has_sharded_table_batched(t)) shard_batched(role, t);  // per-table lookups beside table-batched ones
     roles.push_back(std::move(t));
     source_rank.push_back(ws.source_rank[old]);
   }

@@ -163,7 +163,8 @@ std::vector<HostSample> host_samples(const Trace& t) {
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     double last_end = -1;  // microseconds; -1 before the step's first op
     for (const auto& [ts, rest] : timed_units) {
-      const auto [dur, u] = rest;
+      const double dur = rest.first;
+      const uint32_t u = rest.second;  // not a structured binding: the lambda below captures it
       ++timed;
       HostSample s;
       s.op = std::string(t.name(t.nodes[u]));

@@ -14,8 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     set.ranks.emplace_back();
     reprise::read_kineto_text(text, "fuzz.json", set.ranks[0]);
     reprise::summarize(set);
-    const reprise::predict::HostOverheads h = reprise::predict::fit_host_overheads(
-        reprise::predict::host_samples(set.ranks[0]));
+    const reprise::predict::HostOverheads h =
+        reprise::predict::fit_host_overheads(reprise::predict::host_samples(set.ranks[0]));
     for (const auto& [op, k] : h.by_op)
       if (!(k.host_seconds() >= 0 && k.host_seconds() < 1e9)) __builtin_trap();  // negative, NaN or infinite
   } catch (const reprise::UserError&) {
