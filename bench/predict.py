@@ -24,7 +24,8 @@ gpu          on a GPU (cuda:0): calibrate there (`reprise calibrate --device cud
              dlrm and gpt at GPU-bound sizes (float, as the workloads run), captured on the GPU, replayed and predicted
              with that calibration; errors and their geometric mean (issue 13's goal: 5%, then 3%); then the same
              replays against predictions whose calibration also has the host overheads measured from the captures'
-             Kineto traces (`calibrate --host-from`, the seed's five kinds): gpu_host.
+             host timelines (`calibrate --host-from`; a capture's rank-N.kineto.json.gz times each op on the host
+             but records no launch calls, so each op's host part is its whole host time): gpu_host.
 
 Measurements are replays of the same process on a shared VM: each case is replayed --repeats times, interleaved
 across cases, and the median taken. Exit 1 when a bar is missed (accuracy geomean > 10%, distributed error > 15%,
@@ -217,8 +218,9 @@ def case_gpu(b):
     b.calibrate_gpu()
     measured = b.measure(items)
     plain = accuracy_of(b, items, "gpu", "calibrated on this GPU", "goal", 0.05, measured)
-    # The same replays judged again with the host side measured from the captures' Kineto traces (the seed's five
-    # kinds, docs/predict.md "Host overheads") added to the sweep's calibration.
+    # The same replays judged again with the host side measured from the captures' host timelines (docs/predict.md,
+    # "Host overheads": without launch calls in them, each op's host part is its whole host time) added to the
+    # sweep's calibration.
     host = os.path.join(b.work, "host-gpu.json")
     run([b.reprise, "calibrate", "--family", "none", "--host-from"] + [p for _, p, _ in items] + ["--out", host, "-q"])
     merged = json.load(open(b.cal))
@@ -227,7 +229,7 @@ def case_gpu(b):
     with open(b.cal, "w") as f:
         json.dump(merged, f)
     plain["with_host_overheads"] = accuracy_of(b, items, "gpu_host", "calibrated on this GPU, host overheads from "
-                                               "the captures' Kineto traces", "goal", 0.05, measured, "-host")
+                                               "the captures' host timelines", "goal", 0.05, measured, "-host")
     return plain
 
 

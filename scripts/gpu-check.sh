@@ -7,7 +7,7 @@
 #   3. analyze --measure against the real saving of a loss.item() sync (issue 14's bar), and of unfused chains;
 #   4. --host-time recorded and none against the original, on the GPU (issue 12);
 #   5. calibrate on the GPU and predict the built-in workloads at GPU-bound sizes (issue 13's goal), then again with
-#      the host overheads measured from the captures' Kineto traces (calibrate --host-from);
+#      the host overheads measured from the captures' host timelines (calibrate --host-from);
 #   6. fbgemm's table-batched embeddings emulated on the GPU (replay --emulate-tbe, PARAM's DLRM, when present).
 # --full adds the older checks: every test binary, NCCL sweeps on one rank, the fidelity, replay-overhead and
 # capture-overhead benchmarks. Writes everything under ${GPU_CHECK_DIR:-bench/out/gpu}.
