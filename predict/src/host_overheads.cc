@@ -29,9 +29,9 @@ double plain_mean(const std::vector<double>& v) {
   return v.empty() ? 0 : s / static_cast<double>(v.size());
 }
 
-// The samples of one key, kind by kind: each kind's mean over the samples that have it (a gap where the op had a
-// predecessor on its thread, the launch kinds where it launched, between launches where it launched twice or more).
-// Means, not medians: a step's host time is the sum of its ops', long tails included.
+// The samples of one key, kind by kind: each kind's mean over the samples that have it (a gap where an op of the step
+// ran before it, the launch kinds where it launched, between launches where it launched twice or more). Means, not
+// medians: a step's host time is the sum of its ops', long tails included.
 struct Pool {
   std::vector<double> gap, first, launch, between, after, launches, launching, none;
   void add(const HostKinds& k, bool has_gap) {
