@@ -32,7 +32,9 @@ int cmd_predict(int argc, char** argv) {
   std::vector<int64_t> steps;
   PredictOptions o;
   opts.add_options()("help,h", "show this help")("cluster", po::value(&cluster_path), "cluster description (YAML)")(
-      "calibration", po::value(&calibration_path), "calibration file from `reprise calibrate`")(
+      "calibration", po::value(&calibration_path),
+      "calibration file from `reprise calibrate` (rates, overheads; on a GPU cluster its measured host overheads, "
+      "calibrate --host-from)")(
       "op-times", po::value(&op_times)->composing(),
       "replay results written with --per-op: their measured op times replace the models' (the simulator's own error)")(
       "iteration", po::value(&steps)->composing(),
