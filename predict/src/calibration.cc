@@ -246,12 +246,12 @@ void write_calibration(const Calibration& c, const std::string& path) {
   j["collectives"] = curves;
   if (!c.host.empty()) {
     // Per key: [gap_before, to_first_launch, launch, between_launches, after_last_launch, launches, launching,
-    // no_launch, samples].
+    // waiting, no_launch, samples].
     auto rows_of = [](const std::map<std::string, HostKinds>& m) {
       json o = json::object();
       for (const auto& [key, k] : m)
-        o[key] = {k.gap_before, k.to_first_launch, k.launch,    k.between_launches, k.after_last_launch,
-                  k.launches,   k.launching,       k.no_launch, k.samples};
+        o[key] = {k.gap_before, k.to_first_launch, k.launch,  k.between_launches, k.after_last_launch,
+                  k.launches,   k.launching,       k.waiting, k.no_launch,        k.samples};
       return o;
     };
     j["host_overheads"] = {
@@ -333,20 +333,20 @@ Calibration read_calibration(const std::string& path) {
       const auto m = host->find(part);
       if (m == host->end()) continue;
       const std::string at = path + ": host_overheads: " + part;
-      if (!m->is_object()) throw UserError(at + ": expected an object of [9 numbers] by op");
+      if (!m->is_object()) throw UserError(at + ": expected an object of [10 numbers] by op");
       for (const auto& [key, r] : m->items()) {
         const std::string where = at + ": " + key;
-        if (!r.is_array() || r.size() != 9)
+        if (!r.is_array() || r.size() != 10)
           throw UserError(where +
                           ": expected [gap_before, to_first_launch, launch, between_launches, "
-                          "after_last_launch, launches, launching, no_launch, samples]");
+                          "after_last_launch, launches, launching, waiting, no_launch, samples]");
         HostKinds k;
-        double* fields[] = {&k.gap_before,        &k.to_first_launch, &k.launch,    &k.between_launches,
-                            &k.after_last_launch, &k.launches,        &k.launching, &k.no_launch};
-        const double most[] = {kHour, kHour, kHour, kHour, kHour, 1e6, 1, kHour};  // launches a call; a share
-        for (size_t e = 0; e < 8; ++e)
+        double* fields[] = {&k.gap_before, &k.to_first_launch, &k.launch,  &k.between_launches, &k.after_last_launch,
+                            &k.launches,   &k.launching,       &k.waiting, &k.no_launch};
+        const double most[] = {kHour, kHour, kHour, kHour, kHour, 1e6, 1, 1, kHour};  // launches a call; shares
+        for (size_t e = 0; e < 9; ++e)
           *fields[e] = json_value_number(r[e], where + "[" + std::to_string(e) + "]", 0, most[e]);
-        k.samples = static_cast<int64_t>(json_value_number(r[8], where + "[8]", 0, 1e15));
+        k.samples = static_cast<int64_t>(json_value_number(r[9], where + "[9]", 0, 1e15));
         (std::string(part) == "by_op" ? c.host.by_op : c.host.by_shape)[key] = k;
       }
     }

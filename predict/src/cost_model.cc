@@ -130,6 +130,7 @@ OpCost CostModel::op(const Trace& t, uint32_t node) const {
     if (const HostKinds* k = impl_->cal ? impl_->cal->host.find(t, node) : nullptr) {
       c.host = k->host_seconds();  // the seed's five kinds, measured for this op (and shape)
       c.host_gap = k->gap_before;
+      c.waits_device = k->waiting >= 0.5;  // most calls waited: the host waits for the device there
       if (c.device > 0 && k->launch_at() >= 0) c.launch_at = std::min(k->launch_at(), c.host);
     }
   }

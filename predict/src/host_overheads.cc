@@ -33,11 +33,12 @@ double plain_mean(const std::vector<double>& v) {
 // ran before it, the launch kinds where it launched, between launches where it launched twice or more). Means, not
 // medians: a step's host time is the sum of its ops', long tails included.
 struct Pool {
-  std::vector<double> gap, first, launch, between, after, launches, launching, none;
+  std::vector<double> gap, first, launch, between, after, launches, launching, waiting, none;
   void add(const HostKinds& k, bool has_gap) {
     if (has_gap) gap.push_back(k.gap_before);
     launches.push_back(k.launches);
     launching.push_back(k.launches > 0 ? 1 : 0);
+    waiting.push_back(k.waiting > 0 ? 1 : 0);
     if (k.launches > 0) {
       first.push_back(k.to_first_launch);
       launch.push_back(k.launch);
@@ -56,11 +57,33 @@ struct Pool {
     k.after_last_launch = mean(after);
     k.launches = plain_mean(launches);
     k.launching = plain_mean(launching);
+    k.waiting = plain_mean(waiting);
     k.no_launch = mean(none);
     k.samples = static_cast<int64_t>(launches.size());
     return k;
   }
 };
+
+// Sorts intervals and merges those that overlap (a runtime sync around a driver sync is one wait).
+void merge_intervals(std::vector<std::pair<double, double>>& v) {
+  if (v.size() < 2) return;
+  std::sort(v.begin(), v.end());
+  size_t out = 0;
+  for (size_t i = 1; i < v.size(); ++i) {
+    if (v[i].first <= v[out].second)
+      v[out].second = std::max(v[out].second, v[i].second);
+    else
+      v[++out] = v[i];
+  }
+  v.resize(out + 1);
+}
+
+// [from, to] less the intervals of `waits` inside it.
+double less_waits(double from, double to, const std::vector<std::pair<double, double>>& waits) {
+  double x = std::max(to - from, 0.0);
+  for (const auto& [a, b] : waits) x -= std::max(std::min(b, to) - std::max(a, from), 0.0);
+  return std::max(x, 0.0);
+}
 
 }  // namespace
 
@@ -112,18 +135,27 @@ std::vector<HostSample> host_samples(const Trace& t) {
     const uint32_t u = unit_of[e.node];
     if (u != kNone32) calls[u].push_back(e.launcher);
   }
-  // Each unit's waits on the device (the runtime's synchronize calls): the simulator times them as the device work
-  // the host waits for, so each is taken out of the stretch of the op it lies in. A call inside a CPU op the trace
-  // has no node for belongs to the nearest enclosing op that has one.
+  // Each unit's waits on the device (the runtime's synchronize calls and blocking copies): the simulator times them
+  // as the device work the host waits for, so each is taken out of the stretch of the op it lies in, and the op is
+  // marked as one the host waits in. A call inside a CPU op the trace has no node for belongs to the nearest
+  // enclosing op that has one; a call outside every op (torch.cuda.synchronize() between ops) leaves the gap.
   std::vector<std::vector<std::pair<double, double>>> waits(t.nodes.size());  // (start, end), microseconds
+  std::vector<std::pair<double, double>> loose;                               // outside every op
   for (const KinetoEvent& e : k.events) {
-    if ((e.cat != KinetoCat::Runtime && e.cat != KinetoCat::Driver) || !is_host_sync(t, e)) continue;
+    if (e.cat != KinetoCat::Runtime && e.cat != KinetoCat::Driver) continue;
+    const std::string_view name = t.str(e.name);
+    if (!is_host_sync(t, e) && name != "cudaMemcpy" && name != "hipMemcpy") continue;
     uint32_t node = e.node;
     for (int32_t c = e.cpu_op; node == kNone32 && c >= 0 && static_cast<size_t>(c) < k.events.size();
          c = k.events[c].parent)
       node = k.events[c].node;
-    if (node < t.nodes.size() && unit_of[node] != kNone32) waits[unit_of[node]].emplace_back(e.ts, e.ts + e.dur);
+    if (node < t.nodes.size() && unit_of[node] != kNone32)
+      waits[unit_of[node]].emplace_back(e.ts, e.ts + e.dur);
+    else
+      loose.emplace_back(e.ts, e.ts + e.dur);
   }
+  for (auto& w : waits) merge_intervals(w);
+  merge_intervals(loose);
   // Kineto's own CPU op of each node: its times where linking did not set the node's (a Kineto-only trace), and its
   // Input Dims where the node records no inputs.
   std::vector<int32_t> event_of(t.nodes.size(), -1);
@@ -173,7 +205,7 @@ std::vector<HostSample> host_samples(const Trace& t) {
       h.samples = 1;
       const double end = ts + dur;
       const bool has_gap = last_end >= 0;
-      if (has_gap) h.gap_before = std::max(ts - last_end, 0.0) * 1e-6;  // 0 under another thread's op
+      if (has_gap) h.gap_before = less_waits(last_end, ts, loose) * 1e-6;  // 0 under another thread's op
       last_end = std::max(last_end, end);
       std::vector<int32_t>& c = calls[u];
       std::sort(c.begin(), c.end(), [&](int32_t a, int32_t b) {
@@ -181,13 +213,10 @@ std::vector<HostSample> host_samples(const Trace& t) {
       });
       c.erase(std::unique(c.begin(), c.end()), c.end());
       // A stretch of the op, less the device waits inside it (microseconds).
-      auto busy = [&](double from, double to) {
-        double x = std::max(to - from, 0.0);
-        for (const auto& [a, b] : waits[u]) x -= std::max(std::min(b, to) - std::max(a, from), 0.0);
-        return std::max(x, 0.0);
-      };
+      auto busy = [&](double from, double to) { return less_waits(from, to, waits[u]); };
       h.launches = static_cast<double>(c.size());
       h.launching = c.empty() ? 0 : 1;
+      h.waiting = waits[u].empty() ? 0 : 1;
       if (c.empty()) {
         h.no_launch = busy(ts, end) * 1e-6;
       } else {
@@ -198,7 +227,7 @@ std::vector<HostSample> host_samples(const Trace& t) {
         double launch = 0, between = 0;
         for (size_t i = 0; i < c.size(); ++i) {
           const KinetoEvent& e = k.events[c[i]];
-          launch += std::max(e.dur, 0.0);
+          launch += busy(e.ts, e.ts + e.dur);  // a blocking copy's wait is the device's
           if (i > 0) {
             const KinetoEvent& before = k.events[c[i - 1]];
             between += busy(before.ts + before.dur, e.ts);

@@ -80,15 +80,17 @@ void Builder::compute(uint32_t node) {
     auto it = o_.op_times->seconds.find(n.id);
     if (it != o_.op_times->seconds.end()) {
       ++b_.measured;
-      if (b_.program.host_runs_ops)
+      if (b_.program.host_runs_ops) {
         c.host = it->second;
-      else
-        c.device = std::max(it->second - (c.host - c.host_gap), 0.0);  // a replay's op time holds no gap before it
+      } else {  // a replay's op time: its host part up to the launch (no gap before it), then the device's
+        const double before = (c.launch_at >= 0 ? c.launch_at : c.host) - c.host_gap;
+        c.device = std::max(it->second - before, 0.0);
+      }
       c.sigma = 0;
     }
   }
   SimOp op;
-  op.kind = syncs_host(t_.name(n)) ? SimOp::Kind::HostSync : SimOp::Kind::Compute;
+  op.kind = syncs_host(t_.name(n)) || c.waits_device ? SimOp::Kind::HostSync : SimOp::Kind::Compute;
   op.node = node;
   op.stream = stream_of(t_, n, streams_);
   op.host = c.host;

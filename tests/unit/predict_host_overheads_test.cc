@@ -133,11 +133,28 @@ TEST(HostOverheads, DeviceWaitsAreLeftOut) {
   k.runtime("cudaStreamSynchronize", 16, 20);       // 16..36, between the launches
   k.gpu("copy", 40, 4, 45, 2, 7, "gpu_memcpy", 8);  // 40..44
   k.runtime("cudaStreamSynchronize", 50, 15);       // 50..65, after them
-  const HostKinds h = sample(host_samples(test::read_back(k.text(), "k.json")), "aten::nonzero").kinds;
+  k.runtime("cudaStreamSynchronize", 20, 10);       // 20..30, inside the first: one wait, not two
+  k.runtime("cudaDeviceSynchronize", 75, 10);       // 75..85, between ops: out of the next op's gap
+  k.op("aten::relu", 90, 10);
+  k.op("aten::item", 110, 30);           // a blocking copy: its call is the device's wait
+  k.runtime("cudaMemcpy", 115, 20, 99);  // 115..135
+  k.add(R"({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH", "pid": 0, "tid": 7, "ts": 120, "dur": 2, )"
+        R"("args": {"correlation": 99, "stream": 7, "device": 0}})");
+  const std::vector<HostSample> s = host_samples(test::read_back(k.text(), "k.json"));
+  const HostKinds h = sample(s, "aten::nonzero").kinds;
   EXPECT_DOUBLE_EQ(h.launches, 2);
+  EXPECT_EQ(h.waiting, 1);
   EXPECT_NEAR(h.to_first_launch, 2 * kUs, 1e-12);
   EXPECT_NEAR(h.between_launches, (25 - 20) * kUs, 1e-12);   // 15..40 less 20
   EXPECT_NEAR(h.after_last_launch, (26 - 15) * kUs, 1e-12);  // 44..70 less 15
+  const HostKinds relu = sample(s, "aten::relu").kinds;
+  EXPECT_NEAR(relu.gap_before, (20 - 10) * kUs, 1e-12);  // 70..90 less 10
+  EXPECT_EQ(relu.waiting, 0);
+  const HostKinds item = sample(s, "aten::item").kinds;
+  EXPECT_DOUBLE_EQ(item.launches, 1);
+  EXPECT_EQ(item.waiting, 1);
+  EXPECT_NEAR(item.launch, 0, 1e-12);
+  EXPECT_NEAR(item.to_first_launch + item.after_last_launch, 10 * kUs, 1e-12);
 }
 
 TEST(HostOverheads, KeptInTheCalibrationFile) {
@@ -155,7 +172,7 @@ TEST(HostOverheads, KeptInTheCalibrationFile) {
   EXPECT_DOUBLE_EQ(a.launch_at(), b.launch_at());
   EXPECT_EQ(a.samples, b.samples);
 
-  // A row that is not nine numbers, or a negative time, is an error at its key.
+  // A row that is not ten numbers, or a negative time, is an error at its key.
   std::ifstream in(dir + "/c.json");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t at = text.find("\"aten::view\": [");
@@ -165,7 +182,7 @@ TEST(HostOverheads, KeptInTheCalibrationFile) {
   std::ofstream(dir + "/bad.json") << bad;
   try {
     read_calibration(dir + "/bad.json");
-    FAIL() << "read a row of ten numbers";
+    FAIL() << "read a row of eleven numbers";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("host_overheads: by_op: aten::view: expected [gap_before"), std::string::npos)
         << e.what();
@@ -253,6 +270,23 @@ TEST(HostOverheads, TheCostModelAndTheSimulatorUseThem) {
   EXPECT_DOUBLE_EQ(n.host_gap, 10e-6);
   EXPECT_GT(n.device, 0);
   EXPECT_EQ(n.launch_at, -1);
+  EXPECT_FALSE(n.waits_device);
+  c.host.by_op["aten::mm"].waiting = 1;  // most calls waited on the device: the host waits for it there
+  const CostModel waiting(cluster, &c);
+  EXPECT_TRUE(waiting.op(t, other).waits_device);
+
+  // A replay's measured op time (--op-times) is the host part up to the launch, then the device's: the device share
+  // is what is left after the launch, the gap before the op not counted.
+  OpTimes measured;
+  measured.seconds[t.nodes[mm].id] = 200e-6;
+  detail::BuildOptions o;
+  o.op_times = &measured;
+  const detail::BuiltProgram built_mm = detail::build_program(t, waiting, o);
+  ASSERT_EQ(built_mm.program.ops.size(), 3u);  // the two ops and the step's end
+  EXPECT_EQ(built_mm.program.ops[0].node, mm);
+  EXPECT_NEAR(built_mm.program.ops[0].device, 200e-6 - (k.launch_at() - k.gap_before), 1e-12);
+  EXPECT_EQ(built_mm.program.ops[0].kind, SimOp::Kind::Compute);
+  EXPECT_EQ(built_mm.program.ops[1].kind, SimOp::Kind::HostSync);  // the mm that waits
 
   // A 30 us host part whose kernel (10 us) is launched 5 us in ends at 30, not 40; at the host part's end, at 40.
   SimOp op;

@@ -22,8 +22,9 @@ struct OpCost {
   // Seconds into the host part when the device work is launched (measured host overheads: the end of the first
   // launch call); -1: at the host part's end.
   double launch_at = -1;
-  double host_gap = 0;  // of `host`, the framework's time before the op itself (measured host overheads)
-  double sigma = 0;     // std of log(measured / modelled) of the model that timed it
+  double host_gap = 0;        // of `host`, the framework's time before the op itself (measured host overheads)
+  bool waits_device = false;  // measured: most of its calls waited on the device (a .cpu() copy, a sync)
+  double sigma = 0;           // std of log(measured / modelled) of the model that timed it
   OpWork work;
   bool modeled = false;  // a family model timed it (not a fallback, not host time only)
 };

@@ -27,6 +27,7 @@ struct HostKinds {
   double after_last_launch = 0;  // the last launch call's end to the op's end
   double launches = 0;           // launch calls per call of the op, over every call
   double launching = 0;          // the share of its calls that launched anything (the three launch kinds are theirs)
+  double waiting = 0;            // the share of its calls that waited on the device (synchronize, blocking copy)
   double no_launch = 0;          // a call that launched nothing: its duration
   int64_t samples = 0;
 
@@ -41,8 +42,8 @@ struct HostKinds {
 struct HostSample {
   std::string op;     // "aten::addmm"
   std::string shape;  // host_shape_key: "aten::addmm [256] [64,512] [512,256]", empty when no shape is recorded
-  HostKinds kinds;    // samples = 1; launches the count, launching 0 or 1, launch and between_launches the call's
-                      // means; gap_before -1 for a step's first op; device waits (synchronize calls) left out
+  HostKinds kinds;    // samples = 1; launches the count, launching and waiting 0 or 1, launch and between_launches
+                      // the call's means; gap_before -1 for a step's first op; device waits left out of every kind
 };
 
 // The ops of every ProfilerStep of `t` (all of it without steps) that a replay issues, with the five kinds read from
