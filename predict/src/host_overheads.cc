@@ -193,10 +193,10 @@ std::vector<HostSample> host_samples(const Trace& t) {
     }
     std::stable_sort(timed_units.begin(), timed_units.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
-    double last_end = -1;  // microseconds; -1 before the step's first op
-    for (const auto& [ts, rest] : timed_units) {
-      const double dur = rest.first;
-      const uint32_t u = rest.second;  // not a structured binding: the lambda below captures it
+    double last_end = -1;                    // microseconds; -1 before the step's first op
+    for (const auto& entry : timed_units) {  // not structured bindings: the lambdas below capture them
+      const double ts = entry.first, dur = entry.second.first;
+      const uint32_t u = entry.second.second;
       ++timed;
       HostSample s;
       s.op = std::string(t.name(t.nodes[u]));
@@ -220,22 +220,25 @@ std::vector<HostSample> host_samples(const Trace& t) {
       if (c.empty()) {
         h.no_launch = busy(ts, end) * 1e-6;
       } else {
-        const KinetoEvent& first = k.events[c.front()];
-        const KinetoEvent& last = k.events[c.back()];
-        h.to_first_launch = busy(ts, first.ts) * 1e-6;
-        h.after_last_launch = busy(last.ts + last.dur, end) * 1e-6;
+        // Each launch call within the op's span (a call the trace has outlast its op is cut to it).
+        auto from = [&](int32_t i) { return std::clamp(k.events[i].ts, ts, end); };
+        auto to = [&](int32_t i) { return std::clamp(k.events[i].ts + std::max(k.events[i].dur, 0.0), ts, end); };
+        h.to_first_launch = busy(ts, from(c.front())) * 1e-6;
+        h.after_last_launch = busy(to(c.back()), end) * 1e-6;
         double launch = 0, between = 0;
         for (size_t i = 0; i < c.size(); ++i) {
-          const KinetoEvent& e = k.events[c[i]];
-          launch += busy(e.ts, e.ts + e.dur);  // a blocking copy's wait is the device's
-          if (i > 0) {
-            const KinetoEvent& before = k.events[c[i - 1]];
-            between += busy(before.ts + before.dur, e.ts);
-          }
+          launch += busy(from(c[i]), to(c[i]));  // a blocking copy's wait is the device's
+          if (i > 0) between += busy(to(c[i - 1]), from(c[i]));
         }
         h.launch = launch / static_cast<double>(c.size()) * 1e-6;
         if (c.size() > 1) h.between_launches = between / static_cast<double>(c.size() - 1) * 1e-6;
       }
+      // A calibration keeps times up to an hour (read_calibration refuses more): an op or gap past it is no step's.
+      const double longest = std::max(dur, has_gap ? h.gap_before * 1e6 : 0.0) * 1e-6;
+      if (!(longest <= 3600))
+        throw UserError(t.source + ": " + s.op + " at " + std::to_string(ts) +
+                        " us: " + (dur * 1e-6 >= longest ? "lasts " : "follows a gap of ") + std::to_string(longest) +
+                        " s, more than an hour: not an op of a step");
       if (!has_gap) h.gap_before = -1;  // marks "no predecessor" for the fit
       out.push_back(std::move(s));
     }

@@ -207,6 +207,18 @@ TEST(HostOverheads, ATraceWithoutKinetoIsAOneLineError) {
   } catch (const UserError& e) {
     EXPECT_EQ(std::string(e.what()), "et.json: no Kineto trace: host overheads are measured from one");
   }
+  // An op of more than an hour (which a calibration file could not keep) is no step's.
+  Kineto k;
+  k.op("ProfilerStep#1", 0, 1e12);
+  k.op("aten::add", 10, 4e9);
+  try {
+    host_samples(test::read_back(k.text(), "k.json"));
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("k.json: aten::add at 10.000000 us: lasts 4000.000000 s, more than an hour"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 const char* kGpu = R"Y(name: test-gpu
