@@ -63,15 +63,11 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    std::vector<HostSample> train;
-    for (const Trace& t : load_traces(fit).ranks) {
-      std::vector<HostSample> s = host_samples(t);
-      train.insert(train.end(), s.begin(), s.end());
-    }
-    const HostOverheads shaped = fit_host_overheads(train);
+    size_t calls = 0;
+    const HostOverheads shaped = measure_host_overheads(fit, &calls);
     HostOverheads named = shaped;
     named.by_shape.clear();
-    std::printf("fitted on %zu op calls (%zu ops, %zu op shapes)\n\n", train.size(), shaped.by_op.size(),
+    std::printf("fitted on %zu op calls (%zu ops, %zu op shapes)\n\n", calls, shaped.by_op.size(),
                 shaped.by_shape.size());
     std::printf("%-6s %6s %12s | %-22s | %-22s | %-22s | %s\n", "rank", "calls", "measured", "five kinds by shape",
                 "five kinds by op", "constant overheads", "calls unseen");

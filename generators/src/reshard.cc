@@ -105,10 +105,7 @@ BatchedShard shard_table_batched(Trace& t, int64_t f) {
         dims[0] = (dims[0] / width + f - 1) / f * width;
       else
         dims[0] = (dims[0] + f - 1) / f;
-      x.dims = static_cast<uint32_t>(t.ints.size());
-      t.ints.insert(t.ints.end(), dims.begin(), dims.end());
-      x.numel = 1;
-      for (int64_t d : dims) x.numel *= d;
+      set_dims(t, x, dims);
       s.bytes_after += static_cast<double>(x.bytes());
     }
     if (before == 0 && l.table_bytes == 0) throw UserError(op + ": its tables' weights are not recorded");

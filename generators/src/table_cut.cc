@@ -269,10 +269,7 @@ void grow_rows(Trace& t, uint32_t r, int64_t factor, bool end_offset) {
   if (x.rank == 0) return;
   std::vector<int64_t> dims(t.dims(x).begin(), t.dims(x).end());
   dims[0] = end_offset ? (dims[0] - 1) * factor + 1 : dims[0] * factor;
-  x.dims = static_cast<uint32_t>(t.ints.size());
-  t.ints.insert(t.ints.end(), dims.begin(), dims.end());
-  x.numel = 1;
-  for (int64_t d : dims) x.numel *= d;
+  set_dims(t, x, dims);
 }
 
 }  // namespace

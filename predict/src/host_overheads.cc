@@ -1,8 +1,10 @@
 #include "reprise/predict/host_overheads.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "reprise/common/error.h"
+#include "reprise/trace/read.h"
 #include "step_ops.h"
 
 namespace reprise::predict {
@@ -100,14 +102,23 @@ double HostKinds::launch_at() const {
   return launching <= 0 || launches <= 0 ? -1 : gap_before + to_first_launch + launch;
 }
 
+namespace {
+
+// " [4,16]": one input's sizes in a shape key.
+void append_dims(std::string& key, const int64_t* dims, size_t rank) {
+  key += " [";
+  for (size_t d = 0; d < rank; ++d) key += (d ? "," : "") + std::to_string(dims[d]);
+  key += "]";
+}
+
+}  // namespace
+
 std::string host_shape_key(const Trace& t, const Node& n) {
   std::string key;
   for (const Value& v : t.inputs(n)) {
     if (v.kind != ValueKind::Tensor || t.tensors[v.ref].rank == 0) continue;
-    key += " [";
     const Span<int64_t> dims = t.dims(t.tensors[v.ref]);
-    for (size_t d = 0; d < dims.size(); ++d) key += (d ? "," : "") + std::to_string(dims[d]);
-    key += "]";
+    append_dims(key, dims.begin(), dims.size());
   }
   return key.empty() ? key : std::string(t.name(n)) + key;
 }
@@ -174,10 +185,7 @@ std::vector<HostSample> host_samples(const Trace& t) {
     const KinetoEvent& e = k.events[event_of[u]];
     for (uint32_t i = e.inputs; i < e.inputs + e.num_inputs; ++i) {
       const KinetoInput& in = k.inputs[i];
-      if (!in.has_dims || in.rank == 0) continue;
-      key += " [";
-      for (uint16_t d = 0; d < in.rank; ++d) key += (d ? "," : "") + std::to_string(k.input_dims[in.dims + d]);
-      key += "]";
+      if (in.has_dims && in.rank > 0) append_dims(key, k.input_dims.data() + in.dims, in.rank);
     }
     return key.empty() ? key : std::string(t.name(t.nodes[u])) + key;
   };
@@ -259,6 +267,22 @@ HostOverheads fit_host_overheads(const std::vector<HostSample>& samples) {
   HostOverheads h;
   for (const auto& [name, pool] : op) h.by_op[name] = pool.fit();
   for (const auto& [key, pool] : shape) h.by_shape[key] = pool.fit();
+  return h;
+}
+
+bool HostOverheads::launched() const {
+  return std::any_of(by_op.begin(), by_op.end(), [](const auto& op) { return op.second.launching > 0; });
+}
+
+HostOverheads measure_host_overheads(const std::vector<std::string>& inputs, size_t* calls) {
+  std::vector<HostSample> measured;
+  for (const Trace& t : load_traces(inputs).ranks) {
+    std::vector<HostSample> s = host_samples(t);
+    measured.insert(measured.end(), std::make_move_iterator(s.begin()), std::make_move_iterator(s.end()));
+  }
+  HostOverheads h = fit_host_overheads(measured);
+  for (const std::string& f : inputs) h.source += (h.source.empty() ? "" : ", ") + f;
+  if (calls) *calls = measured.size();
   return h;
 }
 

@@ -84,8 +84,8 @@ void print_calibration(std::FILE* out, const Calibration& c) {
     ++r.n;
     if (const double a = achieved(c, s); a > 0) r.rates.push_back(a);
   }
-  if (c.samples.empty() && c.collectives.empty() && !c.host.empty()) rows.clear();  // host overheads alone
-  if (!c.samples.empty() || c.host.empty())
+  const bool swept = !c.samples.empty() || c.host.empty();  // else host overheads alone: no rates to show
+  if (swept)
     std::fprintf(out, "  %-11s %7s  %-24s %s\n", "family", "samples", "achieved rate (max)", "fit error (sigma)");
   for (auto& [fam, r] : rows) {
     std::string rate = "-";
@@ -101,7 +101,7 @@ void print_calibration(std::FILE* out, const Calibration& c) {
     if (sg != c.sigma.end()) std::snprintf(sig, sizeof sig, "%.1f%%", 100 * (std::exp(sg->second) - 1));
     std::fprintf(out, "  %-11s %7d  %-24s %s\n", fam.c_str(), r.n, rate.c_str(), sig);
   }
-  if (!c.samples.empty() || c.host.empty())
+  if (swept)
     std::fprintf(out, "  overhead    %s per op (median of %zu op kinds)\n", human_seconds(c.default_overhead).c_str(),
                  c.overheads.size());
   if (!c.host.empty()) {

@@ -223,23 +223,15 @@ int cmd_calibrate(int argc, char** argv) {
   std::vector<OpSample> samples;
   HostOverheads host;
   if (!host_from.empty()) {  // read first: a bad trace stops the run before a sweep of minutes
-    std::vector<HostSample> measured;
-    for (const Trace& t : load_traces(host_from).ranks) {
-      std::vector<HostSample> s = host_samples(t);
-      measured.insert(measured.end(), std::make_move_iterator(s.begin()), std::make_move_iterator(s.end()));
-    }
-    host = fit_host_overheads(measured);
-    for (const std::string& f : host_from) host.source += (host.source.empty() ? "" : ", ") + f;
-    const bool launched =
-        std::any_of(measured.begin(), measured.end(), [](const HostSample& x) { return x.kinds.launches > 0; });
-    if (!launched && reporter)  // a host timeline (a CPU capture's), not a GPU step's Kineto trace
+    size_t calls = 0;
+    host = measure_host_overheads(host_from, &calls);
+    if (!host.launched() && reporter)  // a host timeline (a CPU capture's), not a GPU step's Kineto trace
       line.message("warning: " + host.source +
                    ": no op launched GPU work: each op's host side is its whole duration, which a GPU "
                    "prediction then spends on the host");
     if (reporter && !vm.count("quiet"))
-      line.message("host overheads: " + std::to_string(measured.size()) + " op call(s), " +
-                   std::to_string(host.by_op.size()) + " op(s), " + std::to_string(host.by_shape.size()) +
-                   " op shape(s) from " + host.source);
+      line.message("host overheads: " + std::to_string(calls) + " op call(s), " + std::to_string(host.by_op.size()) +
+                   " op(s), " + std::to_string(host.by_shape.size()) + " op shape(s) from " + host.source);
   }
   if (!from_replay.empty()) {
     samples = samples_from_replays(from_replay, cal.source);

@@ -381,6 +381,14 @@ namespace reprise {
 
 void reindex(Trace& t) { detail::finalize_trace(t, ReadOptions{}); }
 
+void set_dims(Trace& t, Tensor& x, const std::vector<int64_t>& dims) {
+  x.dims = static_cast<uint32_t>(t.ints.size());
+  x.rank = static_cast<uint16_t>(dims.size());
+  t.ints.insert(t.ints.end(), dims.begin(), dims.end());
+  x.numel = 1;
+  for (int64_t d : dims) x.numel *= d;
+}
+
 Trace clone(const Trace& t) {
   Trace c;
   c.source = t.source;

@@ -87,14 +87,11 @@ bool rewrite_source(Trace& t, uint32_t r, const ScaleSpec::Dim& d) {
     for (size_t j = 0; j < dims.size(); ++j)
       if (factor[j] != 1 && (strides[j] < strides[k] || (strides[j] == strides[k] && j > k)))
         new_strides[k] = new_strides[k] * d.change.to / d.change.from;
-  x.dims = static_cast<uint32_t>(t.ints.size());
-  t.ints.insert(t.ints.end(), dims.begin(), dims.end());
+  set_dims(t, x, dims);
   if (x.has_strides) {
     x.strides = static_cast<uint32_t>(t.ints.size());
     t.ints.insert(t.ints.end(), new_strides.begin(), new_strides.end());
   }
-  x.numel = 1;
-  for (int64_t v : dims) x.numel *= v;
   return true;
 }
 

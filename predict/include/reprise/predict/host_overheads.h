@@ -61,6 +61,8 @@ struct HostOverheads {
   std::map<std::string, HostKinds> by_shape;  // by host_shape_key
   std::string source;                         // the traces they were measured from
   bool empty() const { return by_op.empty(); }
+  // Whether any op launched device work (a host timeline without launch calls measures none).
+  bool launched() const;
   // The kinds for node `node`: by its shape when measured, else by its name; nullptr when neither was.
   const HostKinds* find(const Trace& t, uint32_t node) const;
   // The same by op name and host_shape_key (empty: by name only).
@@ -70,5 +72,9 @@ struct HostOverheads {
 // Means of each kind per op name and per shape key, values past a fence counted at it (Tukey's far-out fence, Q3 + 3
 // IQR; under five values ten times the lower median; never under 100 us); the launch counts' plain means.
 HostOverheads fit_host_overheads(const std::vector<HostSample>& samples);
+
+// `calibrate --host-from`: every rank of the traces, files or folders `inputs` name (as load_traces reads them),
+// measured and fitted; `source` names them. `calls`, when given, receives how many op calls were measured.
+HostOverheads measure_host_overheads(const std::vector<std::string>& inputs, size_t* calls = nullptr);
 
 }  // namespace reprise::predict

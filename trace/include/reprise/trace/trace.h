@@ -321,6 +321,9 @@ TensorExtent tensor_extent(const Trace& t, const Tensor& x);
 void reindex(Trace& t);
 // A deep copy (a Trace owns its string table, which does not copy implicitly); string ids stay the same.
 Trace clone(const Trace& t);
+// Gives tensor record `x` of `t` the sizes `dims` (appended to Trace::ints) and their product as its numel; its
+// strides stay as they were. Every node reading the record sees the new shape.
+void set_dims(Trace& t, Tensor& x, const std::vector<int64_t>& dims);
 
 // Calls f(tensor index) for each tensor of a value, lists and tuples included (recursively).
 template <typename F>
