@@ -274,7 +274,7 @@ Calibration read_calibration(const std::string& path) {
   using detail::json_number;
   using detail::json_string;
   using detail::json_value_number;
-  constexpr double kHour = 3600, kBig = std::numeric_limits<double>::max();
+  constexpr double kHour = kLongestSeconds, kBig = std::numeric_limits<double>::max();
   // A per-family or per-op map of numbers from lo to hi.
   auto numbers = [&](const char* key, double lo, double hi, bool required) {
     std::map<std::string, double> m;
@@ -393,7 +393,7 @@ std::vector<OpTimes> read_op_times(const std::string& path) {
         throw UserError(at + ": node_ids" + e + ": expected a node id (an integer of at least 0), got " +
                         ids[i].dump());
       const int64_t id = ids[i].get<int64_t>();
-      const double sec = detail::json_value_number(secs[i], at + ": seconds" + e, 0, 3600);
+      const double sec = detail::json_value_number(secs[i], at + ": seconds" + e, 0, kLongestSeconds);
       o.seconds[id] = sec;
       o.in_order.emplace_back(id, sec);
     }

@@ -241,9 +241,9 @@ std::vector<HostSample> host_samples(const Trace& t) {
         h.launch = launch / static_cast<double>(c.size()) * 1e-6;
         if (c.size() > 1) h.between_launches = between / static_cast<double>(c.size() - 1) * 1e-6;
       }
-      // A calibration keeps times up to an hour (read_calibration refuses more): an op or gap past it is no step's.
+      // A calibration keeps times up to kLongestSeconds (read_calibration refuses more): past it is no step's.
       const double longest = std::max(dur, has_gap ? h.gap_before * 1e6 : 0.0) * 1e-6;
-      if (!(longest <= 3600))
+      if (!(longest <= kLongestSeconds))
         throw UserError(t.source + ": " + s.op + " at " + std::to_string(ts) +
                         " us: " + (dur * 1e-6 >= longest ? "lasts " : "follows a gap of ") + std::to_string(longest) +
                         " s, more than an hour: not an op of a step");

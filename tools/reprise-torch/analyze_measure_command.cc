@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "bundle_commands.h"
@@ -230,10 +229,10 @@ int cmd_analyze_measure(int argc, char** argv) {
       rep.threads = threads;
       rep.comm = world.get();
       rep.trace_ranks = original_bundle.world_size;
-      if (threads == 0 && !original_bundle.capture_manifest.empty()) {
-        auto m = nlohmann::json::parse(original_bundle.capture_manifest, nullptr, false);
-        if (m.is_object() && m.contains("threads") && m["threads"].is_number_integer()) rep.threads = m["threads"];
-      }
+      if (threads == 0 && !original_bundle.capture_manifest.empty())  // the capture's threads, checked
+        rep.threads = gen::read_capture_manifest(original_bundle.capture_manifest,
+                                                 original_bundle.dir + "/benchmark.yaml: capture_manifest")
+                          .threads;
       // The original's step time as a replay of the bundle takes it (the capture's uninstrumented steps): the host
       // time both sides re-spend leaves out the observers' share (docs/replay.md, "Host time").
       for (const gen::RankExpectation& x : original_bundle.expected)

@@ -23,10 +23,13 @@ struct ErrorContext {
     throw UserError(file + ": byte " + std::to_string(offset) + ": " + msg);
   }
 
+  // "node 12", or "node" before its id is read.
+  std::string node_name() const { return id_set ? "node " + std::to_string(id) : std::string("node"); }
+
   // Names the node being read and where it starts.
   [[noreturn]] void node_fail(const std::string& msg) const {
     uint64_t off = piece_base + (node_start ? static_cast<uint64_t>(node_start - piece_data) : 0);
-    fail_at(off, (id_set ? "node " + std::to_string(id) : std::string("node")) + ": " + msg);
+    fail_at(off, node_name() + ": " + msg);
   }
 
   // A string of the node that simdjson could not unescape (a bad escape, a lone surrogate): the byte where a

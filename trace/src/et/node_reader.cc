@@ -217,8 +217,7 @@ void ErrorContext::string_fail(const std::string& what) const {
     std::string why;
     const size_t at = first_json_error(std::string_view(node_start, piece_size - from), why, true);
     if (at != std::string_view::npos)
-      fail_at(piece_base + from + at,
-              (id_set ? "node " + std::to_string(id) + ": " : std::string()) + what + ": invalid JSON: " + why);
+      fail_at(piece_base + from + at, node_name() + ": " + what + ": invalid JSON: " + why);
   }
   node_fail(what + ": a string that is not valid JSON (a bad escape or surrogate)");
 }

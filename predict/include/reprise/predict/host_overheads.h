@@ -18,6 +18,9 @@
 
 namespace reprise::predict {
 
+// The longest time a calibration keeps (an op, a gap, a latency): longer is no step's, and is refused.
+inline constexpr double kLongestSeconds = 3600;
+
 // One op's host side (seconds); means over its samples when fitted.
 struct HostKinds {
   double gap_before = 0;         // the previous op's end to this op's start, on its thread
