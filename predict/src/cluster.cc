@@ -105,6 +105,12 @@ void read_topology(const gen::YamlFile& f, const YAML::Node& n, Cluster& c) {
     // Only the last level can be 0 (written spans are at least 1), so an earlier one always has a span to beat.
     if (!c.levels.empty() && lv.span != 0 && lv.span <= c.levels.back().span)
       f.fail(l, "level " + lv.name + ": span must grow outwards (levels are listed innermost first)");
+    // A level joins devices of this cluster: one spanning more than it has would join what is not there, and hide
+    // the levels past it (a typo of 8 as 256 put every rank of a 16-node cluster on NVLink).
+    const int64_t devices = c.devices_per_node * c.nodes;
+    if (lv.span > devices)
+      f.fail(l["span"], "level " + lv.name + ": span " + std::to_string(lv.span) + " is more than the cluster's " +
+                            std::to_string(devices) + " devices (nodes x devices_per_node)");
     c.levels.push_back(lv);
   }
 }

@@ -117,8 +117,13 @@ void Predictor::set_world(int world) {
     p_.warnings.push_back(std::to_string(world) + " ranks share the " + std::to_string(c.devices()) + " device(s) of " +
                           c.name + ": every op " + std::to_string(oversubscribed_).substr(0, 4) + "x slower");
   } else {
-    p_.warnings.push_back(std::to_string(world) + " ranks on " + c.name + ", which has " + std::to_string(c.devices()) +
-                          " device(s): ranks past them are placed as if the cluster had more nodes");
+    const LinkLevel& outer = c.levels.back();
+    p_.warnings.push_back(
+        std::to_string(world) + " ranks on " + c.name + ", which has " + std::to_string(c.devices()) +
+        " device(s): ranks past them are placed as if the cluster had more nodes" +
+        (outer.span != 0 && outer.span <= c.devices_per_node
+             ? ", joined by " + outer.name + ", its only link level (describe the link between nodes for a true figure)"
+             : ", joined by " + outer.name));
   }
 }
 
@@ -247,13 +252,24 @@ Prediction Predictor::run() {
       throw UserError(input_ + ": timeline rank " + std::to_string(r) + " is not one of its " +
                       std::to_string(rank_program_.size()) + " rank(s)");
   const Built& zero = *rank_program_[0];
+  auto idle = [](const std::unique_ptr<Built>& x) {
+    return std::all_of(x->b.program.ops.begin(), x->b.program.ops.end(),
+                       [](const SimOp& op) { return op.kind == SimOp::Kind::StepEnd; });
+  };
+  if (std::all_of(built_.begin(), built_.end(), idle))
+    throw UserError(input_ + ": its steps (" + (zero.b.steps.empty() ? std::string("none") : zero.b.steps.front()) +
+                    (zero.b.steps.size() > 1 ? ", ..." : "") + ") issue no op to predict");
   p_.steps = zero.b.steps;
   auto input_of = [&](SimProgram Built::*which, bool timeline) {
     SimInput in;
     in.groups = groups_->all();
     for (const Built* b : rank_program_) in.programs.push_back(which ? &(b->*which) : &b->b.program);
     in.critical_path = timeline;
-    if (timeline) in.timeline_ranks = o_.timeline_ranks;
+    if (timeline) {  // each rank once, however often it was asked for
+      in.timeline_ranks = o_.timeline_ranks;
+      std::sort(in.timeline_ranks.begin(), in.timeline_ranks.end());
+      in.timeline_ranks.erase(std::unique(in.timeline_ranks.begin(), in.timeline_ranks.end()), in.timeline_ranks.end());
+    }
     return in;
   };
   note("simulate", 0, 3);
@@ -279,6 +295,9 @@ Prediction Predictor::run() {
     rp.lo = std::min(rp.seconds, mean_step(lo.ranks[r]));
     rp.hi = std::max(rp.seconds, mean_step(hi.ranks[r]));
     rp.sim = mid.ranks[r];
+    // Busy and exposed times per step, as the iteration time is: the simulation sums them over its steps.
+    const double steps = static_cast<double>(std::max<size_t>(rp.sim.step_seconds.size(), 1));
+    for (double* x : {&rp.sim.host_busy, &rp.sim.compute_busy, &rp.sim.comm_busy, &rp.sim.exposed_comm}) *x /= steps;
     p_.seconds = std::max(p_.seconds, rp.seconds);
     p_.lo = std::max(p_.lo, rp.lo);
     p_.hi = std::max(p_.hi, rp.hi);
@@ -300,6 +319,12 @@ Prediction Predictor::run() {
     p_.per_op.push_back({label, family_name(tot.family), tot.count, tot.seconds});
   }
   std::sort(p_.per_op.begin(), p_.per_op.end(), [](const auto& x, const auto& y) { return x.seconds > y.seconds; });
+  // Results of another trace (or another rank) match few or none of these node ids: say so, not a quiet model time.
+  if (const OpTimes* times = op_times_for(zero.rank); times && b.ops > 0 && 2 * b.measured < b.ops)
+    p_.warnings.push_back("the op times of " + (times->trace.empty() ? std::string("--op-times") : times->trace) +
+                          " (rank " + std::to_string(times->rank) + ") match " + std::to_string(b.measured) + " of " +
+                          std::to_string(b.ops) + " ops of rank 0 by node id: results of another trace? The models " +
+                          "time the rest");
   if (b.fallback > 0)
     p_.warnings.push_back(std::to_string(b.fallback) +
                           " op(s) of rank 0 have no family model and were timed by the bytes they move");

@@ -109,8 +109,11 @@ std::string prediction_timeline(const Prediction& p) {
 }
 
 void print_prediction(std::FILE* out, const Prediction& p) {
+  std::string steps = p.steps.empty() ? "" : p.steps.front();
+  if (p.steps.size() > 1)
+    steps += " .. " + p.steps.back() + " (" + std::to_string(p.steps.size()) + " steps, the mean)";
   std::fprintf(out, "  workload     %s (%s), %d rank(s), %s\n", p.name.c_str(), p.source.c_str(), p.world_size,
-               p.steps.empty() ? "" : p.steps.front().c_str());
+               steps.c_str());
   std::fprintf(out, "  cluster      %s%s%s\n", p.cluster.c_str(), p.calibration.empty() ? "" : ", calibration ",
                p.calibration.c_str());
   std::fprintf(out, "  iteration    %s  (%s .. %s, %.0f%% interval; slowest rank)\n", human_seconds(p.seconds).c_str(),

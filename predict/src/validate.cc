@@ -38,6 +38,13 @@ WorkloadCheck check(Timing predicted, Timing measured, std::string label) {
   for (const RankTime& p : predicted.ranks)
     for (const RankTime& m : measured.ranks)
       if (p.rank == m.rank) c.ranks.emplace_back(p.rank, error_of(p, m.seconds));
+  // A prediction of other ranks than were measured (another world size, an ASTRA-sim log cut short) is compared
+  // on the ranks both give, and said.
+  if (!predicted.ranks.empty() && !measured.ranks.empty() &&
+      (c.ranks.size() != predicted.ranks.size() || c.ranks.size() != measured.ranks.size()))
+    c.notes.push_back("the prediction gives " + std::to_string(predicted.ranks.size()) + " rank(s), the measurement " +
+                      std::to_string(measured.ranks.size()) + ": " + std::to_string(c.ranks.size()) +
+                      " compared rank by rank");
   // Families only when both sides have some: a replay without --per-op, or a simulator that models no families,
   // would otherwise show every family as a 100% error.
   std::map<std::string, bool> names;

@@ -293,6 +293,8 @@ std::string digits(std::string_view line, size_t& at) {
 struct FinishedLine {
   std::string rank, cycles, exposed;  // digits; exposed empty when the line has none
   std::string bad_cycles;             // what stands where the cycle count should ("-100 cycles"); empty when fine
+  std::string bad_exposed;            // the same for the exposed communication's count
+  std::string bad_rank;               // what stands where the rank should ("sys[-1] finished"); empty when fine
 };
 
 // "sys[N] finished, C cycles" with ", exposed communication M cycles" optionally after it, anywhere in the line.
@@ -302,7 +304,13 @@ std::optional<FinishedLine> finished_line(std::string_view line) {
     size_t at = from + 4;
     FinishedLine f;
     f.rank = digits(line, at);
-    if (f.rank.empty() || !eat(line, at, "] finished, ")) continue;
+    if (f.rank.empty()) {  // "sys[-1] finished, ...": a finished rank, but no rank ASTRA-sim numbers
+      const size_t close = line.find(']', at);
+      if (close == std::string_view::npos || close - at > 32 || line.substr(close, 12) != "] finished, ") continue;
+      f.bad_rank = std::string(line.substr(at, close - at));
+      return f;
+    }
+    if (!eat(line, at, "] finished, ")) continue;
     const size_t count = at;
     f.cycles = digits(line, at);
     if (f.cycles.empty() || !eat(line, at, " cycles")) {  // a finished rank without a count ASTRA-sim would write
@@ -310,8 +318,10 @@ std::optional<FinishedLine> finished_line(std::string_view line) {
       return f;
     }
     if (eat(line, at, ", exposed communication ")) {
+      const size_t exposed = at;
       f.exposed = digits(line, at);
-      if (!eat(line, at, " cycles")) f.exposed.clear();
+      if (f.exposed.empty() || !eat(line, at, " cycles"))
+        f.bad_exposed = std::string(line.substr(exposed, std::min<size_t>(32, line.size() - exposed)));
     }
     return f;
   }
@@ -334,6 +344,12 @@ std::vector<Timing> astra_sim_log(const std::string& text, const std::string& pa
     if (!f) continue;
     RankTime r;
     const std::string where = path + ":" + std::to_string(line_no);
+    if (!f->bad_rank.empty())
+      throw UserError(where + ": sys[" + f->bad_rank + "] finished: '" + f->bad_rank +
+                      "' is not a rank (a whole number from 0)");
+    if (!f->bad_exposed.empty())
+      throw UserError(where + ": sys[" + f->rank + "] finished, but its exposed communication '" + f->bad_exposed +
+                      "' is not a whole number of cycles ('M cycles')");
     if (!f->bad_cycles.empty() || f->cycles.empty())
       throw UserError(where + ": sys[" + f->rank + "] finished, but '" + f->bad_cycles +
                       "' is not a whole number of cycles ('C cycles')");
@@ -412,7 +428,10 @@ Timing measurement_from_text(const std::string& text, const std::string& path) {
       const json& e = (*per_op)[k];
       const std::string at = path + ": per_op[" + std::to_string(k) + "]";
       if (!e.is_object() || !e.contains("op") || !e["op"].is_string()) throw UserError(at + ": no op name");
-      t.families[family_name(family_of_replay_op(e["op"].get<std::string>()))] += required_number(e, "seconds", at);
+      const double seconds = required_number(e, "seconds", at);
+      if (!(seconds >= 0 && std::isfinite(seconds)))
+        throw UserError(at + ": seconds: a time that is negative or not finite");
+      t.families[family_name(family_of_replay_op(e["op"].get<std::string>()))] += seconds;
     }
   }
   return t;

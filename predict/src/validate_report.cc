@@ -247,6 +247,7 @@ std::string validation_json(const Validation& v) {
       families.push_back(f);
     }
     w["families"] = families;
+    w["notes"] = c.notes;
     workloads.push_back(w);
   }
   j["workloads"] = workloads;
@@ -272,6 +273,8 @@ std::string validation_json(const Validation& v) {
 
 void print_validation(std::FILE* out, const Validation& v) {
   print_rows(out, workload_rows(v), 2);
+  for (const WorkloadCheck& c : v.workloads)
+    for (const std::string& note : c.notes) std::fprintf(out, "  note: %s: %s\n", c.label.c_str(), note.c_str());
   const Rows families = family_rows(v);
   if (families.size() > 1) {
     std::fprintf(out, "\nper op family, rank 0, seconds per iteration:\n");

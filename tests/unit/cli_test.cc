@@ -25,8 +25,9 @@ struct Result {
   std::string out;
 };
 
-Result run(const std::string& args) {
-  std::string cmd = std::string(REPRISE_BIN) + " " + args + " 2>&1";
+// `streams` "2>&1": what the command writes to both; "2>/dev/null": its standard output alone.
+Result run(const std::string& args, const std::string& streams = "2>&1") {
+  std::string cmd = std::string(REPRISE_BIN) + " " + args + " " + streams;
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
@@ -204,6 +205,20 @@ TEST(Cli, ConvertToChakraThenInspect) {
   Result i = run("inspect " + dir + "/et/mlp.0.et");
   ASSERT_EQ(i.status, 0) << i.out;
   EXPECT_NE(i.out.find("ALL_REDUCE x3"), std::string::npos) << i.out;
+  // --json and --json-out summarize a Chakra file too.
+  Result j = run("inspect " + dir + "/et/mlp.0.et --json --json-out " + dir + "/summary.json");
+  ASSERT_EQ(j.status, 0) << j.out;
+  const auto summary = nlohmann::json::parse(j.out);
+  EXPECT_EQ(summary.at("format"), "reprise-chakra-summary/1");
+  EXPECT_EQ(summary.at("comms").at("ALL_REDUCE").at("count"), 3);
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir + "/summary.json")), summary);
+  // convert writes no Chakra file into the folder it reads.
+  std::filesystem::create_directories(dir + "/cap");
+  ASSERT_EQ(run("synth --out " + dir + "/cap/rank-0.json --iterations 1 --layers 1").status, 0);
+  Result into = run("convert --to chakra " + dir + "/cap " + dir + "/cap");
+  EXPECT_EQ(into.status, 2) << into.out;
+  EXPECT_NE(into.out.find("is the input"), std::string::npos) << into.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/cap/workload.0.et"));
 }
 
 TEST(Cli, BadInputIsOneLineExitTwoAndNoOutputFile) {
@@ -851,8 +866,53 @@ TEST(Cli, ConflictingModesAndForeignOptionsAreOneLine) {
            "--prefix '../x' is not a file name");
   one_line(run("convert --to chakra " + dir + "/s.json.gz " + dir + "/et --prefix ''"),
            "--prefix '' is not a file name");
+  one_line(run("convert --to chakra " + dir + "/s.json.gz " + dir + "/et --step 0 --all-steps"),
+           "convert: --step N and --all-steps: give one");
+  one_line(run("convert --to chakra " + dir + "/s.json.gz " + dir + "/et --step 0 --step 0"),
+           "convert: --step 0 is given twice");
+  const std::string cluster = std::string(REPRISE_SOURCE_DIR) + "/clusters/cpu-2core-example.yaml";
+  one_line(run("predict " + dir + "/s.json.gz --cluster " + cluster + " --iteration 0 --all-iterations"),
+           "predict: --iteration N and --all-iterations: give one");
+  one_line(run("predict " + dir + "/s.json.gz --cluster " + cluster + " --iteration 0 --iteration 0"),
+           "predict: --iteration 0 is given twice");
   EXPECT_FALSE(std::filesystem::exists(dir + "/c.json"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/et"));
+
+  // convert never writes over its input, and makes OUT in a folder that exists, not its parents.
+  const std::string before = reprise::read_text_file(dir + "/s.json.gz");
+  one_line(run("convert " + dir + "/s.json.gz " + dir + "/./s.json.gz"), "is the input");
+  one_line(run("convert --to chakra " + dir + "/s.json.gz " + dir + "/no/such/et"), dir + "/no/such/et");
+  EXPECT_EQ(reprise::read_text_file(dir + "/s.json.gz"), before);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/no"));
+}
+
+// `-` is standard output: it then holds that output alone (the table goes to standard error), so a script reads it
+// as JSON; two outputs on it, or --json with one, are refused.
+TEST(Cli, StandardOutputHoldsOneDocument) {
+  const std::string dir = reprise::test::test_dir();
+  ASSERT_EQ(run("synth --out " + dir + "/s.json.gz --iterations 1 --layers 2").status, 0);
+  const std::string cluster = std::string(REPRISE_SOURCE_DIR) + "/clusters/cpu-2core-example.yaml";
+  auto stdout_of = [](const std::string& args) { return run(args, "2>/dev/null"); };
+  const std::string predict = "predict " + dir + "/s.json.gz --cluster " + cluster;
+  for (const std::string& args : {predict + " --out -", predict + " --out - --timeline " + dir + "/t.json",
+                                  "inspect " + dir + "/s.json.gz --json-out -"}) {
+    const Result r = stdout_of(args);
+    ASSERT_EQ(r.status, 0) << args << ": " << r.out;
+    EXPECT_NO_THROW((void)nlohmann::json::parse(r.out)) << args << ": " << r.out;
+  }
+  EXPECT_EQ(nlohmann::json::parse(stdout_of(predict + " --out -").out).at("format"), "reprise-prediction/1");
+  const Result json_twice = run(predict + " --json --out -");
+  EXPECT_EQ(json_twice.status, 2) << json_twice.out;
+  EXPECT_NE(json_twice.out.find("--json and --out -: both write to standard output"), std::string::npos)
+      << json_twice.out;
+  const Result both = run(predict + " --out - --timeline -");
+  EXPECT_EQ(both.status, 2) << both.out;
+  EXPECT_NE(both.out.find("--out - and --timeline -: both write to standard output"), std::string::npos) << both.out;
+  // One file spelt two ways is one file.
+  const Result same = run(predict + " --out " + dir + "/x.json --timeline " + dir + "/./x.json");
+  EXPECT_EQ(same.status, 2) << same.out;
+  EXPECT_NE(same.out.find("--out and --timeline name the same file"), std::string::npos) << same.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/x.json"));
 }
 
 }  // namespace

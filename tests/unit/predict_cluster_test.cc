@@ -399,6 +399,9 @@ TEST(ClusterErrors, BadValues) {
                "span: expected an integer from 1");
   expect_error(edited("    - name: infiniband\n", "    - name: infiniband\n      span: 1\n"), "name: infiniband",
                "span must grow outwards");
+  // 2 nodes of 2: an inner level of 8 would join devices the cluster lacks, and hide the level past it.
+  expect_error(edited("      span: 2\n", "      span: 8\n"), "8\n      bandwidth: 1e11",
+               "level nvlink: span 8 is more than the cluster's 4 devices");
   expect_error(edited("topology:\n", "launch: mpirun\ntopology:\n"), "mpirun\n", "launch: expected a map");
   expect_error(edited("      bandwidth: 1e10\n", "      bandwidth: 1e10\n      efficiency: 1.5\n"), "1.5",
                "efficiency");

@@ -124,8 +124,14 @@ TEST(OpWork, MemoryViewsAndUnmodeled) {
   x.b.op("aten::reshape(Tensor(a) self, int[] shape) -> Tensor(a)", {b, x.b.list({x.b.integer(-1)})}, {x.t({1024})});
   x.b.op("fbgemm::custom(Tensor x) -> Tensor", {a}, {x.t({1024})});
   x.b.op("aten::manual_seed(int seed) -> Generator", {x.b.integer(1)}, {});
+  // An out= variant returns the `out` it was given (one storage): it wrote it, so it is no view.
+  x.b.op("aten::mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+         {a, b, x.t({1024}, "float", 4, 90)}, {x.t({1024}, "float", 4, 90)});
   Trace tr = x.b.finish();
-  const uint32_t last = last_op(tr);
+  const uint32_t last = last_op(tr) - 1;
+  OpWork out_variant = op_work(tr, last + 1);
+  EXPECT_EQ(out_variant.family, OpFamily::Memory);
+  EXPECT_GT(out_variant.bytes, 0);
   OpWork add = op_work(tr, last - 4);
   EXPECT_EQ(add.family, OpFamily::Memory);
   EXPECT_TRUE(add.by_name);

@@ -279,6 +279,10 @@ TEST(Predict, AllStepsAreAveragedAndCountedPerIteration) {
   EXPECT_EQ(all.families.at("gemm").count, 12);
   EXPECT_NEAR(all.families.at("gemm").seconds, one.families.at("gemm").seconds, 1e-9 * one.families.at("gemm").seconds);
   ASSERT_EQ(all.ranks[0].sim.step_seconds.size(), 3u);
+  // Busy and exposed times are per step, as the iteration time is (not summed over the three steps).
+  EXPECT_NEAR(all.ranks[0].sim.host_busy, one.ranks[0].sim.host_busy, 1e-9 * one.ranks[0].sim.host_busy);
+  EXPECT_NEAR(all.ranks[0].sim.compute_busy, one.ranks[0].sim.compute_busy, 1e-9 * one.ranks[0].sim.compute_busy);
+  EXPECT_LE(all.ranks[0].sim.host_busy, all.ranks[0].seconds * (1 + 1e-9));
 
   o.all_steps = false;
   o.steps = {2, 1};
@@ -387,6 +391,10 @@ TEST(Predict, JsonAndTimelineHoldWhatTheDocsList) {
   }
   EXPECT_GT(x, kOpsPerStep);
   EXPECT_EQ(pids, (std::set<int64_t>{0, 1}));
+
+  // A rank asked for twice is in the timeline once.
+  o.timeline_ranks = {1, 0, 1};
+  EXPECT_EQ(predict(dir, o).timeline.size(), p.timeline.size());
 }
 
 TEST(Predict, UnreadableInputsNameTheFile) {
@@ -412,6 +420,25 @@ TEST(Predict, UnreadableInputsNameTheFile) {
   o.op_times_files = {test::write_file(dir + "/r.json", R"({"reprise_replay": 1})")};
   const std::string r = user_error([&] { predict(trace, o); });
   EXPECT_NE(r.find(dir + "/r.json: no op_times"), std::string::npos) << r;
+
+  // Op times of another trace: their node ids match none of this one's ops, which the warnings say.
+  o.op_times_files = {test::write_file(dir + "/other.json", R"({"reprise_replay": 1, "trace": "other.json",
+    "op_times": {"node_ids": [900001, 900002], "seconds": [1, 1]}})")};
+  const Prediction other = predict(trace, o);
+  EXPECT_EQ(other.measured, 0);
+  bool said = false;
+  for (const std::string& w : other.warnings)
+    said = said || w.find("the op times of other.json (rank 0) match 0 of") != std::string::npos;
+  EXPECT_TRUE(said) << "no warning of the unmatched op times";
+
+  // A trace whose step issues no op predicts nothing: one line, not 0 s at 100% coverage.
+  TraceBuilder b("empty");
+  b.roots();
+  b.set_parent(b.annotation("ProfilerStep#0"));
+  const std::string empty = dir + "/empty.et.json.gz";
+  write_et(b.finish(), empty);
+  const std::string e = user_error([&] { predict(empty, cpu_options()); });
+  EXPECT_NE(e.find(empty + ": its steps (ProfilerStep#0) issue no op to predict"), std::string::npos) << e;
 }
 
 // PARAM's DLRM looks its tables up with fbgemm's table-batched ops: 768 rows of 2.4 GiB of tables in UVM. Timed by

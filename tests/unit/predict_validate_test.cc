@@ -289,6 +289,22 @@ TEST(ValidateErrors, NameTheFileAndLine) {
     "iteration_seconds": 1, "ranks": [{"rank": 0, "iteration_seconds": 1}, {"rank": 0, "iteration_seconds": 2}]})");
   e = error_of([&] { read_predictions(two); });
   EXPECT_NE(e.find(two + ": ranks[1]: a second entry for rank 0"), std::string::npos) << e;
+  const std::string minus =
+      write_file(dir + "/minus.log", "sys[0] finished, 10 cycles\nsys[-1] finished, 100 cycles\n");
+  e = error_of([&] { read_predictions(minus); });
+  EXPECT_NE(e.find(minus + ":2: sys[-1] finished: '-1' is not a rank"), std::string::npos) << e;
+  for (const char* exposed_count : {"-5", "abc"}) {
+    const std::string bad = write_file(dir + "/exposed.log", std::string("sys[0] finished, 81000000 cycles, exposed "
+                                                                         "communication ") +
+                                                                 exposed_count + " cycles.\n");
+    e = error_of([&] { read_predictions(bad); });
+    EXPECT_NE(e.find(bad + ":1: sys[0] finished, but its exposed communication '" + exposed_count), std::string::npos)
+        << e;
+  }
+  const std::string negative_op = write_file(dir + "/nop.json", R"({"reprise_replay": 1, "median_iteration_seconds":
+    0.01, "per_op": [{"op": "aten::mm", "seconds": 0.001}, {"op": "aten::add", "seconds": -5}]})");
+  e = error_of([&] { read_measurement(negative_op); });
+  EXPECT_NE(e.find(negative_op + ": per_op[1]: seconds: a time that is negative"), std::string::npos) << e;
   const std::string hex = write_file(dir + "/hex.csv", "workload,iteration_seconds\ngpt,0x10\n");
   e = error_of([&] { read_predictions(hex); });
   EXPECT_NE(e.find(hex + ":2: iteration_seconds '0x10' is not a number"), std::string::npos) << e;
@@ -379,7 +395,10 @@ TEST(ValidateStatistics, PairingLabelsAndMismatch) {
   EXPECT_NEAR(v.workloads[1].total.error, 0.0105 / 0.012 - 1, 1e-12);
   ASSERT_EQ(v.workloads[0].ranks.size(), 2u);
   EXPECT_NEAR(v.workloads[0].ranks[1].second.error, 0.0125 / 0.0118 - 1, 1e-12);
-  ASSERT_EQ(v.workloads[1].ranks.size(), 1u);    // only rank 0 in both
+  ASSERT_EQ(v.workloads[1].ranks.size(), 1u);  // only rank 0 in both
+  EXPECT_TRUE(v.workloads[0].notes.empty());
+  ASSERT_EQ(v.workloads[1].notes.size(), 1u);  // and said
+  EXPECT_EQ(v.workloads[1].notes[0], "the prediction gives 1 rank(s), the measurement 2: 1 compared rank by rank");
   EXPECT_TRUE(v.workloads[0].families.empty());  // the replay timed no op: nothing to compare the families with
 
   v = validate({pred, astra}, {meas, meas}, {"gpt-reprise", "gpt-astra"});

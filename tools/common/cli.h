@@ -131,4 +131,19 @@ inline std::vector<int64_t> parse_int_list(const std::string& s, const std::stri
 // writable, it is not read-only or a folder; a device, FIFO or `-` is fine, a link is checked at its target.
 inline void check_output_path(const std::string& path) { check_output_file(path); }
 
+// Where a command's table and its "wrote ..." lines go: standard output, unless one of its outputs is `-`, which
+// then has standard output to itself (JSON a script can read); the table goes to standard error.
+inline std::FILE* report_stream(const std::vector<std::string>& outputs) {
+  return std::find(outputs.begin(), outputs.end(), "-") == outputs.end() ? stdout : stderr;
+}
+inline std::ostream& report_ostream(const std::vector<std::string>& outputs) {
+  return report_stream(outputs) == stdout ? std::cout : std::cerr;
+}
+
+// `--json` prints to standard output: with an output given as `-` too, the JSON would come twice, or two documents
+// would run into each other.
+inline void check_json_alone(bool json, const std::string& option, const std::string& path) {
+  if (json && path == "-") throw UserError("--json and " + option + " -: both write to standard output; give one");
+}
+
 }  // namespace reprise::cli

@@ -287,8 +287,9 @@ int cmd_calibrate(int argc, char** argv) {
   fitted.concurrent_ranks = std::max(launch.local_size, 1);
   if (launch.size > 1 && contention > 1) fitted.memory_contention[launch.local_size] = contention;
   write_calibration(fitted, out);
-  print_calibration(stdout, fitted);
-  std::printf("calibration: %s\n", out.c_str());
+  std::FILE* report = report_stream({out, cluster_out});
+  print_calibration(report, fitted);
+  std::fprintf(report, "calibration: %s\n", out.c_str());
   if (!cluster_out.empty()) {
     // A CPU's devices are its cores over the threads an op uses; a GPU machine's, its GPUs (one here: a calibration
     // measures one device, and more GPUs of a node are written in by hand).
@@ -296,7 +297,7 @@ int cmd_calibrate(int argc, char** argv) {
     if (fitted.device.rfind("cuda", 0) != 0)
       devices = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()) / threads);
     write_text_file(cluster_out, cluster_yaml(measured_cluster(fitted, "measured", devices)));
-    std::printf("cluster: %s\n", cluster_out.c_str());
+    std::fprintf(report, "cluster: %s\n", cluster_out.c_str());
   }
   return 0;
 }

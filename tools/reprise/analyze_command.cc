@@ -137,10 +137,12 @@ int cmd_analyze(int argc, char** argv) {
   if (!html_out.empty()) write_text_file(html_out, analyze::analysis_html(a, set));
   if (!perfetto_out.empty()) write_text_file(perfetto_out, analyze::overlay_trace(a, set));
   if (quiet) return 0;
-  analyze::print_analysis(stdout, a, top);
-  if (!json_out.empty()) std::printf("json: %s\n", json_out.c_str());
-  if (!html_out.empty()) std::printf("report: %s\n", html_out.c_str());
-  if (!perfetto_out.empty()) std::printf("timeline: %s (open in https://ui.perfetto.dev)\n", perfetto_out.c_str());
+  std::FILE* table = report_stream({json_out, html_out, perfetto_out});
+  analyze::print_analysis(table, a, top);
+  if (!json_out.empty()) std::fprintf(table, "json: %s\n", json_out.c_str());
+  if (!html_out.empty()) std::fprintf(table, "report: %s\n", html_out.c_str());
+  if (!perfetto_out.empty())
+    std::fprintf(table, "timeline: %s (open in https://ui.perfetto.dev)\n", perfetto_out.c_str());
   return 0;
 }
 

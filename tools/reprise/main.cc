@@ -73,10 +73,12 @@ int inspect_bundle(const std::string& dir, size_t top, bool json, const std::str
     std::cout << text << "\n";
     return 0;
   }
-  reprise::gen::print_bundle(stdout, b);
-  std::fflush(stdout);
-  std::cout << "\n";
-  reprise::print_summary(std::cout, s);
+  std::FILE* report = reprise::cli::report_stream({json_out});
+  reprise::gen::print_bundle(report, b);
+  std::fflush(report);
+  std::ostream& os = report == stdout ? std::cout : std::cerr;
+  os << "\n";
+  reprise::print_summary(os, s);
   return 0;
 }
 
@@ -106,16 +108,32 @@ int cmd_inspect(int argc, char** argv) {
   }
   if (traces.empty()) throw UserError("inspect: no trace given (see reprise inspect --help)");
   if (top < 0 || top > 1000000) throw UserError("inspect: --top " + std::to_string(top) + ": must be 0 to 1000000");
+  const bool json = vm.count("json") > 0;
   if (!json_out.empty()) {
     reprise::check_outputs_apart(traces, {{"--json-out", json_out}});
+    reprise::cli::check_json_alone(json, "--json-out", json_out);
     reprise::cli::check_output_path(json_out);
   }
+  std::ostream& report = reprise::cli::report_ostream({json_out});
   double t0 = reprise::now_seconds();
   if (std::all_of(traces.begin(), traces.end(),
                   [](const std::string& p) { return p.size() > 3 && p.substr(p.size() - 3) == ".et"; })) {
-    for (const std::string& p : traces) {
-      std::cout << "== " << p << "\n";
-      reprise::predict::print_chakra(std::cout, reprise::predict::read_chakra(p));
+    // Every file read before anything is printed: a bad one is the only line.
+    std::vector<reprise::predict::ChakraTrace> graphs;
+    for (const std::string& p : traces) graphs.push_back(reprise::predict::read_chakra(p));
+    // One file's summary is an object, several files' an array of them.
+    std::string all;
+    for (size_t i = 0; i < traces.size(); ++i)
+      all += (i ? ",\n" : "") + reprise::predict::chakra_summary_json(graphs[i], traces[i]);
+    all = traces.size() == 1 ? all + "\n" : "[\n" + all + "\n]\n";
+    if (!json_out.empty()) reprise::write_text_file(json_out, all);
+    if (json) {
+      std::cout << all;
+      return 0;
+    }
+    for (size_t i = 0; i < traces.size(); ++i) {
+      report << "== " << traces[i] << "\n";
+      reprise::predict::print_chakra(report, graphs[i]);
     }
     return 0;
   }
@@ -128,11 +146,11 @@ int cmd_inspect(int argc, char** argv) {
   if (!json_out.empty()) {
     reprise::write_text_file(json_out, reprise::summary_json(s) + "\n");
   }
-  if (vm.count("json")) {
+  if (json) {
     std::cout << reprise::summary_json(s) << "\n";
   } else {
-    reprise::print_summary(std::cout, s);
-    std::cout << "read " << set.ranks.size() << " rank(s) in " << reprise::human_seconds(secs) << "\n";
+    reprise::print_summary(report, s);
+    report << "read " << set.ranks.size() << " rank(s) in " << reprise::human_seconds(secs) << "\n";
   }
   return 0;
 }
@@ -181,13 +199,20 @@ int cmd_convert(int argc, char** argv) {
   if (to == "et" && (vm.count("prefix") || vm.count("step") || co.all_steps || co.ctrl_as_data))
     throw UserError("convert: --prefix, --step, --all-steps and --ctrl-as-data are for --to chakra");
   if (to == "chakra" && gz) throw UserError("convert: --gzip is for --to et");
+  if (!co.steps.empty() && co.all_steps) throw UserError("convert: --step N and --all-steps: give one");
+  for (size_t i = 0; i < co.steps.size(); ++i)
+    if (std::count(co.steps.begin(), co.steps.begin() + static_cast<std::ptrdiff_t>(i), co.steps[i]))
+      throw UserError("convert: --step " + std::to_string(co.steps[i]) + " is given twice");
   if (to == "chakra" && (prefix.empty() || prefix.find('/') != std::string::npos || prefix == "." || prefix == ".."))
     throw UserError("convert: --prefix '" + prefix + "' is not a file name (PREFIX.N.et is written inside OUT)");
+  if (to != "et" && to != "chakra") throw UserError("convert: --to takes et or chakra, not '" + to + "'");
+  // OUT is never IN (a trace rewritten over itself, per-rank files written into the folder read), and a folder OUT
+  // that does not exist yet is made in a folder that does, as a file would be.
+  reprise::check_outputs_apart({in}, {{"OUT", out}});
   if (to == "chakra") {
-    if (std::filesystem::is_directory(out)) reprise::cli::check_output_path(out + "/" + prefix + ".0.et");
+    reprise::cli::check_output_path(std::filesystem::is_directory(out) ? out + "/" + prefix + ".0.et" : out);
     return convert_chakra(in, out, prefix, co, vm.count("quiet") > 0);
   }
-  if (to != "et") throw UserError("convert: --to takes et or chakra, not '" + to + "'");
   // OUT is a folder when IN holds several ranks, which only reading IN tells; anything else is a file.
   if (!std::filesystem::is_directory(out)) reprise::cli::check_output_path(out);
   reprise::TraceSet set = reprise::load_traces({in}, read_options(vm.count("quiet") > 0));
@@ -201,7 +226,7 @@ int cmd_convert(int argc, char** argv) {
     return 0;
   }
   std::error_code ec;
-  std::filesystem::create_directories(out, ec);
+  std::filesystem::create_directory(out, ec);  // its folder exists (checked above)
   if (ec) throw reprise::UserError(out + ": cannot create folder: " + ec.message());
   for (auto& t : set.ranks) {
     std::string path = out + "/rank-" + std::to_string(t.rank) + (gz ? ".json.gz" : ".json");

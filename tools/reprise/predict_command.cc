@@ -1,4 +1,5 @@
 // reprise predict: a bundle or trace simulated on a described cluster.
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <iostream>
 
@@ -57,6 +58,10 @@ int cmd_predict(int argc, char** argv) {
   if (input.empty()) throw UserError("predict: no bundle or trace given (see reprise predict --help)");
   if (cluster_path.empty()) throw UserError("predict: --cluster is required (clusters/*.yaml; see docs/clusters.md)");
   if (!(o.confidence > 0 && o.confidence < 1)) throw UserError("predict: --confidence must be between 0 and 1");
+  if (!steps.empty() && o.all_steps) throw UserError("predict: --iteration N and --all-iterations: give one");
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (std::count(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(i), steps[i]))
+      throw UserError("predict: --iteration " + std::to_string(steps[i]) + " is given twice");
   o.steps = steps;
   o.op_times_files = op_times;
   o.cluster = load_cluster(cluster_path);
@@ -82,6 +87,8 @@ int cmd_predict(int argc, char** argv) {
   if (!calibration_path.empty()) inputs.push_back(calibration_path);
   inputs.insert(inputs.end(), op_times.begin(), op_times.end());
   check_outputs_apart(inputs, {{"--out", out}, {"--timeline", timeline}});
+  check_json_alone(vm.count("json") > 0, "--out", out);
+  check_json_alone(vm.count("json") > 0, "--timeline", timeline);
   for (const std::string* path : {&out, &timeline})
     if (!path->empty()) check_output_path(*path);
   Prediction p = reprise::predict::predict(input, o);
@@ -92,9 +99,10 @@ int cmd_predict(int argc, char** argv) {
     std::cout << prediction_json(p);
     return 0;
   }
-  print_prediction(stdout, p);
-  if (!out.empty()) std::printf("prediction: %s\n", out.c_str());
-  if (!timeline.empty()) std::printf("timeline: %s (open in https://ui.perfetto.dev)\n", timeline.c_str());
+  std::FILE* report = report_stream({out, timeline});
+  print_prediction(report, p);
+  if (!out.empty()) std::fprintf(report, "prediction: %s\n", out.c_str());
+  if (!timeline.empty()) std::fprintf(report, "timeline: %s (open in https://ui.perfetto.dev)\n", timeline.c_str());
   return 0;
 }
 

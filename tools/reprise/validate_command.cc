@@ -46,7 +46,7 @@ int cmd_validate(int argc, char** argv) {
   if (!json_out.empty()) write_text_file(json_out, predict::validation_json(v));
   if (!html_out.empty()) write_text_file(html_out, predict::validation_html(v));
   if (!svg_out.empty()) write_text_file(svg_out, predict::scatter_svg(v));
-  if (!vm.count("quiet")) predict::print_validation(stdout, v);
+  if (!vm.count("quiet")) predict::print_validation(report_stream({json_out, html_out, svg_out}), v);
   return 0;
 }
 

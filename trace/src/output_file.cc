@@ -89,9 +89,12 @@ namespace {
 
 // Where a path leads, whether or not it exists yet (its links and `..` resolved as far as they go).
 std::filesystem::path resolved(const std::string& path) {
+  // Absolute first: weakly_canonical leaves a relative path none of whose parts exist as it is ("x.json"), so it
+  // would differ from the same file spelt "./x.json".
   std::error_code ec;
-  std::filesystem::path p = std::filesystem::weakly_canonical(path, ec);
-  return ec ? std::filesystem::absolute(path, ec).lexically_normal() : p;
+  const std::filesystem::path a = std::filesystem::absolute(path, ec).lexically_normal();
+  std::filesystem::path p = std::filesystem::weakly_canonical(a, ec);
+  return ec ? a : p;
 }
 
 bool inside(const std::filesystem::path& file, const std::filesystem::path& folder) {
@@ -122,6 +125,10 @@ void check_outputs_apart(const std::vector<std::string>& inputs,
   namespace fs = std::filesystem;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const auto& [option, out] = outputs[i];
+    if (out == "-")
+      for (size_t j = 0; j < i; ++j)
+        if (outputs[j].second == "-")
+          throw UserError(outputs[j].first + " - and " + option + " -: both write to standard output; give one");
     if (out.empty() || out == "-") continue;
     const fs::path o = resolved(out);
     for (size_t j = 0; j < i; ++j)

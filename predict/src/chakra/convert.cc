@@ -13,7 +13,7 @@ namespace {
 
 void make_folder(const std::string& dir) {
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  std::filesystem::create_directory(dir, ec);  // in a folder that exists: OUT's parents are not made
   if (ec || !std::filesystem::is_directory(dir))
     throw UserError(dir + ": cannot create the output folder" + (ec ? ": " + ec.message() : std::string()));
 }

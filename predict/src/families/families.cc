@@ -102,10 +102,12 @@ bool has_tensor(const Trace& t, const Node& n) {
 }
 
 // A non-in-place op whose every output shares a storage with an input (reshape of a contiguous tensor, contiguous
-// of a contiguous one, .to() to the same dtype) did not touch data.
+// of a contiguous one, .to() to the same dtype) did not touch data. An op that writes an argument (in place, or
+// an out= variant: `aten::mul.out(..., Tensor(a!) out)`, its output the `out` it was given) did.
 bool returns_views(const Trace& t, const Node& n) {
   std::string_view name = t.name(n);
   if (name.empty() || name.back() == '_' || n.num_outputs == 0) return false;
+  if (t.str(n.op_schema).find("!)") != std::string_view::npos) return false;
   std::vector<int64_t> in_storages;
   each_arg_tensor(t, n, false, [&](uint32_t k) { in_storages.push_back(t.tensors[k].storage_id); });
   bool all = true, any = false;

@@ -109,7 +109,7 @@ ChakraFile write_chakra(const Trace& t, int64_t rank, const std::string& path, c
 ChakraTrace read_chakra(const std::string& path);
 
 // Every rank of a trace set into OUT_DIR/PREFIX.N.et (ASTRA-sim's naming), N the trace's rank (its position when
-// unknown), and OUT_DIR/PREFIX.comm_groups.json (process group name -> world ranks) when the traces name groups.
+// unknown), and OUT_DIR/PREFIX.json (process group name -> world ranks) when the traces name groups.
 std::vector<ChakraFile> convert_to_chakra(const TraceSet& set, const std::string& out_dir, const std::string& prefix,
                                           const ChakraOptions& o = {});
 // The same from a bundle folder (every world rank, its role's trace with that rank's ids) or anything load_traces
@@ -120,6 +120,8 @@ std::vector<ChakraFile> convert_to_chakra(const std::string& in, const std::stri
 // A summary for people: the version and metadata, nodes by type, dependencies by list, collectives by comm_type
 // (count and bytes), and the longest dependency chain.
 void print_chakra(std::ostream& out, const ChakraTrace& g);
+// The same as a JSON object (format reprise-chakra-summary/1; docs/chakra.md), `path` naming the file.
+std::string chakra_summary_json(const ChakraTrace& g, const std::string& path);
 
 // Whether this build writes and reads Chakra files (it was built with protobuf).
 bool chakra_available();

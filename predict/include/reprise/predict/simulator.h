@@ -69,10 +69,10 @@ struct SimInput {
 };
 
 struct SimRank {
-  std::vector<double> step_seconds;  // per StepEnd
-  double end = 0;                    // when its last step ended
-  double host_busy = 0, compute_busy = 0, comm_busy = 0;
-  double exposed_comm = 0;  // communication time not hidden under compute
+  std::vector<double> step_seconds;                       // per StepEnd
+  double end = 0;                                         // when its last step ended
+  double host_busy = 0, compute_busy = 0, comm_busy = 0;  // over every step (a Prediction's: per step)
+  double exposed_comm = 0;                                // communication time not hidden under compute
 };
 
 struct SimEvent {

@@ -58,6 +58,7 @@ struct WorkloadCheck {
   Error total;
   std::vector<std::pair<int64_t, Error>> ranks;         // the ranks both files give
   std::vector<std::pair<std::string, Error>> families;  // when both files give families: those either gives
+  std::vector<std::string> notes;  // what does not pair: ranks one side gives and the other does not
 };
 
 // Across workloads; errors are fractions (0.05 = 5%); NaN or nullopt where too few workloads settle a figure.
