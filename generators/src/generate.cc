@@ -136,6 +136,8 @@ Loaded load_source(const std::string& source, const GenerateOptions& o) {
     if (fs::is_directory(source, ec) && fs::is_regular_file(manifest, ec)) {
       const std::string text = read_text_file(manifest.string());
       const nlohmann::json m = nlohmann::json::parse(text, nullptr, false);
+      // Not JSON at all is no other tool's manifest either: one line, as replay gives for it.
+      if (m.is_discarded()) (void)read_capture_manifest(text, manifest.string());
       if (m.is_object() && m.contains("reprise_capture")) {          // another tool's manifest.json is not ours to read
         l.capture = read_capture_manifest(text, manifest.string());  // checked before it is bundled
         l.meta.capture_manifest = text;

@@ -164,6 +164,8 @@ Form foreach_of(Trace& t, const std::vector<uint32_t>& ops, std::string& why) {
 bool stays_per_parameter(const Trace& t, const std::vector<uint32_t>& ops) {
   for (uint32_t op : ops) {
     const Node& n = t.nodes[op];
+    // Only an op moves: a wrapper (a backward function) is what it calls, which a moved copy would not hold.
+    if (n.kind != NodeKind::Operator) return false;
     if (is_metadata_only_op(t.name(n))) continue;
     for (const Value& v : t.outputs(n))
       if (is_tensor(v) || v.kind == ValueKind::List) return false;
@@ -280,6 +282,11 @@ std::string foreach_optimizer(Trace& t, const OpPattern& scope) {
       all = !forms[i].schema.empty() || stays_per_parameter(t, pos[i]);
     }
     all = all && keeps_data_flow(t, pos, why);
+    // A block no op of which has a foreach form is not an optimizer's loop (a model's layers repeat too): left whole.
+    if (all && std::all_of(forms.begin(), forms.end(), [](const Form& f) { return f.schema.empty(); })) {
+      all = false;
+      why = "no op of its repeated block has a foreach form (not an optimizer's per-parameter loop)";
+    }
     if (!all) {
       left.insert(std::string(t.name(t.nodes[step])) + ": " + why);
       continue;

@@ -952,6 +952,7 @@ TEST(AnalyzeCorpus, BadCorpusIsOneLineNamingTheFile) {
   k.gpu("gemm", 0, 5, 10, 100);
   steps_less.ranks.push_back(read_back(k.text(), "nosteps.json"));
   EXPECT_THROW(analyze::make_corpus(job_of(steps_less), dir + "/c", {}), UserError);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/c")) << "a corpus that failed leaves no folder it made";
 
   // A corpus edited by hand: labels that are not its classes, another split, a rank that is not one, no windows.
   TraceSet clean;

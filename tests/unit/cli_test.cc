@@ -503,6 +503,9 @@ TEST(Cli, GenerateInspectVerifyReplayABundle) {
   Result v = run("verify " + dir + "/moved");
   EXPECT_EQ(v.status, 0) << v.out;
   EXPECT_NE(v.out.find("verified"), std::string::npos) << v.out;
+  Result vj = run("verify " + dir + "/moved --json -q", "2>/dev/null");  // standard output: the JSON alone
+  ASSERT_EQ(vj.status, 0) << vj.out;
+  EXPECT_EQ(nlohmann::json::parse(vj.out).at("ok"), true) << vj.out;
 
   // World size 2: a single process replays rank 0 and skips the collectives of a larger job.
   Result rp = run("replay " + dir + "/moved --out " + dir + "/r.json -q");
@@ -820,6 +823,9 @@ TEST(Cli, OutputsNeverOverwriteInputsAndErrorsStayOneLine) {
   reprise::test::write_file(cap + "/manifest.json", m.dump());
   one_line(run("generate " + cap + " --out " + dir + "/b -q"),
            "manifest.json: ranks[0]: iteration_seconds[0]: expected seconds from 0 to 1e9, got -1");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/b"));
+  reprise::test::write_file(cap + "/manifest.json", "{\"broken\": ");  // not JSON: as replay says it
+  one_line(run("generate " + cap + " --out " + dir + "/b -q"), "manifest.json: not JSON");
   EXPECT_FALSE(std::filesystem::exists(dir + "/b"));
   reprise::test::write_file(cap + "/manifest.json", manifest);
 

@@ -483,6 +483,19 @@ TEST(Perturb, ForeachIssuesEachPositionOfThePerParameterBlockOnce) {
             "x.yaml:2:12: foreach: no optimizer step could be rewritten in <built> (Optimizer.step#Adam.step: "
             "aten::erfinv has no foreach form here)");
   EXPECT_EQ(error_of("  foreach: 'Lamb'\n", &only_adam), "x.yaml:2:12: foreach: no scope matching 'Lamb' in <built>");
+
+  // A model's layers repeat too: a block of backward functions (each calling an mm: no outputs of their own) is no
+  // optimizer loop, and is refused, not moved without the work it calls.
+  TraceBuilder b;
+  b.set_parent(b.annotation("ProfilerStep#1", b.roots()));
+  for (int layer = 0; layer < 3; ++layer) {
+    const int64_t w = b.op("autograd::engine::evaluate_function: MmBackward0", {}, {});
+    const TensorSpec x = spec(b, {4, 8}), y = spec(b, {8, 8});
+    b.op(kMm, {b.tensor(x), b.tensor(y)}, {b.tensor(spec(b, {4, 8}))}, w);
+  }
+  Trace layers = b.finish();
+  const std::string e = error_of("  foreach: 'ProfilerStep'\n", &layers);
+  EXPECT_NE(e.find("foreach: no optimizer step could be rewritten"), std::string::npos) << e;
 }
 
 // torch 1.13's single-tensor Adam as its ET records it: a tensor set up before the loop, then per parameter the step

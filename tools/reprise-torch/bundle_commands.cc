@@ -134,11 +134,13 @@ int cmd_verify(int argc, char** argv) {
       e["ops_selected"] = r.compute_selected;
       e["ops_accepted"] = r.compute_replayed;
       e["without_meta_kernel"] = r.compute_selected - r.compute_replayed;
-      std::cout << role.file << " (ranks " << gen::rank_ranges(role.ranks) << "): " << r.compute_replayed << " of "
-                << r.compute_selected << " compute ops accepted on meta";
-      if (r.compute_selected > r.compute_replayed)
-        std::cout << " (the rest have no meta kernel or no operator in this LibTorch)";
-      std::cout << "\n";
+      if (!vm.count("json")) {  // with --json, standard output holds the JSON alone
+        std::cout << role.file << " (ranks " << gen::rank_ranges(role.ranks) << "): " << r.compute_replayed << " of "
+                  << r.compute_selected << " compute ops accepted on meta";
+        if (r.compute_selected > r.compute_replayed)
+          std::cout << " (the rest have no meta kernel or no operator in this LibTorch)";
+        std::cout << "\n";
+      }
     } catch (const UserError& err) {
       e["error"] = err.what();
       // The rank check above may have read this role already and said the same.
