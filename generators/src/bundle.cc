@@ -283,8 +283,12 @@ std::string bundle_json(const Bundle& b) {
   j["world_size"] = b.world_size;
   for (const BundleSource& s : b.sources)
     j["sources"].push_back({{"path", s.path}, {"sha256", s.sha256}, {"schemas", s.schemas}, {"ranks", s.ranks}});
+  // Ranks as the manifest writes them: a group of every rank is "all" (an empty list reads as no rank at all).
   for (const ProcessGroup& g : b.process_groups)
-    j["process_groups"].push_back({{"name", g.name}, {"desc", g.desc}, {"backend", g.backend}, {"ranks", g.ranks}});
+    j["process_groups"].push_back({{"name", g.name},
+                                   {"desc", g.desc},
+                                   {"backend", g.backend},
+                                   {"ranks", g.ranks.empty() ? nlohmann::json("all") : nlohmann::json(g.ranks)}});
   for (const BundleRole& r : b.roles) {
     nlohmann::json role = {{"file", r.file},   {"sha256", r.sha256},
                            {"ranks", r.ranks}, {"source_rank", r.source_rank},
@@ -295,6 +299,10 @@ std::string bundle_json(const Bundle& b) {
   j["transforms"] = nlohmann::json::array();
   for (const BundleTransform& t : b.transforms) j["transforms"].push_back({{"name", t.name}, {"params", t.params}});
   j["replay"] = {{"device", b.replay.device}, {"iterations", b.replay.iterations}, {"warmup", b.replay.warmup}};
+  if (!b.capture_manifest.empty()) {  // the capture's own JSON, as an object (text when it is not JSON)
+    const nlohmann::json m = nlohmann::json::parse(b.capture_manifest, nullptr, false);
+    j["capture_manifest"] = m.is_discarded() ? nlohmann::json(b.capture_manifest) : m;
+  }
   j["expected"] = nlohmann::json::array();
   for (const RankExpectation& x : b.expected)
     j["expected"].push_back({{"rank", x.rank}, {"iteration_seconds", x.iteration_seconds}});

@@ -416,7 +416,7 @@ std::string overlap_collectives(Trace& t, const OpPattern& which) {
 
 std::string move_to_stream(Trace& t, const OpPattern& ops, int64_t stream) {
   size_t moved = 0;
-  for (uint32_t i : outermost_ops(t))
+  for (uint32_t i : replayed_ops(t))  // DDP's all_reduce inside AccumulateGrad's wrapper too
     if (ops.matches(t.name(t.nodes[i]))) set_attr_int(t, i, "stream", "int", stream), ++moved;
   if (moved == 0)
     throw UserError(ops.where + ": streams: ops: '" + ops.text + "' matches no replayed op in " + t.source);

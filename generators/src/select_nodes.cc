@@ -27,7 +27,9 @@ void mark_subtree(const Trace& t, uint32_t node, std::vector<bool>& mask) {
   }
 }
 
-std::vector<uint32_t> outermost_ops(const Trace& t) {
+namespace {
+
+std::vector<uint32_t> ops_below_structure(const Trace& t, bool autograd_transparent) {
   std::vector<uint32_t> out;
   std::vector<uint32_t> stack;
   for (uint32_t i = 0; i < t.nodes.size(); ++i)
@@ -35,7 +37,8 @@ std::vector<uint32_t> outermost_ops(const Trace& t) {
   while (!stack.empty()) {
     uint32_t i = stack.back();
     stack.pop_back();
-    if (!structural(t.nodes[i].kind)) {
+    const NodeKind k = t.nodes[i].kind;
+    if (!structural(k) && !(autograd_transparent && k == NodeKind::Autograd)) {
       out.push_back(i);
       continue;
     }
@@ -44,6 +47,11 @@ std::vector<uint32_t> outermost_ops(const Trace& t) {
   std::sort(out.begin(), out.end());
   return out;
 }
+
+}  // namespace
+
+std::vector<uint32_t> outermost_ops(const Trace& t) { return ops_below_structure(t, false); }
+std::vector<uint32_t> replayed_ops(const Trace& t) { return ops_below_structure(t, true); }
 
 std::vector<bool> comm_ops(const Trace& t, const std::vector<uint32_t>& outer) {
   std::vector<bool> comm(t.nodes.size(), false);

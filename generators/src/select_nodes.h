@@ -14,8 +14,13 @@ namespace reprise::gen {
 // RecordScope::BACKWARD_FUNCTION, as ET writes a node's scope.
 constexpr int kScopeBackwardFunction = 1;
 
-// The ops replay issues: nodes that are not structure (root, thread, annotation) and have no such ancestor.
+// The outermost ops: nodes that are not structure (root, thread, annotation) and have no ancestor that is not.
+// A backward function (the engine's `evaluate_function: ...` wrapper) is one of them, with what it calls: drop,
+// fuse and foreach move it as one.
 std::vector<uint32_t> outermost_ops(const Trace& t);
+// The ops replay issues: the same with backward functions transparent too, so an all_reduce DDP issues inside
+// AccumulateGrad's wrapper is one op, and the compute beside it another.
+std::vector<uint32_t> replayed_ops(const Trace& t);
 // Per node: whether it is a communication op or holds one (record_param_comms, c10d:: ops, waits).
 std::vector<bool> comm_ops(const Trace& t, const std::vector<uint32_t>& outer);
 // The nodes of ProfilerStep#N for each N in `steps` (id ranges, as replay cuts steps); `where` prefixes the error

@@ -424,7 +424,9 @@ std::vector<CommPoint> read_comm_sweeps(const std::vector<std::string>& paths) {
         if (p.bytes > 0 && p.seconds > 0) out.push_back(p);
       }
     } catch (const json::exception& e) {
-      throw UserError(path + ": not a reprise comms --json result (" + std::string(e.what()) + ")");
+      std::string why = e.what();  // "[json.exception.out_of_range.403] key 'op' not found": the part after "] "
+      if (const size_t at = why.find("] "); at != std::string::npos) why = why.substr(at + 2);
+      throw UserError(path + ": not a reprise comms --json result (" + why + ")");
     }
   }
   return out;

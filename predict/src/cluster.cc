@@ -142,8 +142,19 @@ Cluster read_cluster(const gen::YamlFile& f) {
   read_topology(f, root["topology"], c);
   if (const YAML::Node l = root["launch"]) {
     if (!l.IsMap()) f.fail(l, "launch: expected a map of launcher name to command template");
-    for (auto it = l.begin(); it != l.end(); ++it)
-      c.launch[it->first.Scalar()] = f.string(it->second, it->first.Scalar());
+    for (auto it = l.begin(); it != l.end(); ++it) {
+      const std::string text = f.string(it->second, it->first.Scalar());
+      // Only the placeholders docs/clusters.md lists: a misspelt one ({bundel}) would reach the shell as it is.
+      for (size_t open = text.find('{'); open != std::string::npos; open = text.find('{', open + 1)) {
+        const size_t close = text.find('}', open);
+        const std::string name = text.substr(open, close == std::string::npos ? std::string::npos : close - open + 1);
+        static const char* const known[] = {"{ranks}", "{ranks_per_node}", "{nodes}", "{bundle}", "{reprise}"};
+        if (std::find(std::begin(known), std::end(known), name) == std::end(known))
+          f.fail(it->second, "launch: " + it->first.Scalar() + ": unknown placeholder " + name +
+                                 " ({ranks}, {ranks_per_node}, {nodes}, {bundle}, {reprise})");
+      }
+      c.launch[it->first.Scalar()] = text;
+    }
   }
   return c;
 }
@@ -179,6 +190,33 @@ const LinkLevel& Cluster::level_for(const std::vector<int64_t>& ranks) const {
     if (together) return l;
   }
   return levels.back();
+}
+
+std::map<std::string, std::string> Cluster::launch_commands(int64_t ranks, const std::string& bundle,
+                                                            const std::string& reprise) const {
+  const int64_t per_node = std::max<int64_t>(1, std::min(ranks, devices_per_node));
+  const std::map<std::string, std::string> value{{"{ranks}", std::to_string(ranks)},
+                                                 {"{ranks_per_node}", std::to_string(per_node)},
+                                                 {"{nodes}", std::to_string((ranks + per_node - 1) / per_node)},
+                                                 {"{bundle}", bundle},
+                                                 {"{reprise}", reprise}};
+  std::map<std::string, std::string> out;
+  for (const auto& [launcher, text] : launch) {
+    std::string filled;
+    for (size_t at = 0; at < text.size();) {
+      const size_t open = text.find('{', at);
+      const size_t close = open == std::string::npos ? std::string::npos : text.find('}', open);
+      auto v = close == std::string::npos ? value.end() : value.find(text.substr(open, close - open + 1));
+      if (v == value.end()) {  // no placeholder left (the reader refused unknown ones)
+        filled += text.substr(at);
+        break;
+      }
+      filled += text.substr(at, open - at) + v->second;
+      at = close + 1;
+    }
+    out[launcher] = filled;
+  }
+  return out;
 }
 
 Cluster parse_cluster(const std::string& yaml, const std::string& source) {

@@ -251,6 +251,7 @@ Prediction Predictor::run() {
     if (r < 0 || static_cast<size_t>(r) >= rank_program_.size())
       throw UserError(input_ + ": timeline rank " + std::to_string(r) + " is not one of its " +
                       std::to_string(rank_program_.size()) + " rank(s)");
+  p_.launch = o_.cluster.launch_commands(p_.world_size, input_, o_.reprise_binary);
   const Built& zero = *rank_program_[0];
   auto idle = [](const std::unique_ptr<Built>& x) {
     return std::all_of(x->b.program.ops.begin(), x->b.program.ops.end(),

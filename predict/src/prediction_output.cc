@@ -48,6 +48,7 @@ std::string prediction_json(const Prediction& p) {
                      {"comm_busy_seconds", r.sim.comm_busy},
                      {"exposed_comm_seconds", r.sim.exposed_comm}});
   j["ranks"] = ranks;
+  j["launch"] = p.launch;
   json fam = json::object();
   for (const auto& [name, f] : p.families) fam[name] = f.seconds;
   j["families"] = fam;
@@ -144,6 +145,8 @@ void print_prediction(std::FILE* out, const Prediction& p) {
                  static_cast<long long>(f.count));
   std::fprintf(out, "  simulated    %s ops of %d program(s) in %s\n", human_count(p.simulated_ops).c_str(), p.programs,
                human_seconds(p.simulate_seconds).c_str());
+  for (const auto& [launcher, command] : p.launch)  // to measure what was predicted, on that cluster
+    std::fprintf(out, "  run it       %s\n", command.c_str());
   for (const std::string& w : p.warnings) std::fprintf(out, "  warning      %s\n", w.c_str());
 }
 

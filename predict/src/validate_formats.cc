@@ -147,8 +147,12 @@ Timing reprise_prediction(const json& j, const std::string& path) {
       t.families[f.key()] = f->get<double>();
     }
   }
-  if (auto it = j.find("coverage"); it != j.end() && it->is_object())
+  if (auto it = j.find("coverage"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) throw UserError(path + ": coverage: expected {ops, modeled, ..., fraction}");
     t.coverage = number(*it, "fraction", path + ": coverage").value_or(-1);
+    if (t.coverage != -1 && !(t.coverage >= 0 && t.coverage <= 1))
+      throw UserError(path + ": coverage: fraction: expected a share from 0 to 1");
+  }
   return t;
 }
 

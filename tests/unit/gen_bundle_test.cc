@@ -265,6 +265,7 @@ TEST(Bundle, KeepsTheOpTimesUnlessATransformChangesTheOps) {
   ASSERT_EQ(b.roles.size(), 1u);
   EXPECT_EQ(b.roles[0].timeline, "traces/role-0.kineto.json.gz");
   EXPECT_TRUE(check_hashes(b).empty());
+  EXPECT_FALSE(b.expected.empty()) << "whole iterations: the original's times still describe them";
   Trace t = load_bundle_rank(b, 0);
   ASSERT_TRUE(t.kineto);
   EXPECT_EQ(t.kineto->producer, "python profiler");
@@ -312,6 +313,7 @@ TEST(Bundle, KeepsTheOpTimesUnlessATransformChangesTheOps) {
     o.force = true;
     r = generate_from_config(config("untimed", "source: " + job + "\ntransforms:\n  - " + transform + "\n"), o);
     EXPECT_TRUE(read_bundle(out2).roles[0].timeline.empty()) << transform;
+    EXPECT_TRUE(read_bundle(out2).expected.empty()) << transform << ": the original's times are of other work";
     EXPECT_EQ(std::count_if(r.notes.begin(), r.notes.end(),
                             [](const std::string& n) { return n.rfind("host time: ", 0) == 0; }),
               1)
@@ -527,6 +529,17 @@ TEST(Splice, MistakesNameTheirPlace) {
   const std::string e = config_error(
       "splice_kineto", "source: " + job + "\ntransforms:\n  - splice: {concat: {sources: [" + kineto + "]}}\n");
   EXPECT_NE(e.find("k.json: a Kineto trace alone has no operator arguments to splice in"), std::string::npos) << e;
+
+  // A repeat past what a bundle may hold is refused before it copies (it took an hour and tens of GB).
+  SyntheticSpec deep;
+  deep.iterations = 1;
+  deep.layers = 200;
+  const std::string big = test::test_dir() + "/deep.et.json.gz";
+  write_et(synthetic_trace(deep), big);
+  const std::string r =
+      config_error("splice_many", "source: " + big + "\ntransforms:\n  - splice: {repeat: {iterations: 100000}}\n");
+  EXPECT_NE(r.find(":3:22: repeat: iterations: its first iteration of "), std::string::npos) << r;
+  EXPECT_NE(r.find("more than the 16,000,000 a bundle may hold: ask for fewer copies"), std::string::npos) << r;
 }
 
 }  // namespace

@@ -785,3 +785,47 @@ TEST(Perturb, PatternsThatMatchNothingNameTheirPlace) {
 
 }  // namespace
 }  // namespace reprise::gen
+
+namespace reprise::gen {
+namespace {
+
+// select by communication looks inside backward functions, as replay does: DDP issues its all_reduce inside
+// AccumulateGrad's wrapper, beside the gradient work the communication skeleton leaves out.
+TEST(Select, CommsSplitLooksInsideBackwardFunctions) {
+  TraceBuilder b;
+  b.set_parent(b.annotation("ProfilerStep#1", b.roots()));
+  const TensorSpec gs = spec(b, {8, 8}), xs = spec(b, {4, 8});
+  const int64_t w = b.op("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", {}, {});
+  b.op("aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
+       {b.tensor(gs), b.tensor(gs), b.integer(1)}, {b.tensor(gs)}, w);
+  const int64_t c = b.op("c10d::allreduce_", {b.list({b.tensor(gs)})}, {}, w);
+  b.op("record_param_comms",
+       {b.list({b.tensor(gs)}), b.integer(0), b.tuple({b.string("0"), b.string("default_pg")}), b.integer(0),
+        b.string("allreduce"), b.list({}), b.list({}), b.integer(0), b.integer(1), b.integer(1)},
+       {b.list({b.tensor(gs)})}, c);
+  b.add_attr("collective_name", "string", b.string("allreduce"));
+  b.add_attr("dtype", "string", b.string("Float"));
+  b.add_attr("in_msg_nelems", "uint64", b.integer(64));
+  b.add_attr("out_msg_nelems", "uint64", b.integer(64));
+  b.add_attr("pg_name", "string", b.string("0"));
+  b.add_attr("pg_size", "uint64", b.integer(1));
+  b.op(kMm, {b.tensor(xs), b.tensor(gs)}, {b.tensor(spec(b, {4, 8}))});
+  const Trace built = b.finish();
+  for (const char* which : {"comms: only", "compute: drop"}) {
+    YamlFile f("x.yaml", std::string("select: {") + which + "}\n");
+    TransformStep step = kSelect.parse(f.root()["select"], {f, "."});
+    Workspace ws;
+    ws.roles.push_back(clone(built));
+    ws.source_rank.push_back(0);
+    ws.role_of_rank.push_back(0);
+    step(ws);
+    const Trace& t = ws.roles[0];
+    EXPECT_EQ(nodes_named(t, "c10d::allreduce_").size(), 1u) << which;
+    EXPECT_TRUE(nodes_named(t, "aten::add_").empty()) << which << ": the gradient work beside the all_reduce";
+    EXPECT_TRUE(nodes_named(t, "aten::mm").empty()) << which;
+    EXPECT_NE(ws.notes.at(0).find("1 of 3 replayed ops kept"), std::string::npos) << ws.notes.at(0);
+  }
+}
+
+}  // namespace
+}  // namespace reprise::gen

@@ -110,6 +110,20 @@ TEST(Kineto, ChromeArrayFormAndErrors) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("bad.json: byte "), std::string::npos) << e.what();
   }
+  // An event that ends before it starts (a kernel, a CPU op) is refused at its byte.
+  const std::string head = R"J({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 2}, )J";
+  for (const char* event : {R"J({"ph": "X", "cat": "kernel", "name": "k", "ts": 5, "dur": -3})J",
+                            R"J({"ph": "X", "cat": "cpu_op", "name": "k", "ts": 5, "dur": -0.5})J"}) {
+    Trace negative;
+    try {
+      read_kineto_text(head + event + "]}", "neg.json", negative);
+      ADD_FAILURE() << event;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("neg.json: byte " + std::to_string(head.size()) + ": event 'k': "),
+                std::string::npos)
+          << e.what();
+    }
+  }
   EXPECT_EQ(detect_format(R"J({"schemaVersion": 1, "traceEvents": [)J", "x.json"), TraceFormat::Kineto);
   EXPECT_EQ(detect_format(R"J({"schema": "1.0.1", "nodes": [)J", "x.json"), TraceFormat::ExecutionTrace);
   EXPECT_EQ(detect_format(R"J({"a": 1})J", "x.json"), TraceFormat::Unknown);

@@ -403,8 +403,22 @@ TEST(ClusterErrors, BadValues) {
   expect_error(edited("      span: 2\n", "      span: 8\n"), "8\n      bandwidth: 1e11",
                "level nvlink: span 8 is more than the cluster's 4 devices");
   expect_error(edited("topology:\n", "launch: mpirun\ntopology:\n"), "mpirun\n", "launch: expected a map");
+  expect_error(edited("topology:\n", "launch: {mpirun: 'mpirun -np {rank} x'}\ntopology:\n"), "'mpirun -np",
+               "launch: mpirun: unknown placeholder {rank}");
   expect_error(edited("      bandwidth: 1e10\n", "      bandwidth: 1e10\n      efficiency: 1.5\n"), "1.5",
                "efficiency");
+}
+
+// Templates filled in for a replay: 5 ranks on nodes of 2 take 3 nodes; a world of 1 takes one rank a node.
+TEST(Cluster, LaunchTemplatesAreFilledIn) {
+  const Cluster launched =
+      parse_cluster(edited("topology:\n",
+                           "launch: {mpirun: 'mpirun -np {ranks} -N {nodes} --ppn {ranks_per_node} "
+                           "{reprise} replay {bundle}'}\ntopology:\n"),
+                    "l.yaml");
+  EXPECT_EQ(launched.launch_commands(5, "/b", "/bin/reprise").at("mpirun"),
+            "mpirun -np 5 -N 3 --ppn 2 /bin/reprise replay /b");
+  EXPECT_EQ(launched.launch_commands(1, "b", "reprise").at("mpirun"), "mpirun -np 1 -N 1 --ppn 1 reprise replay b");
 }
 
 // yaml-cpp keeps a byte that is not UTF-8 as it is, and reads the escapes \_ and \N as the single bytes 0xA0 and 0x85;

@@ -98,6 +98,16 @@ TEST(ValidateFormats, ReprisePrediction) {
   EXPECT_LT(b.total.lo, 0);
   EXPECT_TRUE(b.ranks.empty() && b.families.empty());
   EXPECT_LT(b.coverage, 0);
+  for (const char* coverage : {R"("coverage": {"fraction": 5})", R"("coverage": "x")"}) {
+    const std::string bad = write_file(dir + "/cov.json", std::string(R"({"format": "reprise-prediction/1",
+      "iteration_seconds": 2e-3, )") + coverage + "}");
+    try {
+      read_predictions(bad);
+      ADD_FAILURE() << coverage;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(bad + ": coverage"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(ValidateFormats, ExternalJson) {
@@ -294,11 +304,12 @@ TEST(ValidateErrors, NameTheFileAndLine) {
   e = error_of([&] { read_predictions(minus); });
   EXPECT_NE(e.find(minus + ":2: sys[-1] finished: '-1' is not a rank"), std::string::npos) << e;
   for (const char* exposed_count : {"-5", "abc"}) {
-    const std::string bad = write_file(dir + "/exposed.log", std::string("sys[0] finished, 81000000 cycles, exposed "
-                                                                         "communication ") +
-                                                                 exposed_count + " cycles.\n");
-    e = error_of([&] { read_predictions(bad); });
-    EXPECT_NE(e.find(bad + ":1: sys[0] finished, but its exposed communication '" + exposed_count), std::string::npos)
+    const std::string log_file =
+        write_file(dir + "/exposed.log", std::string("sys[0] finished, 81000000 cycles, exposed communication ") +
+                                             exposed_count + " cycles.\n");
+    e = error_of([&] { read_predictions(log_file); });
+    EXPECT_NE(e.find(log_file + ":1: sys[0] finished, but its exposed communication '" + exposed_count),
+              std::string::npos)
         << e;
   }
   const std::string negative_op = write_file(dir + "/nop.json", R"({"reprise_replay": 1, "median_iteration_seconds":

@@ -4,6 +4,7 @@
 #include <torch/version.h>
 
 #include <boost/program_options.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -45,6 +46,25 @@ std::string cpu_model() {
   while (std::getline(in, line))
     if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
   return "unknown CPU";
+}
+
+// This CPU's caches (L2 and up, as Linux lists cpu0's: "l2", "l3") and memory, for the cluster it is described as:
+// predict's embedding model asks whether a table fits in the largest cache.
+void describe_this_cpu(DeviceSpec& d) {
+  for (int i = 0; i < 16; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level_in(dir + "level"), type_in(dir + "type"), size_in(dir + "size");
+    int level = 0;
+    std::string type, size;
+    if (!(level_in >> level) || !(type_in >> type) || !(size_in >> size)) break;
+    if (level < 2 || type == "Instruction" || size.empty()) continue;
+    double bytes = std::strtod(size.c_str(), nullptr);
+    const char unit = size.back();
+    bytes *= unit == 'K' ? 1024.0 : unit == 'M' ? 1024.0 * 1024 : unit == 'G' ? 1024.0 * 1024 * 1024 : 1;
+    if (bytes > 0) d.caches["l" + std::to_string(level)] = bytes;
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) d.memory_bytes = static_cast<double>(pages) * static_cast<double>(page);
 }
 
 // Samples from replays written with --per-op: each rank's op times against its own trace.
@@ -197,6 +217,12 @@ int cmd_calibrate(int argc, char** argv) {
       throw UserError("calibrate: unknown --family '" + f + "' (gemm, memory, embedding, conv, view, none)");
     if (f == "none" && !no_sweep) throw UserError("calibrate: --family none sweeps nothing: it takes no other family");
   }
+  // --from-replay fits the replays' times instead of a sweep: the sweep's options would be passed over in silence.
+  if (!from_replay.empty() &&
+      ((!families.empty() && !no_sweep) || quick || !vm["passes"].defaulted() || !vm["dtype"].defaulted()))
+    throw UserError(
+        "calibrate: --family, --quick, --passes and --dtype shape a sweep; --from-replay fits the "
+        "replays' op times instead: give one or the other");
   if (no_sweep && host_from.empty() && from_replay.empty())
     throw UserError("calibrate: --family none sweeps nothing: give --host-from (or --from-replay) to fit");
   if (no_sweep && from_replay.empty() && !cluster_out.empty())
@@ -296,7 +322,9 @@ int cmd_calibrate(int argc, char** argv) {
     int64_t devices = 1;
     if (fitted.device.rfind("cuda", 0) != 0)
       devices = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()) / threads);
-    write_text_file(cluster_out, cluster_yaml(measured_cluster(fitted, "measured", devices)));
+    Cluster measured = measured_cluster(fitted, "measured", devices);
+    if (measured.device.kind == "cpu") describe_this_cpu(measured.device);
+    write_text_file(cluster_out, cluster_yaml(measured));
     std::fprintf(report, "cluster: %s\n", cluster_out.c_str());
   }
   return 0;

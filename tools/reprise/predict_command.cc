@@ -1,6 +1,7 @@
 // reprise predict: a bundle or trace simulated on a described cluster.
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <filesystem>
 #include <iostream>
 
 #include "cli.h"
@@ -64,6 +65,9 @@ int cmd_predict(int argc, char** argv) {
       throw UserError("predict: --iteration " + std::to_string(steps[i]) + " is given twice");
   o.steps = steps;
   o.op_times_files = op_times;
+  // The launch commands name this reprise (its folder holds reprise-torch, which replays).
+  std::error_code ec;
+  if (const auto self = std::filesystem::read_symlink("/proc/self/exe", ec); !ec) o.reprise_binary = self.string();
   o.cluster = load_cluster(cluster_path);
   Calibration cal;
   if (!calibration_path.empty()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -161,9 +162,24 @@ TraceSet load_traces(const std::vector<std::string>& inputs, const ReadOptions& 
   if (inputs.empty()) throw UserError("no trace given");
   Loaded all;
   for (const std::string& in : inputs) load_path(in, all, opt, true);
+  // One ET file named alone takes the Kineto trace a capture writes beside it (rank-0.json.gz, rank-0.kineto.json.gz),
+  // as a load of their folder pairs them.
+  std::error_code ec;
+  if (inputs.size() == 1 && all.ets.size() == 1 && all.kinetos.empty() && fs::is_regular_file(inputs[0], ec)) {
+    std::string stem = inputs[0];
+    for (const char* ext : {".json.gz", ".json"})
+      if (stem.size() > std::strlen(ext) && stem.compare(stem.size() - std::strlen(ext), std::string::npos, ext) == 0) {
+        stem.resize(stem.size() - std::strlen(ext));
+        break;
+      }
+    for (const char* ext : {".kineto.json.gz", ".kineto.json"})
+      if (fs::is_regular_file(stem + ext, ec)) {
+        load_path(stem + ext, all, opt, true);
+        break;
+      }
+  }
   TraceSet set;
   if (all.ets.empty() && all.kinetos.empty()) {
-    std::error_code ec;
     if (fs::is_regular_file(fs::path(inputs[0]) / "benchmark.yaml", ec))  // its traces are its roles, in traces/
       throw UserError(inputs[0] +
                       ": a Reprise bundle, not a trace or a folder of traces (replay, inspect, predict, "

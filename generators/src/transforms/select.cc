@@ -85,9 +85,11 @@ void select_trace(Trace& t, const SelectSpec& s, Workspace& ws) {
     for (size_t i = 0; i < keep.size(); ++i) keep[i] = keep[i] && mask[i];
   };
   if (!s.iterations.empty()) restrict_to(nodes_in_iterations(t, s.iterations, s.iterations_where));
-  // Whole iterations keep their ops' times meaningful; any filter below that drops one of their ops does not.
+  // Whole iterations keep their ops' times meaningful; any filter below that drops one of their ops does not (counted
+  // over the ops replay issues: the comms split may take a collective out of a backward function's wrapper).
+  const std::vector<uint32_t> units = replayed_ops(t);
   size_t in_iterations = 0;
-  for (uint32_t i : outer) in_iterations += keep[i];
+  for (uint32_t i : units) in_iterations += keep[i];
   if (!s.node_ranges.empty()) restrict_to(nodes_in_id_ranges(t, s.node_ranges));
   if (!s.scopes.empty()) {
     Matcher m(t, s.scopes);
@@ -111,23 +113,25 @@ void select_trace(Trace& t, const SelectSpec& s, Workspace& ws) {
     restrict_to(mask);
   }
   if (s.comms != "keep" || s.compute != "keep") {
-    const std::vector<bool> comm = comm_ops(t, outer);
+    // By the ops replay issues: DDP's all_reduce inside AccumulateGrad's wrapper is communication, the gradient
+    // work beside it compute (the communication skeleton keeps the one, not the other).
+    const std::vector<bool> comm = comm_ops(t, units);
     std::vector<bool> mask(t.nodes.size(), true);
-    for (uint32_t i : outer) {
+    for (uint32_t i : units) {
       if (comm[i] && s.comms == "drop") mask[i] = false;
       if (!comm[i] && (s.comms == "only" || s.compute == "drop")) mask[i] = false;
     }
     restrict_to(mask);
   }
-  const size_t before = outer.size();
+  const size_t before = units.size();
   size_t kept = 0;
-  for (uint32_t i : outer) kept += keep[i];
-  if (kept < in_iterations) ws.op_times_valid = false;
+  for (uint32_t i : units) kept += keep[i];
+  if (kept < in_iterations) ws.work_changed();  // what the original's steps took no longer describes what is left
   keep_structure(t, keep);
   keep_nodes(t, keep);
-  const size_t after = outermost_ops(t).size();
+  const size_t after = replayed_ops(t).size();
   ws.note("select: " + t.source + ": " + std::to_string(after) + " of " + std::to_string(before) +
-          " outermost ops kept");
+          " replayed ops kept");
   if (after == 0) throw UserError("select: nothing is left of " + t.source + " (every op was filtered out)");
 }
 

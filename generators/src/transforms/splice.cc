@@ -122,9 +122,26 @@ class CopyPlan {
   std::vector<Want> want_;
 };
 
+// The most nodes a repeat may leave in a trace: at about 1 KB of memory a node (its values and tensors), past this
+// a generate takes tens of GB and an hour, which is no benchmark anyone meant to make.
+constexpr double kMostNodesAfterRepeat = 16e6;
+
+void check_repeat_size(const Trace& t, size_t per_copy, int64_t times, const std::string& where,
+                       const std::string& what) {
+  const double after =
+      static_cast<double>(t.nodes.size()) + static_cast<double>(per_copy) * static_cast<double>(times - 1);
+  if (after > kMostNodesAfterRepeat)
+    throw UserError(where + ": " + what + " of " + std::to_string(per_copy) + " nodes to " + std::to_string(times) +
+                    " copies would make " + t.source + " " + std::to_string(static_cast<int64_t>(after)) +
+                    " nodes, more than the 16,000,000 a bundle may hold: ask for fewer copies");
+}
+
 // One unit, every subtree named `name` and its backward, repeated to `times` copies.
 void repeat_unit(Trace& t, const std::string& name, int64_t times, const std::string& where, Workspace& ws) {
   const SpliceUnit u = find_unit(t, name);
+  size_t unit_nodes = 0;
+  for (uint32_t i = 0; i < t.nodes.size(); ++i) unit_nodes += u.has(i);
+  check_repeat_size(t, unit_nodes, times, where, "repeat: '" + name + "'");
   const Seams s = find_seams(t, u);
   const size_t count = t.tensors.size();
   // Each outside input takes, in the next copy, the first tensor of its shape and dtype the unit hands on after
@@ -264,6 +281,14 @@ void repeat_iterations(Trace& t, const SpliceSpec& s, Workspace& ws) {
         if (produced[x] == 0) produced[x] = 2;
       });
     }
+    size_t per_copy = 0;
+    for (uint32_t top : tops) {
+      std::vector<uint32_t> nodes;
+      std::vector<int> parent;
+      subtree(t, top, nodes, parent);
+      per_copy += nodes.size();
+    }
+    check_repeat_size(t, per_copy, s.times, s.where, "repeat: iterations: its first iteration");
     uint32_t last_top = tops.back();
     Insertion in;
     in.anchor = last_top;

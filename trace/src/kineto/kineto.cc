@@ -2,6 +2,8 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <unordered_map>
 
 #include "json_scan.h"
@@ -34,6 +36,7 @@ class KinetoReader {
   KinetoReader(const std::string& name, Trace& t) : name_(name), t_(t) {}
 
   void run(simdjson::padded_string_view text) {
+    text_begin_ = text.data();
     KinetoInfo k;
     k.source = name_;
     od::parser parser;
@@ -153,6 +156,13 @@ class KinetoReader {
     if (ph != "X") return;  // metadata and instant events carry nothing Reprise uses
     e.cat = category(cat);
     if (e.cat == KinetoCat::Other) return;
+    // A time every reader would misread (an op that ends before it starts, a kernel at NaN): one line at the event.
+    if (!std::isfinite(e.ts) || !std::isfinite(e.dur) || e.dur < 0) {
+      const uint64_t off = event_start_ ? static_cast<uint64_t>(event_start_ - text_begin_) : 0;
+      throw UserError(name_ + ": byte " + std::to_string(off) + ": event '" + std::string(t_.strings.str(e.name)) +
+                      "': " + (e.dur < 0 ? "a negative duration" : "a ts or dur that is not a finite number") +
+                      " (ts " + shortest(e.ts) + ", dur " + shortest(e.dur) + " us)");
+    }
     k.events.push_back(e);
   }
 
@@ -253,6 +263,13 @@ class KinetoReader {
   std::string name_;
   Trace& t_;
   const char* event_start_ = nullptr;
+  const char* text_begin_ = nullptr;
+
+  static std::string shortest(double v) {  // 1e+308, not 309 digits
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return buf;
+  }
   std::vector<std::pair<bool, std::vector<int64_t>>> dims_;  // the current event's "Input Dims"
   std::vector<StrId> types_;                                 // and its "Input type"
 };

@@ -52,6 +52,11 @@ struct Cluster {
   std::map<std::string, std::string> launch;  // launcher name -> command template ({ranks}, {bundle}, ...)
 
   int64_t devices() const { return devices_per_node * nodes; }
+  // Each launch template filled in for a replay of `ranks` ranks of `bundle` by the `reprise` binary at `reprise`:
+  // {ranks}, {ranks_per_node} (devices_per_node, or fewer for a smaller world), {nodes} (ceil(ranks /
+  // ranks_per_node)), {bundle}, {reprise}.
+  std::map<std::string, std::string> launch_commands(int64_t ranks, const std::string& bundle,
+                                                     const std::string& reprise) const;
   // The innermost level that holds all of `ranks` (ranks fill nodes in order: rank r on node r / devices_per_node).
   const LinkLevel& level_for(const std::vector<int64_t>& ranks) const;
 };

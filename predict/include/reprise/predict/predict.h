@@ -35,6 +35,7 @@ struct PredictOptions {
   double confidence = 0.9;                 // of the interval: z from the normal quantile
   std::vector<int64_t> timeline_ranks{0};  // ranks whose simulated events go into the timeline
   std::string name;                        // the workload's name; "" = the bundle's name or the input's stem
+  std::string reprise_binary = "reprise";  // named in the launch commands a prediction gives
   std::function<void(const std::string&)> warn;
   std::function<void(const std::string& phase, int64_t done, int64_t total)> progress;
 };
@@ -71,6 +72,7 @@ struct Prediction {
   double build_seconds = 0, simulate_seconds = 0;
   std::vector<SimEvent> critical_path, timeline;
   std::vector<std::string> warnings;
+  std::map<std::string, std::string> launch;  // launcher -> the command that replays the input on the cluster
 };
 
 // Predicts a bundle, a trace file, a folder of per-rank traces or an archive. A single trace of a larger job is every
