@@ -78,6 +78,10 @@ bool unary(const std::string& base) {
 // parameter's op returned, so the ops that read them still find them.
 Form foreach_of(Trace& t, const std::vector<uint32_t>& ops, std::string& why) {
   const Node& a = t.nodes[ops[0]];
+  if (a.kind != NodeKind::Operator) {  // a backward function's wrapper: the model's backward, not an optimizer's op
+    why = std::string(t.name(a)) + " is a backward function, not an optimizer's op";
+    return {};
+  }
   const std::string x(op_base_name(t.name(a)));
   const bool in_place = !x.empty() && x.back() == '_';
   const std::string base = in_place ? x.substr(0, x.size() - 1) : x;

@@ -146,6 +146,7 @@ Cluster read_cluster(const gen::YamlFile& f) {
       const std::string text = f.string(it->second, it->first.Scalar());
       // Only the placeholders docs/clusters.md lists: a misspelt one ({bundel}) would reach the shell as it is.
       for (size_t open = text.find('{'); open != std::string::npos; open = text.find('{', open + 1)) {
+        if (open > 0 && text[open - 1] == '$') continue;  // the shell's ${VAR}, left to it
         const size_t close = text.find('}', open);
         const std::string name = text.substr(open, close == std::string::npos ? std::string::npos : close - open + 1);
         static const char* const known[] = {"{ranks}", "{ranks_per_node}", "{nodes}", "{bundle}", "{reprise}"};
@@ -203,18 +204,17 @@ std::map<std::string, std::string> Cluster::launch_commands(int64_t ranks, const
   std::map<std::string, std::string> out;
   for (const auto& [launcher, text] : launch) {
     std::string filled;
-    for (size_t at = 0; at < text.size();) {
-      const size_t open = text.find('{', at);
-      const size_t close = open == std::string::npos ? std::string::npos : text.find('}', open);
-      auto v = close == std::string::npos ? value.end() : value.find(text.substr(open, close - open + 1));
-      if (v == value.end()) {  // no placeholder left (the reader refused unknown ones)
-        filled += text.substr(at);
-        break;
-      }
+    size_t at = 0;
+    for (size_t open = text.find('{'); open != std::string::npos; open = text.find('{', open + 1)) {
+      const size_t close = text.find('}', open);
+      if (close == std::string::npos) break;
+      auto v = value.find(text.substr(open, close - open + 1));
+      if (v == value.end()) continue;  // not ours (the shell's ${VAR}): as it is
       filled += text.substr(at, open - at) + v->second;
       at = close + 1;
+      open = close;
     }
-    out[launcher] = filled;
+    out[launcher] = filled + text.substr(at);
   }
   return out;
 }

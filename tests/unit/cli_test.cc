@@ -829,6 +829,8 @@ TEST(Cli, OutputsNeverOverwriteInputsAndErrorsStayOneLine) {
   const auto linked = nlohmann::json::parse(alone.out)["ranks"][0];
   ASSERT_TRUE(linked.contains("kineto")) << alone.out;
   EXPECT_EQ(linked["kineto"]["source"], cap + "/rank-0.kineto.json.gz") << alone.out;
+  one_line(run("inspect " + cap + "/rank-0.json.gz --json-out " + cap + "/rank-0.kineto.json.gz"),
+           "is the Kineto trace read with the input " + cap + "/rank-0.json.gz");
 
   // The manifest's threads and times are checked where they are read.
   const std::string manifest = reprise::read_text_file(cap + "/manifest.json");

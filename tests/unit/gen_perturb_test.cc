@@ -495,7 +495,10 @@ TEST(Perturb, ForeachIssuesEachPositionOfThePerParameterBlockOnce) {
   }
   Trace layers = b.finish();
   const std::string e = error_of("  foreach: 'ProfilerStep'\n", &layers);
-  EXPECT_NE(e.find("foreach: no optimizer step could be rewritten"), std::string::npos) << e;
+  EXPECT_NE(e.find("foreach: no optimizer step could be rewritten in <built> (ProfilerStep#1: "
+                   "autograd::engine::evaluate_function: MmBackward0 is a backward function, not an optimizer's op)"),
+            std::string::npos)
+      << e;
 }
 
 // torch 1.13's single-tensor Adam as its ET records it: a tensor set up before the loop, then per parameter the step
@@ -824,7 +827,20 @@ TEST(Select, CommsSplitLooksInsideBackwardFunctions) {
     EXPECT_TRUE(nodes_named(t, "aten::add_").empty()) << which << ": the gradient work beside the all_reduce";
     EXPECT_TRUE(nodes_named(t, "aten::mm").empty()) << which;
     EXPECT_NE(ws.notes.at(0).find("1 of 3 replayed ops kept"), std::string::npos) << ws.notes.at(0);
+    EXPECT_FALSE(ws.timing_valid) << which << ": the original's times are of other work";
   }
+  // A wrapper excluded by name takes its ops with it: the work changed, and the times go.
+  YamlFile f("x.yaml", "select: {exclude: 'evaluate_function'}\n");
+  TransformStep step = kSelect.parse(f.root()["select"], {f, "."});
+  Workspace ws;
+  ws.roles.push_back(clone(built));
+  ws.source_rank.push_back(0);
+  ws.role_of_rank.push_back(0);
+  step(ws);
+  EXPECT_EQ(nodes_named(ws.roles[0], "aten::mm").size(), 1u);
+  EXPECT_TRUE(nodes_named(ws.roles[0], "aten::add_").empty());
+  EXPECT_FALSE(ws.timing_valid);
+  EXPECT_FALSE(ws.op_times_valid);
 }
 
 }  // namespace

@@ -419,6 +419,13 @@ TEST(Cluster, LaunchTemplatesAreFilledIn) {
   EXPECT_EQ(launched.launch_commands(5, "/b", "/bin/reprise").at("mpirun"),
             "mpirun -np 5 -N 3 --ppn 2 /bin/reprise replay /b");
   EXPECT_EQ(launched.launch_commands(1, "b", "reprise").at("mpirun"), "mpirun -np 1 -N 1 --ppn 1 reprise replay b");
+  // The shell's ${VAR} is the shell's: read, and left as it is.
+  const Cluster shell =
+      parse_cluster(edited("topology:\n",
+                           "launch: {srun: 'srun -n {ranks} --export=HOST=${MASTER} {reprise} replay {bundle}'}\n"
+                           "topology:\n"),
+                    "s.yaml");
+  EXPECT_EQ(shell.launch_commands(4, "b", "r").at("srun"), "srun -n 4 --export=HOST=${MASTER} r replay b");
 }
 
 // yaml-cpp keeps a byte that is not UTF-8 as it is, and reads the escapes \_ and \N as the single bytes 0xA0 and 0x85;

@@ -370,7 +370,7 @@ TEST(Predict, JsonAndTimelineHoldWhatTheDocsList) {
   const json j = json::parse(prediction_json(p));
   EXPECT_EQ(j.at("format"), "reprise-prediction/1");
   for (const char* key : {"name", "world_size", "iteration_seconds", "interval", "ranks", "families", "coverage",
-                          "per_op", "critical_path", "simulation"})
+                          "per_op", "critical_path", "simulation", "launch"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j.at("world_size"), 2);
   EXPECT_EQ(j.at("ranks").size(), 2u);
@@ -428,7 +428,7 @@ TEST(Predict, UnreadableInputsNameTheFile) {
   EXPECT_EQ(other.measured, 0);
   bool said = false;
   for (const std::string& w : other.warnings)
-    said = said || w.find("the op times of other.json (rank 0) match 0 of") != std::string::npos;
+    said = said || w.find("the op times of other.json (rank 0) match none of the") != std::string::npos;
   EXPECT_TRUE(said) << "no warning of the unmatched op times";
 
   // A trace whose step issues no op predicts nothing: one line, not 0 s at 100% coverage.

@@ -331,9 +331,10 @@ int cmd_analyze_measure(int argc, char** argv) {
   if (!speaker) return 0;
   if (!json_out.empty()) write_text_file(json_out, analyze::analysis_json(a));
   if (vm.count("quiet")) return 0;
-  analyze::print_analysis(stdout, a, top);
-  if (a.findings.empty()) std::printf("nothing to measure: no findings\n");
-  if (!json_out.empty()) std::printf("json: %s\n", json_out.c_str());
+  std::FILE* table = report_stream({json_out});  // stderr when the JSON goes to standard output
+  analyze::print_analysis(table, a, top);
+  if (a.findings.empty()) std::fprintf(table, "nothing to measure: no findings\n");
+  if (!json_out.empty()) std::fprintf(table, "json: %s\n", json_out.c_str());
   return 0;
 }
 

@@ -323,7 +323,7 @@ int cmd_calibrate(int argc, char** argv) {
     if (fitted.device.rfind("cuda", 0) != 0)
       devices = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()) / threads);
     Cluster measured = measured_cluster(fitted, "measured", devices);
-    if (measured.device.kind == "cpu") describe_this_cpu(measured.device);
+    if (measured.device.kind == "cpu" && from_replay.empty()) describe_this_cpu(measured.device);  // swept here
     write_text_file(cluster_out, cluster_yaml(measured));
     std::fprintf(report, "cluster: %s\n", cluster_out.c_str());
   }

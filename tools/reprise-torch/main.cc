@@ -95,10 +95,11 @@ std::string time_limit_text(const reprise::replay::TimeLimit& l) {
 // The files written and, with --strict, exit status 1 when this rank skipped an op.
 int finish_replay(const reprise::replay::LaunchReport& report, const reprise::replay::LaunchOptions& job, bool strict) {
   const char* all = report.world_size > 1 ? " (all ranks)" : "";
-  if (report.reporter && !job.out.empty()) std::cout << "results: " << job.out << all << "\n";
+  std::ostream& said = reprise::cli::report_ostream({job.out, job.timeline});  // stderr when an output is "-"
+  if (report.reporter && !job.out.empty()) said << "results: " << job.out << all << "\n";
   if (report.reporter && !job.timeline.empty())
-    std::cout << "timeline: " << job.timeline << (report.world_size > 1 ? " (all ranks; " : " (")
-              << "open in https://ui.perfetto.dev)\n";
+    said << "timeline: " << job.timeline << (report.world_size > 1 ? " (all ranks; " : " (")
+         << "open in https://ui.perfetto.dev)\n";
   const reprise::replay::ReplayResult& r = report.result;
   if (!strict || r.ops_replayed >= r.ops_selected) return 0;
   std::cerr << "reprise: --strict: ";
@@ -258,7 +259,7 @@ int cmd_replay(int argc, char** argv) {
   }
   reprise::replay::LaunchReport report = reprise::replay::replay_launch(job);
   if (report.quiet_failure) return report.quiet_failure;  // rank 0 says why
-  if (report.reporter) reprise::replay::print_summary(stdout, report);
+  if (report.reporter) reprise::replay::print_summary(reprise::cli::report_stream({job.out, job.timeline}), report);
   std::fflush(stdout);
   return finish_replay(report, job, vm.count("strict") > 0);
 }

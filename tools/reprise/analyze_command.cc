@@ -82,7 +82,7 @@ int cmd_analyze(int argc, char** argv) {
     const analyze::Evaluation e =
         analyze::evaluate_corpus(evaluate_dir, vm.count("no-classifier") ? nullptr : &model, report);
     if (!json_out.empty()) write_text_file(json_out, analyze::evaluation_json(e));
-    if (!quiet) analyze::print_evaluation(stdout, e);
+    if (!quiet) analyze::print_evaluation(report_stream({json_out}), e);
     return 0;
   }
   if (inputs.empty()) throw UserError("analyze: no trace given (see reprise analyze --help)");

@@ -121,15 +121,17 @@ int cmd_inspect(int argc, char** argv) {
     // Every file read before anything is printed: a bad one is the only line.
     std::vector<reprise::predict::ChakraTrace> graphs;
     for (const std::string& p : traces) graphs.push_back(reprise::predict::read_chakra(p));
-    // One file's summary is an object, several files' an array of them.
-    std::string all;
-    for (size_t i = 0; i < traces.size(); ++i)
-      all += (i ? ",\n" : "") + reprise::predict::chakra_summary_json(graphs[i], traces[i]);
-    all = traces.size() == 1 ? all + "\n" : "[\n" + all + "\n]\n";
-    if (!json_out.empty()) reprise::write_text_file(json_out, all);
-    if (json) {
-      std::cout << all;
-      return 0;
+    if (json || !json_out.empty()) {
+      // One file's summary is an object, several files' an array of them.
+      std::string all;
+      for (size_t i = 0; i < traces.size(); ++i)
+        all += (i ? ",\n" : "") + reprise::predict::chakra_summary_json(graphs[i], traces[i]);
+      all = traces.size() == 1 ? all + "\n" : "[\n" + all + "\n]\n";
+      if (!json_out.empty()) reprise::write_text_file(json_out, all);
+      if (json) {
+        std::cout << all;
+        return 0;
+      }
     }
     for (size_t i = 0; i < traces.size(); ++i) {
       report << "== " << traces[i] << "\n";
@@ -195,6 +197,7 @@ int cmd_convert(int argc, char** argv) {
     return 0;
   }
   if (in.empty() || out.empty()) throw UserError("convert: needs IN and OUT (see reprise convert --help)");
+  while (out.size() > 1 && out.back() == '/') out.pop_back();  // "newdir/" is the folder newdir
   // Options of the other format are mistakes, not something to pass over in silence.
   if (to == "et" && (vm.count("prefix") || vm.count("step") || co.all_steps || co.ctrl_as_data))
     throw UserError("convert: --prefix, --step, --all-steps and --ctrl-as-data are for --to chakra");

@@ -50,6 +50,7 @@ void load_stream(detail::ByteSource& src, const std::string& name, Loaded& out, 
     t.source = name;
     const detail::PaddedBuffer text = detail::read_all_padded(all, detail::kineto_padding());
     detail::read_kineto_events(text, name, t);  // nodes are built only if no ET claims it
+    detail::warn_dropped_events(t, opt);
     t.rank = t.kineto->dist_rank >= 0 ? t.kineto->dist_rank : rank_from_name(name);
     out.kinetos.push_back(std::move(t));
   } else if (in_folder) {
@@ -158,6 +159,20 @@ int64_t rank_from_name(std::string_view name) {
   return -1;
 }
 
+std::string kineto_beside(const std::string& et_path) {
+  std::string stem = et_path;
+  for (const char* ext : {".json.gz", ".json"})
+    if (stem.size() > std::strlen(ext) && stem.compare(stem.size() - std::strlen(ext), std::string::npos, ext) == 0) {
+      stem.resize(stem.size() - std::strlen(ext));
+      break;
+    }
+  std::error_code ec;
+  if (stem.size() > 7 && stem.compare(stem.size() - 7, 7, ".kineto") == 0) return "";  // a Kineto trace itself
+  for (const char* ext : {".kineto.json.gz", ".kineto.json"})
+    if (fs::is_regular_file(stem + ext, ec)) return stem + ext;
+  return "";
+}
+
 TraceSet load_traces(const std::vector<std::string>& inputs, const ReadOptions& opt) {
   if (inputs.empty()) throw UserError("no trace given");
   Loaded all;
@@ -165,19 +180,15 @@ TraceSet load_traces(const std::vector<std::string>& inputs, const ReadOptions& 
   // One ET file named alone takes the Kineto trace a capture writes beside it (rank-0.json.gz, rank-0.kineto.json.gz),
   // as a load of their folder pairs them.
   std::error_code ec;
-  if (inputs.size() == 1 && all.ets.size() == 1 && all.kinetos.empty() && fs::is_regular_file(inputs[0], ec)) {
-    std::string stem = inputs[0];
-    for (const char* ext : {".json.gz", ".json"})
-      if (stem.size() > std::strlen(ext) && stem.compare(stem.size() - std::strlen(ext), std::string::npos, ext) == 0) {
-        stem.resize(stem.size() - std::strlen(ext));
-        break;
+  if (inputs.size() == 1 && all.ets.size() == 1 && all.kinetos.empty() && fs::is_regular_file(inputs[0], ec))
+    if (const std::string beside = kineto_beside(inputs[0]); !beside.empty()) {
+      try {
+        load_path(beside, all, opt, true);
+      } catch (const UserError& e) {  // not named by the user: the ET stands without it
+        all.kinetos.clear();
+        if (opt.warn) opt.warn(std::string(e.what()) + " (the Kineto trace beside " + inputs[0] + "; left out)");
       }
-    for (const char* ext : {".kineto.json.gz", ".kineto.json"})
-      if (fs::is_regular_file(stem + ext, ec)) {
-        load_path(stem + ext, all, opt, true);
-        break;
-      }
-  }
+    }
   TraceSet set;
   if (all.ets.empty() && all.kinetos.empty()) {
     if (fs::is_regular_file(fs::path(inputs[0]) / "benchmark.yaml", ec))  // its traces are its roles, in traces/

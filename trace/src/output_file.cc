@@ -139,6 +139,11 @@ void check_outputs_apart(const std::vector<std::string>& inputs,
     for (const std::string& in : inputs) {
       const fs::path p = resolved(in);
       if (p == o) throw UserError(option + " " + out + " is the input " + in + ": writing it would destroy it");
+      // An ET file's Kineto trace beside it is read with it (load_traces).
+      if (const std::string beside = fs::is_regular_file(p, ec) ? kineto_beside(p.string()) : "";
+          !beside.empty() && resolved(beside) == o)
+        throw UserError(option + " " + out + " is the Kineto trace read with the input " + in +
+                        ": writing it would destroy it");
       if (fs::is_directory(p, ec) && inside(o, p) && fs::is_regular_file(o, ec) && read_with_its_folder(o))
         throw UserError(option + " " + out + " is a file of the input " + in + ": writing it would destroy it");
     }

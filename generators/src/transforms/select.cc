@@ -88,8 +88,13 @@ void select_trace(Trace& t, const SelectSpec& s, Workspace& ws) {
   // Whole iterations keep their ops' times meaningful; any filter below that drops one of their ops does not (counted
   // over the ops replay issues: the comms split may take a collective out of a backward function's wrapper).
   const std::vector<uint32_t> units = replayed_ops(t);
+  auto kept_whole = [&](uint32_t i) {  // an op stays when it and every node above it stay (a wrapper takes its ops)
+    for (uint32_t p = i; p != kNone32; p = t.nodes[p].parent)
+      if (!keep[p]) return false;
+    return true;
+  };
   size_t in_iterations = 0;
-  for (uint32_t i : units) in_iterations += keep[i];
+  for (uint32_t i : units) in_iterations += kept_whole(i);
   if (!s.node_ranges.empty()) restrict_to(nodes_in_id_ranges(t, s.node_ranges));
   if (!s.scopes.empty()) {
     Matcher m(t, s.scopes);
@@ -125,7 +130,7 @@ void select_trace(Trace& t, const SelectSpec& s, Workspace& ws) {
   }
   const size_t before = units.size();
   size_t kept = 0;
-  for (uint32_t i : units) kept += keep[i];
+  for (uint32_t i : units) kept += kept_whole(i);
   if (kept < in_iterations) ws.work_changed();  // what the original's steps took no longer describes what is left
   keep_structure(t, keep);
   keep_nodes(t, keep);

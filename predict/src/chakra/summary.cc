@@ -106,7 +106,7 @@ std::string chakra_summary_json(const ChakraTrace& g, const std::string& path) {
   nlohmann::json comms = nlohmann::json::object();
   for (const auto& [name, c] : t.comms) comms[name] = {{"count", c.first}, {"bytes", c.second}};
   j["comms"] = comms;
-  return j.dump(2);
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);  // another producer's bytes may not be UTF-8
 }
 
 }  // namespace reprise::predict

@@ -156,12 +156,15 @@ class KinetoReader {
     if (ph != "X") return;  // metadata and instant events carry nothing Reprise uses
     e.cat = category(cat);
     if (e.cat == KinetoCat::Other) return;
-    // A time every reader would misread (an op that ends before it starts, a kernel at NaN): one line at the event.
+    // An event that ends before it starts (profilers before mid-2022 left some ops without their end) would be
+    // misread by every reader (a kernel of -5 us idles the GPU): left out, counted, and said (warn_dropped_events).
     if (!std::isfinite(e.ts) || !std::isfinite(e.dur) || e.dur < 0) {
-      const uint64_t off = event_start_ ? static_cast<uint64_t>(event_start_ - text_begin_) : 0;
-      throw UserError(name_ + ": byte " + std::to_string(off) + ": event '" + std::string(t_.strings.str(e.name)) +
-                      "': " + (e.dur < 0 ? "a negative duration" : "a ts or dur that is not a finite number") +
-                      " (ts " + shortest(e.ts) + ", dur " + shortest(e.dur) + " us)");
+      if (k.dropped_negative++ == 0) {
+        const uint64_t off = event_start_ ? static_cast<uint64_t>(event_start_ - text_begin_) : 0;
+        k.first_dropped = "byte " + std::to_string(off) + ": '" + std::string(t_.strings.str(e.name)) + "' (ts " +
+                          shortest(e.ts) + ", dur " + shortest(e.dur) + " us)";
+      }
+      return;
     }
     k.events.push_back(e);
   }
@@ -420,6 +423,13 @@ void read_kineto_events(std::string_view text, const std::string& name, Trace& t
 
 size_t kineto_padding() { return simdjson::SIMDJSON_PADDING; }
 
+void warn_dropped_events(const Trace& trace, const ReadOptions& options) {
+  if (!options.warn || !trace.kineto || trace.kineto->dropped_negative == 0) return;
+  const KinetoInfo& k = *trace.kineto;
+  options.warn(k.source + ": " + std::to_string(k.dropped_negative) +
+               " event(s) with a negative duration left out (the first: " + k.first_dropped + ")");
+}
+
 }  // namespace detail
 
 namespace {
@@ -436,6 +446,7 @@ void finish_kineto(const std::string& name, Trace& trace, const ReadOptions& opt
 
 void read_kineto_text(std::string_view text, const std::string& name, Trace& trace, const ReadOptions& options) {
   detail::read_kineto_events(text, name, trace);
+  detail::warn_dropped_events(trace, options);
   finish_kineto(name, trace, options);
 }
 
@@ -444,6 +455,7 @@ void read_kineto(const std::string& path, Trace& trace, const ReadOptions& optio
   auto src = detail::open_file(path);
   const detail::PaddedBuffer text = detail::read_all_padded(*src, detail::kineto_padding());
   detail::read_kineto_events(text, path, trace);
+  detail::warn_dropped_events(trace, options);
   finish_kineto(path, trace, options);
 }
 

@@ -39,6 +39,9 @@ TraceFormat detect_format(std::string_view head, std::string_view name);
 // ETs and Kineto traces of the same rank are paired and linked. Ranks come from the file names
 // (rank-N, rank_N, worker N, _N before the extension), Kineto's distributedInfo, or the order given.
 TraceSet load_traces(const std::vector<std::string>& inputs, const ReadOptions& options = {});
+// The Kineto trace a capture writes beside an ET file (NAME.kineto.json.gz or .json beside NAME.json[.gz]), which
+// load_traces reads with that file when it is named alone; empty when there is none.
+std::string kineto_beside(const std::string& et_path);
 
 // The rank number a file name carries, or -1.
 int64_t rank_from_name(std::string_view name);
