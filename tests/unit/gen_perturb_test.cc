@@ -814,14 +814,18 @@ TEST(Select, CommsSplitLooksInsideBackwardFunctions) {
   b.add_attr("pg_size", "uint64", b.integer(1));
   b.op(kMm, {b.tensor(xs), b.tensor(gs)}, {b.tensor(spec(b, {4, 8}))});
   const Trace built = b.finish();
-  for (const char* which : {"comms: only", "compute: drop"}) {
-    YamlFile f("x.yaml", std::string("select: {") + which + "}\n");
+  auto selected = [&](const std::string& params) {
+    YamlFile f("x.yaml", "select: {" + params + "}\n");
     TransformStep step = kSelect.parse(f.root()["select"], {f, "."});
     Workspace ws;
     ws.roles.push_back(clone(built));
     ws.source_rank.push_back(0);
     ws.role_of_rank.push_back(0);
     step(ws);
+    return ws;
+  };
+  for (const char* which : {"comms: only", "compute: drop"}) {
+    const Workspace ws = selected(which);
     const Trace& t = ws.roles[0];
     EXPECT_EQ(nodes_named(t, "c10d::allreduce_").size(), 1u) << which;
     EXPECT_TRUE(nodes_named(t, "aten::add_").empty()) << which << ": the gradient work beside the all_reduce";
@@ -830,13 +834,7 @@ TEST(Select, CommsSplitLooksInsideBackwardFunctions) {
     EXPECT_FALSE(ws.timing_valid) << which << ": the original's times are of other work";
   }
   // A wrapper excluded by name takes its ops with it: the work changed, and the times go.
-  YamlFile f("x.yaml", "select: {exclude: 'evaluate_function'}\n");
-  TransformStep step = kSelect.parse(f.root()["select"], {f, "."});
-  Workspace ws;
-  ws.roles.push_back(clone(built));
-  ws.source_rank.push_back(0);
-  ws.role_of_rank.push_back(0);
-  step(ws);
+  const Workspace ws = selected("exclude: 'evaluate_function'");
   EXPECT_EQ(nodes_named(ws.roles[0], "aten::mm").size(), 1u);
   EXPECT_TRUE(nodes_named(ws.roles[0], "aten::add_").empty());
   EXPECT_FALSE(ws.timing_valid);
