@@ -208,31 +208,7 @@ void label_stragglers(const CleanJob& job, std::vector<std::vector<Labeled>>& st
     }
 }
 
-}  // namespace
-
-namespace {
-
-CorpusSummary write_corpus(const std::vector<TraceSet>& jobs, const std::string& dir, const CorpusOptions& options);
-
-}  // namespace
-
-CorpusSummary make_corpus(const std::vector<TraceSet>& jobs, const std::string& dir, const CorpusOptions& options) {
-  if (options.copies < 1) throw UserError("analyze: --copies must be at least 1");
-  if (options.test_every < 2) throw UserError("analyze: every test_every-th window is held out: at least 2");
-  std::error_code ec;
-  const bool made = !std::filesystem::exists(dir, ec);
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw UserError(dir + ": cannot create the corpus folder: " + ec.message());
-  try {
-    return write_corpus(jobs, dir, options);
-  } catch (...) {
-    if (made) std::filesystem::remove_all(dir, ec);  // a corpus that failed leaves no folder it made
-    throw;
-  }
-}
-
-namespace {
-
+// The corpus written into `dir` (make_corpus checks the options and owns the folder).
 CorpusSummary write_corpus(const std::vector<TraceSet>& jobs, const std::string& dir, const CorpusOptions& options) {
   std::vector<const Detector*> injectable;
   for (const Detector* d : detector_table())
@@ -303,6 +279,21 @@ CorpusSummary write_corpus(const std::vector<TraceSet>& jobs, const std::string&
 }
 
 }  // namespace
+
+CorpusSummary make_corpus(const std::vector<TraceSet>& jobs, const std::string& dir, const CorpusOptions& options) {
+  if (options.copies < 1) throw UserError("analyze: --copies must be at least 1");
+  if (options.test_every < 2) throw UserError("analyze: every test_every-th window is held out: at least 2");
+  std::error_code ec;
+  const bool made = !std::filesystem::exists(dir, ec);
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw UserError(dir + ": cannot create the corpus folder: " + ec.message());
+  try {
+    return write_corpus(jobs, dir, options);
+  } catch (...) {
+    if (made) std::filesystem::remove_all(dir, ec);  // a corpus that failed leaves no folder it made
+    throw;
+  }
+}
 
 double auc_roc(const std::vector<bool>& truth, const std::vector<double>& score) {
   // A score that is not a number ranks lowest (it says nothing for the window).

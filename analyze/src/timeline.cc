@@ -228,10 +228,9 @@ Timeline build_timeline(const Trace& t, int rank) {
     }
     // The trace model's host syncs, less the cuda_sync events a runtime call already stands for and a stream's wait
     // on an event (device-side, cudaStreamWaitEvent), plus blocking copies.
-    const bool runtime = e.cat == KinetoCat::Runtime || e.cat == KinetoCat::Driver;
     const bool sync =
         is_host_sync(t, e) && !(e.cat == KinetoCat::Sync && (e.launcher >= 0 || contains(name, "Wait Event")));
-    if (sync || (runtime && (name == "cudaMemcpy" || name == "hipMemcpy"))) tl.syncs.push_back(i);
+    if (sync || is_blocking_copy(t, e)) tl.syncs.push_back(i);
   }
   if (!std::isfinite(tl.begin)) throw UserError(t.source + ": its Kineto timeline has no timed events");
   if (!tl.gpu) {

@@ -334,13 +334,17 @@ void print_bundle(std::FILE* out, const Bundle& b) {
                    x.iteration_seconds.size(), human_seconds(x.iteration_seconds.front()).c_str());
 }
 
-CaptureFacts read_capture_manifest(const std::string& text, const std::string& where) {
-  nlohmann::json m;
+namespace {
+
+nlohmann::json parse_manifest(const std::string& text, const std::string& where) {
   try {
-    m = nlohmann::json::parse(text);
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw UserError(where + ": not JSON (" + e.what() + ")");
   }
+}
+
+CaptureFacts facts_of(const nlohmann::json& m, const std::string& where) {
   if (!m.is_object()) throw UserError(where + ": not a capture manifest (a JSON object)");
   auto integer = [&](const nlohmann::json& v, const std::string& at, int64_t lo, int64_t hi) {
     if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
@@ -378,6 +382,18 @@ CaptureFacts read_capture_manifest(const std::string& text, const std::string& w
           integer(r["peak_memory_bytes"], at + ": peak_memory_bytes", -1, std::numeric_limits<int64_t>::max());
   }
   return f;
+}
+
+}  // namespace
+
+CaptureFacts read_capture_manifest(const std::string& text, const std::string& where) {
+  return facts_of(parse_manifest(text, where), where);
+}
+
+std::optional<CaptureFacts> read_capture_manifest_if_ours(const std::string& text, const std::string& where) {
+  const nlohmann::json m = parse_manifest(text, where);
+  if (!m.is_object() || !m.contains("reprise_capture")) return std::nullopt;  // another tool's manifest.json
+  return facts_of(m, where);
 }
 
 }  // namespace reprise::gen

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "invariants.h"
@@ -135,11 +134,10 @@ Loaded load_source(const std::string& source, const GenerateOptions& o) {
     const fs::path manifest = fs::path(source) / "manifest.json";
     if (fs::is_directory(source, ec) && fs::is_regular_file(manifest, ec)) {
       const std::string text = read_text_file(manifest.string());
-      const nlohmann::json m = nlohmann::json::parse(text, nullptr, false);
-      // Not JSON at all is no other tool's manifest either: one line, as replay gives for it.
-      if (m.is_discarded()) (void)read_capture_manifest(text, manifest.string());
-      if (m.is_object() && m.contains("reprise_capture")) {          // another tool's manifest.json is not ours to read
-        l.capture = read_capture_manifest(text, manifest.string());  // checked before it is bundled
+      // Checked before it is bundled; another tool's manifest.json is not ours to read, text that is not JSON no
+      // tool's (one line, as replay gives for it).
+      if (std::optional<CaptureFacts> facts = read_capture_manifest_if_ours(text, manifest.string())) {
+        l.capture = std::move(*facts);
         l.meta.capture_manifest = text;
         const std::string& device = l.capture.device;
         if (!device.empty()) l.meta.replay.device = device.rfind("cuda", 0) == 0 ? "cuda" : device;

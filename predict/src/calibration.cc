@@ -274,7 +274,7 @@ Calibration read_calibration(const std::string& path) {
   using detail::json_number;
   using detail::json_string;
   using detail::json_value_number;
-  constexpr double kHour = kLongestSeconds, kBig = std::numeric_limits<double>::max();
+  constexpr double kBig = std::numeric_limits<double>::max();
   // A per-family or per-op map of numbers from lo to hi.
   auto numbers = [&](const char* key, double lo, double hi, bool required) {
     std::map<std::string, double> m;
@@ -305,8 +305,8 @@ Calibration read_calibration(const std::string& path) {
           json_value_number(factor, path + ": memory_contention: " + ranks, 1, 1000);
     }
   }
-  c.default_overhead = json_number(j, "default_overhead", path, 0, kHour);
-  c.overheads = numbers("overheads", 0, kHour, true);
+  c.default_overhead = json_number(j, "default_overhead", path, 0, kLongestSeconds);
+  c.overheads = numbers("overheads", 0, kLongestSeconds, true);
   c.sigma = numbers("sigma", 0, 10, false);
   const auto curves = j.find("collectives");
   if (curves == j.end() || !curves->is_array()) throw UserError(path + ": collectives: expected a list");
@@ -317,7 +317,7 @@ Calibration read_calibration(const std::string& path) {
     x.op = json_string(k, "op", where);
     x.group = json_integer(k, "group", where, 1, int64_t{1} << 24);
     x.level = json_string(k, "level", where, "");
-    x.latency = json_number(k, "latency", where, 0, kHour);
+    x.latency = json_number(k, "latency", where, 0, kLongestSeconds);
     x.bandwidth = json_number(k, "bandwidth", where, 0, kBig);  // bytes/s; 0: the latency alone
     x.mid = json_number(k, "mid", where, -64, 128, 0.0);        // log2(bytes)
     x.width = json_number(k, "width", where, 0, 64, 0.0);       // 0: a step
@@ -343,7 +343,9 @@ Calibration read_calibration(const std::string& path) {
         HostKinds k;
         double* fields[] = {&k.gap_before, &k.to_first_launch, &k.launch,  &k.between_launches, &k.after_last_launch,
                             &k.launches,   &k.launching,       &k.waiting, &k.no_launch};
-        const double most[] = {kHour, kHour, kHour, kHour, kHour, 1e6, 1, 1, kHour};  // launches a call; shares
+        const double most[] = {
+            kLongestSeconds, kLongestSeconds, kLongestSeconds, kLongestSeconds, kLongestSeconds, 1e6, 1, 1,
+            kLongestSeconds};  // launches a call; shares
         for (size_t e = 0; e < 9; ++e)
           *fields[e] = json_value_number(r[e], where + "[" + std::to_string(e) + "]", 0, most[e]);
         k.samples = static_cast<int64_t>(json_value_number(r[9], where + "[9]", 0, 1e15));
@@ -367,7 +369,7 @@ Calibration read_calibration(const std::string& path) {
       s.key[e] = json_value_number(r[3][e], where + ": key[" + std::to_string(e) + "]", -kBig, kBig);
     s.flops = json_value_number(r[4], where + ": flops", 0, kBig);
     s.bytes = json_value_number(r[5], where + ": bytes", 0, kBig);
-    s.seconds = json_value_number(r[6], where + ": seconds", 0, kHour);
+    s.seconds = json_value_number(r[6], where + ": seconds", 0, kLongestSeconds);
     c.samples.push_back(std::move(s));
   }
   return c;

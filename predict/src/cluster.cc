@@ -81,6 +81,22 @@ DeviceSpec read_device(const gen::YamlFile& f, const YAML::Node& n) {
   return d;
 }
 
+// What a launch template may name (docs/clusters.md), filled in by Cluster::launch_commands.
+const char* const kPlaceholders[] = {"{ranks}", "{ranks_per_node}", "{nodes}", "{bundle}", "{reprise}"};
+
+// Calls f(open, close) for each `{...}` of a launch template (close npos when it is not closed), the shell's own
+// `${VAR}` left out.
+template <typename F>
+void each_placeholder(const std::string& text, F f) {
+  for (size_t open = text.find('{'); open != std::string::npos; open = text.find('{', open + 1)) {
+    if (open > 0 && text[open - 1] == '$') continue;
+    const size_t close = text.find('}', open);
+    f(open, close);
+    if (close == std::string::npos) return;
+    open = close;
+  }
+}
+
 void read_topology(const gen::YamlFile& f, const YAML::Node& n, Cluster& c) {
   f.expect_map(n, "topology", {"devices_per_node", "nodes", "levels"});
   if (!n["devices_per_node"]) f.fail(n, "topology: devices_per_node is required");
@@ -145,15 +161,12 @@ Cluster read_cluster(const gen::YamlFile& f) {
     for (auto it = l.begin(); it != l.end(); ++it) {
       const std::string text = f.string(it->second, it->first.Scalar());
       // Only the placeholders docs/clusters.md lists: a misspelt one ({bundel}) would reach the shell as it is.
-      for (size_t open = text.find('{'); open != std::string::npos; open = text.find('{', open + 1)) {
-        if (open > 0 && text[open - 1] == '$') continue;  // the shell's ${VAR}, left to it
-        const size_t close = text.find('}', open);
-        const std::string name = text.substr(open, close == std::string::npos ? std::string::npos : close - open + 1);
-        static const char* const known[] = {"{ranks}", "{ranks_per_node}", "{nodes}", "{bundle}", "{reprise}"};
-        if (std::find(std::begin(known), std::end(known), name) == std::end(known))
+      each_placeholder(text, [&](size_t open, size_t close) {
+        const std::string name = text.substr(open, close == std::string::npos ? close : close - open + 1);
+        if (std::find(std::begin(kPlaceholders), std::end(kPlaceholders), name) == std::end(kPlaceholders))
           f.fail(it->second, "launch: " + it->first.Scalar() + ": unknown placeholder " + name +
                                  " ({ranks}, {ranks_per_node}, {nodes}, {bundle}, {reprise})");
-      }
+      });
       c.launch[it->first.Scalar()] = text;
     }
   }
@@ -196,25 +209,22 @@ const LinkLevel& Cluster::level_for(const std::vector<int64_t>& ranks) const {
 std::map<std::string, std::string> Cluster::launch_commands(int64_t ranks, const std::string& bundle,
                                                             const std::string& reprise) const {
   const int64_t per_node = std::max<int64_t>(1, std::min(ranks, devices_per_node));
-  const std::map<std::string, std::string> value{{"{ranks}", std::to_string(ranks)},
-                                                 {"{ranks_per_node}", std::to_string(per_node)},
-                                                 {"{nodes}", std::to_string((ranks + per_node - 1) / per_node)},
-                                                 {"{bundle}", bundle},
-                                                 {"{reprise}", reprise}};
+  const std::string value[] = {std::to_string(ranks), std::to_string(per_node),
+                               std::to_string((ranks + per_node - 1) / per_node), bundle, reprise};  // kPlaceholders'
   std::map<std::string, std::string> out;
-  for (const auto& [launcher, text] : launch) {
+  for (const auto& entry : launch) {  // not structured bindings: the lambda below captures the text
+    const std::string& text = entry.second;
     std::string filled;
     size_t at = 0;
-    for (size_t open = text.find('{'); open != std::string::npos; open = text.find('{', open + 1)) {
-      const size_t close = text.find('}', open);
-      if (close == std::string::npos) break;
-      auto v = value.find(text.substr(open, close - open + 1));
-      if (v == value.end()) continue;  // not ours (the shell's ${VAR}): as it is
-      filled += text.substr(at, open - at) + v->second;
+    each_placeholder(text, [&](size_t open, size_t close) {
+      if (close == std::string::npos) return;
+      const std::string placeholder = text.substr(open, close - open + 1);
+      const auto known = std::find(std::begin(kPlaceholders), std::end(kPlaceholders), placeholder);
+      if (known == std::end(kPlaceholders)) return;  // not one (a template built in code skips the reader)
+      filled += text.substr(at, open - at) + value[known - std::begin(kPlaceholders)];
       at = close + 1;
-      open = close;
-    }
-    out[launcher] = filled + text.substr(at);
+    });
+    out[entry.first] = filled + text.substr(at);
   }
   return out;
 }

@@ -154,8 +154,7 @@ std::vector<HostSample> host_samples(const Trace& t) {
   std::vector<std::pair<double, double>> loose;                               // outside every op
   for (const KinetoEvent& e : k.events) {
     if (e.cat != KinetoCat::Runtime && e.cat != KinetoCat::Driver) continue;
-    const std::string_view name = t.str(e.name);
-    if (!is_host_sync(t, e) && name != "cudaMemcpy" && name != "hipMemcpy") continue;
+    if (!is_host_sync(t, e) && !is_blocking_copy(t, e)) continue;
     uint32_t node = e.node;
     for (int32_t c = e.cpu_op; node == kNone32 && c >= 0 && static_cast<size_t>(c) < k.events.size();
          c = k.events[c].parent)

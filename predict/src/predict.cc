@@ -118,12 +118,11 @@ void Predictor::set_world(int world) {
                           c.name + ": every op " + std::to_string(oversubscribed_).substr(0, 4) + "x slower");
   } else {
     const LinkLevel& outer = c.levels.back();
+    const bool within_a_node = outer.span != 0 && outer.span <= c.devices_per_node;
     p_.warnings.push_back(
         std::to_string(world) + " ranks on " + c.name + ", which has " + std::to_string(c.devices()) +
-        " device(s): ranks past them are placed as if the cluster had more nodes" +
-        (outer.span != 0 && outer.span <= c.devices_per_node
-             ? ", joined by " + outer.name + ", its only link level (describe the link between nodes for a true figure)"
-             : ", joined by " + outer.name));
+        " device(s): ranks past them are placed as if the cluster had more nodes, joined by " + outer.name +
+        (within_a_node ? ", its only link level (describe the link between nodes for a true figure)" : ""));
   }
 }
 

@@ -77,6 +77,13 @@ double optional_time(const json& obj, const char* key, const std::string& where)
   return x.value_or(-1);
 }
 
+// A time that must be there.
+double required_time(const json& obj, const char* key, const std::string& where) {
+  const double x = optional_time(obj, key, where);
+  if (x < 0) throw UserError(where + ": no " + key + " (a number of seconds)");
+  return x;
+}
+
 // A time with its optional interval and exposed communication, from an object with `seconds_key`.
 RankTime rank_time(const json& obj, const char* seconds_key, const std::string& where) {
   if (!obj.is_object()) throw UserError(where + ": expected an object");
@@ -296,14 +303,13 @@ std::string digits(std::string_view line, size_t& at) {
 
 struct FinishedLine {
   std::string rank, cycles, exposed;  // digits; exposed empty when the line has none
-  std::string bad_cycles;             // what stands where the cycle count should ("-100 cycles"); empty when fine
-  std::string bad_exposed;            // the same for the exposed communication's count
-  std::string bad_rank;               // what stands where the rank should ("sys[-1] finished"); empty when fine
+  std::string bad;                    // why a finished rank's line is not one ASTRA-sim writes; empty when fine
 };
 
 // "sys[N] finished, C cycles" with ", exposed communication M cycles" optionally after it, anywhere in the line.
 // Parsed by hand: std::regex recurses per character and a long line of digits would overflow the stack.
 std::optional<FinishedLine> finished_line(std::string_view line) {
+  auto quoted = [&](size_t at) { return std::string(line.substr(at, std::min<size_t>(32, line.size() - at))); };
   for (size_t from = line.find("sys["); from != std::string_view::npos; from = line.find("sys[", from + 1)) {
     size_t at = from + 4;
     FinishedLine f;
@@ -311,21 +317,23 @@ std::optional<FinishedLine> finished_line(std::string_view line) {
     if (f.rank.empty()) {  // "sys[-1] finished, ...": a finished rank, but no rank ASTRA-sim numbers
       const size_t close = line.find(']', at);
       if (close == std::string_view::npos || close - at > 32 || line.substr(close, 12) != "] finished, ") continue;
-      f.bad_rank = std::string(line.substr(at, close - at));
+      const std::string rank(line.substr(at, close - at));
+      f.bad = "sys[" + rank + "] finished: '" + rank + "' is not a rank (a whole number from 0)";
       return f;
     }
     if (!eat(line, at, "] finished, ")) continue;
     const size_t count = at;
     f.cycles = digits(line, at);
     if (f.cycles.empty() || !eat(line, at, " cycles")) {  // a finished rank without a count ASTRA-sim would write
-      f.bad_cycles = std::string(line.substr(count, std::min<size_t>(32, line.size() - count)));
+      f.bad = "sys[" + f.rank + "] finished, but '" + quoted(count) + "' is not a whole number of cycles ('C cycles')";
       return f;
     }
     if (eat(line, at, ", exposed communication ")) {
       const size_t exposed = at;
       f.exposed = digits(line, at);
       if (f.exposed.empty() || !eat(line, at, " cycles"))
-        f.bad_exposed = std::string(line.substr(exposed, std::min<size_t>(32, line.size() - exposed)));
+        f.bad = "sys[" + f.rank + "] finished, but its exposed communication '" + quoted(exposed) +
+                "' is not a whole number of cycles ('M cycles')";
     }
     return f;
   }
@@ -348,15 +356,7 @@ std::vector<Timing> astra_sim_log(const std::string& text, const std::string& pa
     if (!f) continue;
     RankTime r;
     const std::string where = path + ":" + std::to_string(line_no);
-    if (!f->bad_rank.empty())
-      throw UserError(where + ": sys[" + f->bad_rank + "] finished: '" + f->bad_rank +
-                      "' is not a rank (a whole number from 0)");
-    if (!f->bad_exposed.empty())
-      throw UserError(where + ": sys[" + f->rank + "] finished, but its exposed communication '" + f->bad_exposed +
-                      "' is not a whole number of cycles ('M cycles')");
-    if (!f->bad_cycles.empty() || f->cycles.empty())
-      throw UserError(where + ": sys[" + f->rank + "] finished, but '" + f->bad_cycles +
-                      "' is not a whole number of cycles ('C cycles')");
+    if (!f->bad.empty()) throw UserError(where + ": " + f->bad);
     r.rank = rank_of(std::strtod(f->rank.c_str(), nullptr), f->rank, where);
     r.seconds = std::strtod(f->cycles.c_str(), nullptr) * 1e-9;
     if (!f->exposed.empty()) r.exposed_comm_seconds = std::strtod(f->exposed.c_str(), nullptr) * 1e-9;
@@ -432,10 +432,7 @@ Timing measurement_from_text(const std::string& text, const std::string& path) {
       const json& e = (*per_op)[k];
       const std::string at = path + ": per_op[" + std::to_string(k) + "]";
       if (!e.is_object() || !e.contains("op") || !e["op"].is_string()) throw UserError(at + ": no op name");
-      const double seconds = required_number(e, "seconds", at);
-      if (!(seconds >= 0 && std::isfinite(seconds)))
-        throw UserError(at + ": seconds: a time that is negative or not finite");
-      t.families[family_name(family_of_replay_op(e["op"].get<std::string>()))] += seconds;
+      t.families[family_name(family_of_replay_op(e["op"].get<std::string>()))] += required_time(e, "seconds", at);
     }
   }
   return t;

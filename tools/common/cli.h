@@ -140,6 +140,16 @@ inline std::ostream& report_ostream(const std::vector<std::string>& outputs) {
   return report_stream(outputs) == stdout ? std::cout : std::cerr;
 }
 
+// A choice of steps: `option` N, repeatable with each step once, or `every_option`, not both ("predict: --iteration
+// N and --all-iterations: give one", "predict: --iteration 3 is given twice").
+inline void check_step_choice(const std::string& command, const std::string& option, const std::vector<int64_t>& steps,
+                              const std::string& every_option, bool every) {
+  if (!steps.empty() && every) throw UserError(command + ": " + option + " N and " + every_option + ": give one");
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (std::count(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(i), steps[i]))
+      throw UserError(command + ": " + option + " " + std::to_string(steps[i]) + " is given twice");
+}
+
 // `--json` prints to standard output: with an output given as `-` too, the JSON would come twice, or two documents
 // would run into each other.
 inline void check_json_alone(bool json, const std::string& option, const std::string& path) {

@@ -76,7 +76,7 @@ int inspect_bundle(const std::string& dir, size_t top, bool json, const std::str
   std::FILE* report = reprise::cli::report_stream({json_out});
   reprise::gen::print_bundle(report, b);
   std::fflush(report);
-  std::ostream& os = report == stdout ? std::cout : std::cerr;
+  std::ostream& os = reprise::cli::report_ostream({json_out});
   os << "\n";
   reprise::print_summary(os, s);
   return 0;
@@ -202,10 +202,7 @@ int cmd_convert(int argc, char** argv) {
   if (to == "et" && (vm.count("prefix") || vm.count("step") || co.all_steps || co.ctrl_as_data))
     throw UserError("convert: --prefix, --step, --all-steps and --ctrl-as-data are for --to chakra");
   if (to == "chakra" && gz) throw UserError("convert: --gzip is for --to et");
-  if (!co.steps.empty() && co.all_steps) throw UserError("convert: --step N and --all-steps: give one");
-  for (size_t i = 0; i < co.steps.size(); ++i)
-    if (std::count(co.steps.begin(), co.steps.begin() + static_cast<std::ptrdiff_t>(i), co.steps[i]))
-      throw UserError("convert: --step " + std::to_string(co.steps[i]) + " is given twice");
+  reprise::cli::check_step_choice("convert", "--step", co.steps, "--all-steps", co.all_steps);
   if (to == "chakra" && (prefix.empty() || prefix.find('/') != std::string::npos || prefix == "." || prefix == ".."))
     throw UserError("convert: --prefix '" + prefix + "' is not a file name (PREFIX.N.et is written inside OUT)");
   if (to != "et" && to != "chakra") throw UserError("convert: --to takes et or chakra, not '" + to + "'");

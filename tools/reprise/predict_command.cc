@@ -1,5 +1,4 @@
 // reprise predict: a bundle or trace simulated on a described cluster.
-#include <algorithm>
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <iostream>
@@ -59,10 +58,7 @@ int cmd_predict(int argc, char** argv) {
   if (input.empty()) throw UserError("predict: no bundle or trace given (see reprise predict --help)");
   if (cluster_path.empty()) throw UserError("predict: --cluster is required (clusters/*.yaml; see docs/clusters.md)");
   if (!(o.confidence > 0 && o.confidence < 1)) throw UserError("predict: --confidence must be between 0 and 1");
-  if (!steps.empty() && o.all_steps) throw UserError("predict: --iteration N and --all-iterations: give one");
-  for (size_t i = 0; i < steps.size(); ++i)
-    if (std::count(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(i), steps[i]))
-      throw UserError("predict: --iteration " + std::to_string(steps[i]) + " is given twice");
+  check_step_choice("predict", "--iteration", steps, "--all-iterations", o.all_steps);
   o.steps = steps;
   o.op_times_files = op_times;
   // The launch commands name this reprise (its folder holds reprise-torch, which replays).

@@ -49,8 +49,7 @@ void load_stream(detail::ByteSource& src, const std::string& name, Loaded& out, 
     Trace t;
     t.source = name;
     const detail::PaddedBuffer text = detail::read_all_padded(all, detail::kineto_padding());
-    detail::read_kineto_events(text, name, t);  // nodes are built only if no ET claims it
-    detail::warn_dropped_events(t, opt);
+    detail::read_kineto_events(text, name, t, opt);  // nodes are built only if no ET claims it
     t.rank = t.kineto->dist_rank >= 0 ? t.kineto->dist_rank : rank_from_name(name);
     out.kinetos.push_back(std::move(t));
   } else if (in_folder) {

@@ -16,11 +16,10 @@ Trace read_et_source(ByteSource& src, const ReadOptions& options);
 void finalize_trace(Trace& t, const ReadOptions& options);
 
 // Reads a Kineto trace's events into trace.kineto and nests its CPU events; builds no nodes and links nothing.
-void read_kineto_events(std::string_view text, const std::string& name, Trace& trace);
+// Events with a negative duration are left out, and options.warn says how many.
+void read_kineto_events(std::string_view text, const std::string& name, Trace& trace, const ReadOptions& options);
 // The same, parsing the buffer in place (its padding is simdjson's).
-void read_kineto_events(const PaddedBuffer& text, const std::string& name, Trace& trace);
-// Says, through options.warn, how many events the read left out for a negative duration.
-void warn_dropped_events(const Trace& trace, const ReadOptions& options);
+void read_kineto_events(const PaddedBuffer& text, const std::string& name, Trace& trace, const ReadOptions& options);
 // The padding read_kineto_events needs after a PaddedBuffer's data.
 size_t kineto_padding();
 // Makes trace nodes of the Kineto CPU events (a trace with no ET) and attributes the GPU work to them.

@@ -165,6 +165,12 @@ bool is_host_sync(const Trace& t, const KinetoEvent& e) {
          t.str(e.name).find("Synchronize") != std::string_view::npos;
 }
 
+bool is_blocking_copy(const Trace& t, const KinetoEvent& e) {
+  if (e.cat != KinetoCat::Runtime && e.cat != KinetoCat::Driver) return false;
+  const std::string_view name = t.str(e.name);
+  return name == "cudaMemcpy" || name == "hipMemcpy";
+}
+
 const char* kineto_cat_name(KinetoCat c) {
   switch (c) {
     case KinetoCat::CpuOp:

@@ -281,12 +281,12 @@ void repeat_iterations(Trace& t, const SpliceSpec& s, Workspace& ws) {
         if (produced[x] == 0) produced[x] = 2;
       });
     }
+    // Each top's subtree (its nodes, each one's parent within it), found once: every copy copies the same nodes.
+    std::vector<std::pair<std::vector<uint32_t>, std::vector<int>>> trees(tops.size());
     size_t per_copy = 0;
-    for (uint32_t top : tops) {
-      std::vector<uint32_t> nodes;
-      std::vector<int> parent;
-      subtree(t, top, nodes, parent);
-      per_copy += nodes.size();
+    for (size_t j = 0; j < tops.size(); ++j) {
+      subtree(t, tops[j], trees[j].first, trees[j].second);
+      per_copy += trees[j].first.size();
     }
     check_repeat_size(t, per_copy, s.times, s.where, "repeat: iterations: its first iteration");
     uint32_t last_top = tops.back();
@@ -298,10 +298,7 @@ void repeat_iterations(Trace& t, const SpliceSpec& s, Workspace& ws) {
       for (uint32_t x = 0; x < produced.size(); ++x)  // the original's tensors, not earlier copies'
         if (produced[x] == 2) m[x] = fresh_tensor(t, x, id_map, storage_map, fresh, false);
       m.resize(t.tensors.size(), kNone32);
-      for (uint32_t top : tops) {
-        std::vector<uint32_t> nodes;
-        std::vector<int> parent;
-        subtree(t, top, nodes, parent);
+      for (const auto& [nodes, parent] : trees) {
         const int base = static_cast<int>(in.nodes.size());
         for (size_t j = 0; j < nodes.size(); ++j) {
           Node n = copy_with(t, nodes[j], m, k * (max_seq + 1));

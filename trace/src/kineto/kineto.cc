@@ -33,7 +33,7 @@ bool is_cpu(KinetoCat c) { return c == KinetoCat::CpuOp || c == KinetoCat::UserA
 
 class KinetoReader {
  public:
-  KinetoReader(const std::string& name, Trace& t) : name_(name), t_(t) {}
+  KinetoReader(const std::string& name, Trace& t, const ReadOptions& options) : name_(name), t_(t), opt_(options) {}
 
   void run(simdjson::padded_string_view text) {
     text_begin_ = text.data();
@@ -91,6 +91,9 @@ class KinetoReader {
                       ": invalid Kineto JSON: " + simdjson::error_message(e.error()));
     }
     t_.kineto = std::move(k);
+    if (dropped_ > 0 && opt_.warn)
+      opt_.warn(name_ + ": " + std::to_string(dropped_) +
+                " event(s) with a negative duration left out (the first: " + first_dropped_ + ")");
   }
 
  private:
@@ -157,12 +160,12 @@ class KinetoReader {
     e.cat = category(cat);
     if (e.cat == KinetoCat::Other) return;
     // An event that ends before it starts (profilers before mid-2022 left some ops without their end) would be
-    // misread by every reader (a kernel of -5 us idles the GPU): left out, counted, and said (warn_dropped_events).
+    // misread by every reader (a kernel of -5 us idles the GPU): left out, counted, and said once the read is done.
     if (!std::isfinite(e.ts) || !std::isfinite(e.dur) || e.dur < 0) {
-      if (k.dropped_negative++ == 0) {
+      if (dropped_++ == 0) {
         const uint64_t off = event_start_ ? static_cast<uint64_t>(event_start_ - text_begin_) : 0;
-        k.first_dropped = "byte " + std::to_string(off) + ": '" + std::string(t_.strings.str(e.name)) + "' (ts " +
-                          shortest(e.ts) + ", dur " + shortest(e.dur) + " us)";
+        first_dropped_ = "byte " + std::to_string(off) + ": '" + std::string(t_.strings.str(e.name)) + "' (ts " +
+                         shortest(e.ts) + ", dur " + shortest(e.dur) + " us)";
       }
       return;
     }
@@ -265,7 +268,10 @@ class KinetoReader {
 
   std::string name_;
   Trace& t_;
+  const ReadOptions& opt_;
   const char* event_start_ = nullptr;
+  int64_t dropped_ = 0;        // events left out for a negative duration
+  std::string first_dropped_;  // the first of them, for the warning
   const char* text_begin_ = nullptr;
 
   static std::string shortest(double v) {  // 1e+308, not 309 digits
@@ -410,25 +416,18 @@ void build_nodes_from_kineto(Trace& t) {
   attach_gpu_work(t);
 }
 
-void read_kineto_events(const PaddedBuffer& text, const std::string& name, Trace& trace) {
-  KinetoReader(name, trace).run(simdjson::padded_string_view(text.data.get(), text.size, text.capacity));
+void read_kineto_events(const PaddedBuffer& text, const std::string& name, Trace& trace, const ReadOptions& options) {
+  KinetoReader(name, trace, options).run(simdjson::padded_string_view(text.data.get(), text.size, text.capacity));
   nest_cpu_events(*trace.kineto);
 }
 
-void read_kineto_events(std::string_view text, const std::string& name, Trace& trace) {
+void read_kineto_events(std::string_view text, const std::string& name, Trace& trace, const ReadOptions& options) {
   simdjson::padded_string padded(text);
-  KinetoReader(name, trace).run(padded);
+  KinetoReader(name, trace, options).run(padded);
   nest_cpu_events(*trace.kineto);
 }
 
 size_t kineto_padding() { return simdjson::SIMDJSON_PADDING; }
-
-void warn_dropped_events(const Trace& trace, const ReadOptions& options) {
-  if (!options.warn || !trace.kineto || trace.kineto->dropped_negative == 0) return;
-  const KinetoInfo& k = *trace.kineto;
-  options.warn(k.source + ": " + std::to_string(k.dropped_negative) +
-               " event(s) with a negative duration left out (the first: " + k.first_dropped + ")");
-}
 
 }  // namespace detail
 
@@ -445,8 +444,7 @@ void finish_kineto(const std::string& name, Trace& trace, const ReadOptions& opt
 }  // namespace
 
 void read_kineto_text(std::string_view text, const std::string& name, Trace& trace, const ReadOptions& options) {
-  detail::read_kineto_events(text, name, trace);
-  detail::warn_dropped_events(trace, options);
+  detail::read_kineto_events(text, name, trace, options);
   finish_kineto(name, trace, options);
 }
 
@@ -454,8 +452,7 @@ void read_kineto(const std::string& path, Trace& trace, const ReadOptions& optio
   // Read straight into a buffer simdjson can parse in place: one copy of the text, not three.
   auto src = detail::open_file(path);
   const detail::PaddedBuffer text = detail::read_all_padded(*src, detail::kineto_padding());
-  detail::read_kineto_events(text, path, trace);
-  detail::warn_dropped_events(trace, options);
+  detail::read_kineto_events(text, path, trace, options);
   finish_kineto(path, trace, options);
 }
 

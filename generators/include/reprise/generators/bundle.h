@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -113,5 +114,8 @@ struct CaptureFacts {
   std::map<int64_t, int64_t> peak_memory_bytes;              // by rank, -1 unknown
 };
 CaptureFacts read_capture_manifest(const std::string& text, const std::string& where);
+// The same for a manifest.json found beside traces: nullopt for valid JSON of another tool's (no "reprise_capture"
+// key); text that is not JSON is an error all the same.
+std::optional<CaptureFacts> read_capture_manifest_if_ours(const std::string& text, const std::string& where);
 
 }  // namespace reprise::gen

@@ -253,9 +253,6 @@ struct KinetoInfo {
   std::vector<GpuDevice> devices;
   std::string dist_backend;
   int64_t dist_rank = -1, dist_world_size = -1;
-  // Complete events left out for a negative duration (an op some profilers leave without its end), and the first.
-  int64_t dropped_negative = 0;
-  std::string first_dropped;
   std::string link_method;  // how it was linked to the ET: rf_id, external_id, order, or none
   size_t linked_ops = 0, cpu_ops = 0;
 };
@@ -264,6 +261,8 @@ class Trace;
 // A wait of the host on the device, which is not framework time: Kineto's cuda_sync events and the runtime's
 // synchronize calls (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, their HIP twins).
 bool is_host_sync(const Trace& t, const KinetoEvent& e);
+// A copy the host waits for (cudaMemcpy, hipMemcpy: not their Async forms).
+bool is_blocking_copy(const Trace& t, const KinetoEvent& e);
 
 class Trace {
  public:
