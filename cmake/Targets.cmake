@@ -17,6 +17,10 @@ function(reprise_install target header_dir)
   # Installed as Reprise::<name without the reprise_ prefix>, as the ALIAS targets name them in the build.
   string(REPLACE "reprise_" "" short ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${short})
+  # A sanitizer build's libraries call the sanitizers' runtimes: what links them installed must link those too.
+  if(REPRISE_SANITIZE)
+    target_link_options(${target} INTERFACE $<INSTALL_INTERFACE:-fsanitize=address,undefined>)
+  endif()
   set_property(GLOBAL APPEND PROPERTY REPRISE_INSTALLED_LIBRARIES ${target})
 endfunction()
 

@@ -1,0 +1,29 @@
+# reprise_gtest_suites(TARGET [TIMEOUT SECONDS] [ENVIRONMENT VAR=VALUE]): one ctest test per GoogleTest suite of
+# TARGET (named `Suite.*`), where gtest_discover_tests makes one per test.
+#
+# For the test binaries that link LibTorch: each of their processes spends about 1 s (2 s under the sanitizers) in
+# LibTorch's static initialisation before its first test, and most of their tests take a fraction of that. One
+# process per suite instead of per test takes about three minutes of CPU out of a `./run test`. A suite's ctest
+# output names the failing test (run one alone with `TARGET --gtest_filter=Suite.Test`); a suite whose tests all
+# skip (GTEST_SKIP, e.g. without ../shared/traces) is reported skipped.
+#
+# As with gtest_discover_tests, the suites are listed by running the binary after each build (--gtest_list_tests),
+# so a suite added to a source is a ctest test at the next build, without configuring again.
+set(REPRISE_GTEST_SUITES_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/GtestSuitesList.cmake)
+
+function(reprise_gtest_suites target)
+  cmake_parse_arguments(arg "" "TIMEOUT" "ENVIRONMENT" ${ARGN})
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT 300)
+  endif()
+  set(include_file ${CMAKE_CURRENT_BINARY_DIR}/${target}_suites.cmake)
+  add_custom_command(TARGET ${target} POST_BUILD
+    COMMAND ${CMAKE_COMMAND} -D "EXECUTABLE=$<TARGET_FILE:${target}>" -D "OUT=${include_file}"
+            -D "WORKING_DIRECTORY=${CMAKE_CURRENT_BINARY_DIR}" -D "TIMEOUT=${arg_TIMEOUT}"
+            -D "ENVIRONMENT=${arg_ENVIRONMENT}" -P ${REPRISE_GTEST_SUITES_SCRIPT}
+    BYPRODUCTS ${include_file}
+    COMMENT "Listing the test suites of ${target}"
+    VERBATIM)
+  # ctest reads it if it is there: before the first build there are no tests of TARGET yet, as with gtest's own.
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${include_file})
+endfunction()
