@@ -112,14 +112,34 @@ Summary summarize(const std::vector<WorkloadCheck>& checks) {
   s.gmape = std::exp(log_error / n);
   s.geomean_ratio = std::exp(log_ratio / n);
   s.mape = sum_error / n;
-  const size_t fastest_p = static_cast<size_t>(std::min_element(p.begin(), p.end()) - p.begin());
-  const size_t fastest_m = static_cast<size_t>(std::min_element(m.begin(), m.end()) - m.begin());
-  s.fastest_predicted = settled[fastest_p]->label;
-  s.fastest_measured = settled[fastest_m]->label;
+  // The fastest: every workload at the smallest time, ties named together. A tie in the prediction is no pick, so
+  // it counts against it: the pick matches only if each tied workload is a measured fastest, and is within 5% only
+  // if the slowest of them measures within 5% of the fastest.
+  auto fastest = [&](const std::vector<double>& t) {
+    const double least = *std::min_element(t.begin(), t.end());
+    std::vector<size_t> at;
+    for (size_t i = 0; i < t.size(); ++i)
+      if (t[i] == least) at.push_back(i);
+    return at;
+  };
+  auto labels = [&](const std::vector<size_t>& at) {
+    std::string out;
+    for (size_t i : at) out += (out.empty() ? "" : ", ") + settled[i]->label;
+    return out;
+  };
+  const std::vector<size_t> fastest_p = fastest(p), fastest_m = fastest(m);
+  s.fastest_predicted = labels(fastest_p);
+  s.fastest_measured = labels(fastest_m);
   if (settled.size() >= 2) {
     s.kendall_tau = kendall_tau_b(p, m);
-    s.fastest_match = fastest_p == fastest_m;
-    s.fastest_within_5pct = m[fastest_p] <= 1.05 * m[fastest_m];
+    const double least_m = m[fastest_m.front()];
+    bool match = true, within = true;
+    for (size_t i : fastest_p) {
+      match = match && m[i] == least_m;
+      within = within && m[i] <= 1.05 * least_m;
+    }
+    s.fastest_match = match;
+    s.fastest_within_5pct = within;
   }
   return s;
 }

@@ -372,6 +372,17 @@ TEST(ValidateStatistics, FastestWorkload) {
   s = pairs({1.0, 0.9}, {1.0, 1.2}).summary;
   EXPECT_EQ(s.fastest_within_5pct, false);
   EXPECT_DOUBLE_EQ(s.kendall_tau, -1.0);
+  // A tie in the prediction is no pick: both are named, and it matches only if each is a measured fastest.
+  s = pairs({0.9, 0.9, 1.0}, {1.0, 1.04, 1.2}).summary;
+  EXPECT_EQ(s.fastest_predicted, "a, b");
+  EXPECT_EQ(s.fastest_measured, "a");
+  EXPECT_EQ(s.fastest_match, false);
+  EXPECT_EQ(s.fastest_within_5pct, true);  // b, the slower of the two, measures 4% slower than a
+  s = pairs({0.9, 0.9, 1.0}, {1.0, 1.1, 1.2}).summary;
+  EXPECT_EQ(s.fastest_within_5pct, false);
+  s = pairs({0.9, 0.9, 1.0}, {1.0, 1.0, 1.2}).summary;
+  EXPECT_EQ(s.fastest_measured, "a, b");
+  EXPECT_EQ(s.fastest_match, true);
   // One workload settles no ranking.
   s = pairs({1.0}, {2.0}).summary;
   EXPECT_FALSE(s.fastest_match.has_value());
