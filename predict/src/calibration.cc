@@ -13,6 +13,7 @@
 #include "reprise/common/error.h"
 #include "reprise/common/stats.h"
 #include "reprise/comms/collective.h"
+#include "reprise/trace/trace.h"
 #include "reprise/trace/write.h"
 
 namespace reprise::predict {
@@ -365,6 +366,9 @@ Calibration read_calibration(const std::string& path) {
     s.op = r[0].get<std::string>();
     s.family = family_from_name(r[1].get<std::string>(), where);
     s.dtype = r[2].get<std::string>();
+    // A misspelt dtype would match no op of any trace: the sample would be read and never used.
+    if (!s.dtype.empty() && dtype_itemsize(s.dtype) == 0)
+      throw UserError(where + ": unknown dtype '" + s.dtype + "' (the trace's spellings: Float, BFloat16, Half, ...)");
     for (size_t e = 0; e < 4; ++e)
       s.key[e] = json_value_number(r[3][e], where + ": key[" + std::to_string(e) + "]", -kBig, kBig);
     s.flops = json_value_number(r[4], where + ": flops", 0, kBig);

@@ -392,6 +392,12 @@ TEST(CalibrationFile, WrongFilesNameTheFileAndThePlace) {
     "samples": [["aten::mm", "matmul", "Float", [1, 1, 1, 0], 2, 12, 1e-6]]})");
   EXPECT_NE(user_error([&] { read_calibration(bad_family); }).find(bad_family + ": samples[0]: unknown op family"),
             std::string::npos);
+  const std::string bad_dtype = test::write_file(dir + "/g.json", R"({"format": "reprise-calibration/1",
+    "default_overhead": 1e-6, "overheads": {}, "collectives": [],
+    "samples": [["aten::mm", "gemm", "Float", [1, 1, 1, 0], 2, 12, 1e-6],
+                ["aten::mm", "gemm", "bfloat", [1, 1, 1, 0], 2, 12, 1e-6]]})");
+  EXPECT_NE(user_error([&] { read_calibration(bad_dtype); }).find(bad_dtype + ": samples[1]: unknown dtype 'bfloat'"),
+            std::string::npos);
   const std::string no_key = test::write_file(dir + "/e.json", R"({"format": "reprise-calibration/1"})");
   EXPECT_NE(user_error([&] { read_calibration(no_key); }).find(no_key + ": "), std::string::npos);
   EXPECT_NE(user_error([&] { read_calibration(dir + "/absent.json"); }).find(dir + "/absent.json: cannot read"),
