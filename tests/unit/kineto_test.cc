@@ -110,6 +110,22 @@ TEST(Kineto, ChromeArrayFormAndErrors) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("bad.json: byte "), std::string::npos) << e.what();
   }
+  // A value of the wrong type names its field, at the byte of its event (the second, at byte 95).
+  const std::string first = R"J({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 2}, )J";
+  for (const auto& [event, says] :
+       {std::pair<std::string, std::string>{R"J({"ph": "X", "ts": 1, "dur": "2"})J", "an event's \"dur\" is not"},
+        {R"J({"ph": "X", "ts": [1], "dur": 2})J", "an event's \"ts\" is not"},
+        {R"J({"ph": "X", "name": 5})J", "an event's \"name\" is not"}}) {
+    Trace typed;
+    try {
+      read_kineto_text(first + event + "]}", "typed.json", typed);
+      ADD_FAILURE() << event;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("typed.json: byte " + std::to_string(first.size()) + ": " + says),
+                std::string::npos)
+          << e.what();
+    }
+  }
   // An event that ends before it starts (a kernel, a CPU op) is left out and said, with the byte of the first.
   const std::string head = R"J({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 2}, )J";
   for (const char* event : {R"J({"ph": "X", "cat": "kernel", "name": "k", "ts": 5, "dur": -3})J",

@@ -87,6 +87,10 @@ class KinetoReader {
             at != std::string_view::npos)
           throw UserError(name_ + ": byte " + std::to_string(off + at) + ": invalid Kineto JSON: " + why);
       }
+      // A value of the wrong type in a field this reader reads (a string "dur"): name the field.
+      if (e.error() == simdjson::INCORRECT_TYPE && !field_.empty())
+        throw UserError(name_ + ": byte " + std::to_string(off) + ": an event's \"" + std::string(field_) +
+                        "\" is not of the type Kineto writes there (" + simdjson::error_message(e.error()) + ")");
       throw UserError(name_ + ": byte " + std::to_string(off) +
                       ": invalid Kineto JSON: " + simdjson::error_message(e.error()));
     }
@@ -121,8 +125,10 @@ class KinetoReader {
     std::string_view ph, cat;
     int64_t flow_id = 0;
     bool has_flow_id = false;
+    field_ = {};
     for (auto field : obj) {
       std::string_view key = field.unescaped_key();
+      field_ = key;
       od::value v = field.value();
       if (key == "ph")
         ph = keep(v.get_string());
@@ -145,6 +151,7 @@ class KinetoReader {
         read_args(v.get_object(), e, k);
       }
     }
+    field_ = {};
     if (ph == "s" || ph == "f" || ph == "t") {
       KinetoFlow f;
       f.id = has_flow_id ? flow_id : 0;
@@ -270,6 +277,7 @@ class KinetoReader {
   Trace& t_;
   const ReadOptions& opt_;
   const char* event_start_ = nullptr;
+  std::string_view field_;     // the event field being read (in the parser's buffer), for a type error's message
   int64_t dropped_ = 0;        // events left out for a negative duration
   std::string first_dropped_;  // the first of them, for the warning
   const char* text_begin_ = nullptr;
