@@ -101,7 +101,8 @@ TEST(Cli, AnalyzeWritesItsReportsAndRefusesBadInputInOneLine) {
   one_line(run("analyze " + dir + "/missing.json -q"), "missing.json");
   one_line(run("analyze -q"), "no trace given");
   one_line(run("analyze " + trace + " --only nope -q"), "unknown detector 'nope'");
-  one_line(run("analyze " + trace + " --window -5 -q"), "sliding window");
+  one_line(run("analyze " + trace + " --window -5 -q"), "--window must be a positive number of microseconds");
+  one_line(run("analyze " + trace + " --window 0 -q"), "--window must be a positive number of microseconds");
   one_line(run("analyze " + trace + " --json /no/such/dir/a.json -q"), "/no/such/dir");
   const std::string et = reprise::test::write_file(dir + "/et.json", R"({"schema": "1.0.1", "nodes": []})");
   one_line(run("analyze " + et + " -q"), "no Kineto timeline");

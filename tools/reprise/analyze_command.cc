@@ -1,5 +1,6 @@
 // reprise analyze: performance anti-patterns in Kineto traces, as a table, JSON, HTML and a Perfetto overlay.
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <iostream>
 
 #include "cli.h"
@@ -67,6 +68,11 @@ int cmd_analyze(int argc, char** argv) {
     analyze::print_detectors(stdout);
     return 0;
   }
+  // Left out, the window is worked out from the steps (sliding_us 0); given, it is a width.
+  if (vm.count("window") && !(o.sliding_us > 0 && std::isfinite(o.sliding_us)))
+    throw UserError(
+        "analyze: --window must be a positive number of microseconds (leave it out for an eighth of "
+        "the median step)");
   const bool quiet = vm.count("quiet") > 0;
   ProgressLine line;
   auto report = [&](const std::string& what) {
