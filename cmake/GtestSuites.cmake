@@ -4,12 +4,13 @@
 # For the test binaries that link LibTorch: each of their processes spends about 1 s (2 s under the sanitizers) in
 # LibTorch's static initialisation before its first test, and most of their tests take a fraction of that. One
 # process per suite instead of per test takes about three minutes of CPU out of a `./run test`. A suite's ctest
-# output names the failing test (run one alone with `TARGET --gtest_filter=Suite.Test`); a suite whose tests all
-# skip (GTEST_SKIP, e.g. without ../shared/traces) is reported skipped.
+# output names the failing test (run one alone with `TARGET --gtest_filter=Suite.Test`); a suite that passes with
+# every test skipped (GTEST_SKIP, e.g. without ../shared/traces) is reported skipped (run_gtest_suite.sh).
 #
 # As with gtest_discover_tests, the suites are listed by running the binary after each build (--gtest_list_tests),
 # so a suite added to a source is a ctest test at the next build, without configuring again.
 set(REPRISE_GTEST_SUITES_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/GtestSuitesList.cmake)
+set(REPRISE_GTEST_SUITE_RUNNER ${CMAKE_CURRENT_LIST_DIR}/run_gtest_suite.sh)
 
 function(reprise_gtest_suites target)
   cmake_parse_arguments(arg "" "TIMEOUT" "ENVIRONMENT" ${ARGN})
@@ -19,6 +20,7 @@ function(reprise_gtest_suites target)
   set(include_file ${CMAKE_CURRENT_BINARY_DIR}/${target}_suites.cmake)
   add_custom_command(TARGET ${target} POST_BUILD
     COMMAND ${CMAKE_COMMAND} -D "EXECUTABLE=$<TARGET_FILE:${target}>" -D "OUT=${include_file}"
+            -D "RUNNER=${REPRISE_GTEST_SUITE_RUNNER}"
             -D "WORKING_DIRECTORY=${CMAKE_CURRENT_BINARY_DIR}" -D "TIMEOUT=${arg_TIMEOUT}"
             -D "ENVIRONMENT=${arg_ENVIRONMENT}" -P ${REPRISE_GTEST_SUITES_SCRIPT}
     BYPRODUCTS ${include_file}
