@@ -87,7 +87,15 @@ class KinetoReader {
             at != std::string_view::npos)
           throw UserError(name_ + ": byte " + std::to_string(off + at) + ": invalid Kineto JSON: " + why);
       }
-      // A value of the wrong type in a field this reader reads (a string "dur"): name the field.
+      // A value of the wrong type in a field this reader reads (a string "dur"): name the field. simdjson says the
+      // same of a malformed literal (`tru`), so the event's text is checked for that first.
+      if (e.error() == simdjson::INCORRECT_TYPE && off != 0) {
+        std::string why;
+        if (const size_t at =
+                detail::first_json_error(std::string_view(text.data() + off, text.size() - off), why, true);
+            at != std::string_view::npos)
+          throw UserError(name_ + ": byte " + std::to_string(off + at) + ": invalid Kineto JSON: " + why);
+      }
       if (e.error() == simdjson::INCORRECT_TYPE && !field_.empty())
         throw UserError(name_ + ": byte " + std::to_string(off) + ": an event's \"" + std::string(field_) +
                         "\" is not of the type Kineto writes there (" + simdjson::error_message(e.error()) + ")");
