@@ -137,7 +137,7 @@ std::vector<OpSample> samples_from_trace(const Trace& t, const std::vector<std::
     OpSample s;
     s.op = std::string(t.name(n));
     s.family = w.family;
-    s.dtype = w.dtype;
+    s.dtype = dtype_itemsize(w.dtype) ? w.dtype : "";  // a spelling the reader would refuse: no dtype
     s.key = w.key;
     s.flops = w.flops;
     s.bytes = w.bytes;
