@@ -78,24 +78,17 @@ class KinetoReader {
         if (bad < text.size())
           throw UserError(name_ + ": byte " + std::to_string(bad) + ": a byte that is not UTF-8 (JSON text is UTF-8)");
       }
-      // Before any event is read (a structural error), or in an event's string (a bad escape): a streaming parse
-      // finds the byte, from the event's start.
-      if (off == 0 || e.error() == simdjson::STRING_ERROR) {
+      // Before any event is read (a structural error), in an event's string (a bad escape), or where simdjson sees a
+      // wrong type (which it also says of a malformed literal, `tru`): a streaming parse finds the byte, from the
+      // event's start.
+      if (off == 0 || e.error() == simdjson::STRING_ERROR || e.error() == simdjson::INCORRECT_TYPE) {
         std::string why;
         if (const size_t at =
                 detail::first_json_error(std::string_view(text.data() + off, text.size() - off), why, off != 0);
             at != std::string_view::npos)
           throw UserError(name_ + ": byte " + std::to_string(off + at) + ": invalid Kineto JSON: " + why);
       }
-      // A value of the wrong type in a field this reader reads (a string "dur"): name the field. simdjson says the
-      // same of a malformed literal (`tru`), so the event's text is checked for that first.
-      if (e.error() == simdjson::INCORRECT_TYPE && off != 0) {
-        std::string why;
-        if (const size_t at =
-                detail::first_json_error(std::string_view(text.data() + off, text.size() - off), why, true);
-            at != std::string_view::npos)
-          throw UserError(name_ + ": byte " + std::to_string(off + at) + ": invalid Kineto JSON: " + why);
-      }
+      // Valid JSON, but a value of the wrong type in a field this reader reads (a string "dur"): name the field.
       if (e.error() == simdjson::INCORRECT_TYPE && !field_.empty())
         throw UserError(name_ + ": byte " + std::to_string(off) + ": an event's \"" + std::string(field_) +
                         "\" is not of the type Kineto writes there (" + simdjson::error_message(e.error()) + ")");
