@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json_scan.h"
+#include "reader_internal.h"
 
 namespace reprise::detail {
 
