@@ -110,7 +110,8 @@ TEST(Cli, AnalyzeWritesItsReportsAndRefusesBadInputInOneLine) {
   one_line(run("analyze " + cut + " -q"), "cut.json");
 }
 
-// Every command's -x means the same long option wherever it exists (-o is --out, never --redop).
+// Every command's -x means the same long option wherever it exists (-o is --out, never --redop), and every command
+// with --out has -o (docs/cli.md says so).
 TEST(Cli, OneLetterMeansOneOptionAcrossCommands) {
   std::vector<std::string> commands = {"inspect", "convert", "synth", "predict", "validate", "analyze"};
 #ifdef REPRISE_HAVE_REPLAY
@@ -121,8 +122,10 @@ TEST(Cli, OneLetterMeansOneOptionAcrossCommands) {
 #endif
   std::map<char, std::pair<std::string, std::string>> seen;  // letter -> (long option, first command)
   const std::regex short_long(R"(  -([A-Za-z]) \[ --([a-z0-9-]+) \])");
+  const std::regex out_alone(R"((^|\n)  --out )");
   for (const std::string& c : commands) {
     std::string help = run(c + " --help").out;
+    EXPECT_FALSE(std::regex_search(help, out_alone)) << c << " has --out without -o";
     for (std::sregex_iterator it(help.begin(), help.end(), short_long), end; it != end; ++it) {
       char letter = (*it)[1].str()[0];
       std::string name = (*it)[2];

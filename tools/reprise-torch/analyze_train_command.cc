@@ -4,6 +4,7 @@
 
 #include "bundle_commands.h"
 #include "cli.h"
+#include "progress.h"
 #include "reprise/analyze/train.h"
 #include "reprise/common/error.h"
 #include "reprise/trace/write.h"
@@ -33,10 +34,16 @@ int cmd_analyze_train(int argc, char** argv) {
   if (corpus.empty() || out.empty()) throw UserError("analyze: --train needs a corpus and --out (see --help)");
   check_output_path(out);
   const bool quiet = vm.count("quiet") > 0;
-  const analyze::CorpusData data = analyze::read_corpus(corpus, [&](const std::string& what) {
-    if (!quiet) std::cerr << "\rreprise: analyze: " << what << std::flush;
-  });
-  if (!quiet) std::cerr << "\n";
+  analyze::CorpusData data;
+  {
+    ProgressLine line;  // redrawn in place on a terminal only
+    data = analyze::read_corpus(corpus, [&](const std::string& what) {
+      if (quiet) return;
+      Phase p;
+      p.phase = what;
+      line.update(p);
+    });
+  }
   if (!quiet)
     o.progress = [](int epoch, double loss) {
       std::cerr << "reprise: analyze: epoch " << epoch << ", loss " << loss << "\n";

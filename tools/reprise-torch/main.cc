@@ -195,7 +195,7 @@ po::options_description replay_options(reprise::replay::LaunchOptions& job, Repl
       "per-op", po::bool_switch(&o.per_op), "time each op in a second pass (the iteration times are not perturbed)")(
       "per-op-passes", po::value(&o.per_op_passes)->default_value(1),
       "per-op passes (implies --per-op); each op's time is its median over them")(
-      "out", po::value(&job.out), "write the results as JSON to this file")(
+      "out,o", po::value(&job.out), "write the results as JSON to this file")(
       "timeline", po::value(&job.timeline), "write a Chrome/Perfetto trace of the per-op pass to this file")(
       "strict", "fail (exit 1) when any selected op was not replayed")(
       "threads", po::value(&o.threads)->default_value(0),
@@ -279,8 +279,8 @@ po::options_description capture_options(reprise::workloads::WorkloadOptions& w, 
       "take the workload's default.\n\nworkloads:\n" +
       workloads + "\noptions");
   opts.add_options()("help,h", "show this help")("workload", po::value(&w.name), ("required: " + names).c_str())(
-      "out", po::value(&w.out_dir), "required: output folder")("device", po::value(&w.device)->default_value("cpu"),
-                                                               "cpu, cuda or cuda:N")(
+      "out,o", po::value(&w.out_dir), "required: output folder")("device", po::value(&w.device)->default_value("cpu"),
+                                                                 "cpu, cuda or cuda:N")(
       "batch", po::value(&w.batch)->default_value(0), "batch size (per rank)")(
       "hidden", po::value(&w.hidden)->default_value(0), "hidden size")(
       "layers", po::value(&w.layers)->default_value(0), "layers")("tables", po::value(&w.tables)->default_value(0),

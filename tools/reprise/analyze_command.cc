@@ -20,8 +20,8 @@ int cmd_analyze(int argc, char** argv) {
   po::options_description opts(
       "usage: reprise analyze TRACE... [options]\n"
       "       reprise analyze --make-corpus DIR CLEAN_TRACE... [--copies K] [--seed S]\n"
-      "       reprise analyze --evaluate DIR [--model MODEL] [--json FILE]\n"
-      "       reprise analyze --train DIR --out MODEL\n"
+      "       reprise analyze --evaluate DIR [--model MODEL | --no-classifier] [--json FILE]\n"
+      "       reprise analyze --train DIR --out MODEL [--epochs E] [--hidden H] [--seed S]\n"
       "       reprise analyze TRACE --measure [--pairs N] (see reprise analyze --measure --help)\n\n"
       "Finds performance anti-patterns in Kineto traces (one per rank; with their ETs for shapes and dtypes):\n"
       "each rank's steps are cut into windows with features (GPU idle and its cause, launches, syncs, copies,\n"

@@ -39,7 +39,7 @@ const char* kTopHelp =
     "  generate CONFIG|TRACE make a benchmark bundle: select, scale, perturb (--out DIR; reprise-torch)\n"
     "  verify BUNDLE         check a bundle's hashes and ranks, and dry-run every role on meta (reprise-torch)\n"
     "  replay TRACE|BUNDLE   re-issue a trace's ops through LibTorch and measure them (reprise-torch)\n"
-    "  capture --workload W  run a built-in LibTorch workload (mlp, dlrm, gpt) and record its trace\n"
+    "  capture --workload W  run a built-in workload (mlp, dlrm, gpt) and record its trace (reprise-torch)\n"
     "  comms --op OP         nccl-tests-like sweep of a collective over message sizes (MPI or NCCL)\n"
     "  calibrate --out FILE  measure this machine's op rates and overheads for predict (reprise-torch)\n"
     "  predict BUNDLE|TRACE  predict the iteration time on a described cluster (--cluster FILE): models + simulator\n"
@@ -47,7 +47,8 @@ const char* kTopHelp =
     "  analyze TRACE...      find performance anti-patterns in Kineto traces: findings, savings, HTML, Perfetto\n"
     "\n"
     "TRACE is a PyTorch ET (.json, .json.gz; any schema from 1.0.1), a Kineto trace, a folder of per-rank\n"
-    "files, or a .tar/.tar.gz/.tgz of them. `reprise <command> --help` describes each command.\n";
+    "files, or a .tar/.tar.gz/.tgz of them. `reprise <command> --help` describes each command;\n"
+    "`reprise --version` prints the version.\n";
 
 using reprise::UserError;
 using reprise::cli::parse;
@@ -188,7 +189,7 @@ int cmd_convert(int argc, char** argv) {
       "all-steps", po::bool_switch(&co.all_steps), "chakra: every ProfilerStep")(
       "ctrl-as-data", po::bool_switch(&co.ctrl_as_data),
       "chakra: write host and stream order into data_deps too (ASTRA-sim's feeder reads only data_deps)")(
-      "quiet,q", "no warnings")("in", po::value(&in), "input trace")("out", po::value(&out), "output file or folder");
+      "quiet,q", "no warnings")("in", po::value(&in), "input trace")("out,o", po::value(&out), "output file or folder");
   po::positional_options_description pos;
   pos.add("in", 1).add("out", 1);
   auto vm = parse(argc, argv, opts, pos);
