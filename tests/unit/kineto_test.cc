@@ -125,10 +125,11 @@ TEST(Kineto, ChromeArrayFormAndErrors) {
     } catch (const UserError& e) {
       EXPECT_NE(std::string(e.what()).find("typed.json: byte "), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
-      if (says != "invalid Kineto JSON")
+      if (says != "invalid Kineto JSON") {
         EXPECT_NE(std::string(e.what()).find("typed.json: byte " + std::to_string(first.size()) + ": " + says),
                   std::string::npos)
             << e.what();
+      }
     }
   }
   // An event that ends before it starts (a kernel, a CPU op) is left out and said, with the byte of the first.
