@@ -26,6 +26,10 @@ function(reprise_gtest_suites target)
     BYPRODUCTS ${include_file}
     COMMENT "Listing the test suites of ${target}"
     VERBATIM)
-  # ctest reads it if it is there: before the first build there are no tests of TARGET yet, as with gtest's own.
-  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${include_file})
+  # ctest reads it if it is there; before the first build, as with gtest's own, one test TARGET_NOT_BUILT says so.
+  set(wrapper ${CMAKE_CURRENT_BINARY_DIR}/${target}_suites_include.cmake)
+  file(WRITE ${wrapper}
+       "if(EXISTS \"${include_file}\")\n  include(\"${include_file}\")\nelse()\n"
+       "  add_test(${target}_NOT_BUILT ${target}_NOT_BUILT)\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${wrapper})
 endfunction()

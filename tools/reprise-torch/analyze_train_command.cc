@@ -36,13 +36,15 @@ int cmd_analyze_train(int argc, char** argv) {
   const bool quiet = vm.count("quiet") > 0;
   analyze::CorpusData data;
   {
-    ProgressLine line;  // redrawn in place on a terminal only
-    data = analyze::read_corpus(corpus, [&](const std::string& what) {
-      if (quiet) return;
-      Phase p;
-      p.phase = what;
-      line.update(p);
+    ProgressLine line;  // one phase: redrawn in place on a terminal, one line when it ends
+    Phase p;
+    p.phase = "analyze: reading the corpus";
+    data = analyze::read_corpus(corpus, [&](const std::string&) {
+      if (!quiet) line.update(p);
     });
+    p.finished = true;
+    p.note = std::to_string(data.traces) + " traces";
+    if (!quiet) line.update(p);
   }
   if (!quiet)
     o.progress = [](int epoch, double loss) {
