@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Faults of `reprise comms` (docs/reliability.md): tests/faults/comms.sh CASE BIN_DIR WORK_DIR
 # cases: out_of_memory_exit3 too_big_refused usage_error_every_rank
+# multi-rank cases: usage_error_every_rank
 set -uo pipefail
 CASE=$1 BIN=$2 WORK=$3/comms_$1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1

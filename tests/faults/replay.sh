@@ -5,6 +5,8 @@
 # Each ends every rank with one line and the documented exit status, leaves no results file and no process behind.
 # Run as tests/faults/replay.sh CASE BIN_DIR WORK_DIR.
 # cases: mismatched_sizes mismatched_counts mismatched_pipeline sigstop_default_limit kill9_rank sigterm_rank kineto_only single_trace_np2 bad_output_path option_bounds out_of_memory capture_limits
+# needs: reprise-torch
+# multi-rank cases: mismatched_sizes mismatched_counts mismatched_pipeline sigstop_default_limit kill9_rank sigterm_rank kineto_only single_trace_np2 bad_output_path out_of_memory
 set -uo pipefail
 CASE=$1 BIN=$2 WORK=$3/replay_$1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1

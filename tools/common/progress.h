@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -149,6 +150,30 @@ class ProgressLine {
   double start_ = 0;
   bool running_ = false;
   bool drawn_ = false;
+};
+
+// A library call that reports its progress as text (analyze's corpus readers), shown as one phase of a ProgressLine:
+// redrawn in place on a terminal while it runs, one line when finish() is called. Pass `as_callback()`.
+class TextPhase {
+ public:
+  TextPhase(ProgressLine& line, std::string name, bool quiet) : line_(line), quiet_(quiet) {
+    p_.phase = std::move(name);
+  }
+  std::function<void(const std::string&)> as_callback() {
+    return [this](const std::string&) {
+      if (!quiet_) line_.update(p_);
+    };
+  }
+  void finish(std::string note) {
+    p_.finished = true;
+    p_.note = std::move(note);
+    if (!quiet_) line_.update(p_);
+  }
+
+ private:
+  ProgressLine& line_;
+  bool quiet_;
+  Phase p_;
 };
 
 }  // namespace reprise::cli

@@ -36,15 +36,10 @@ int cmd_analyze_train(int argc, char** argv) {
   const bool quiet = vm.count("quiet") > 0;
   analyze::CorpusData data;
   {
-    ProgressLine line;  // one phase: redrawn in place on a terminal, one line when it ends
-    Phase p;
-    p.phase = "analyze: reading the corpus";
-    data = analyze::read_corpus(corpus, [&](const std::string&) {
-      if (!quiet) line.update(p);
-    });
-    p.finished = true;
-    p.note = std::to_string(data.traces) + " traces";
-    if (!quiet) line.update(p);
+    ProgressLine line;
+    TextPhase reading(line, "analyze: reading the corpus", quiet);
+    data = analyze::read_corpus(corpus, reading.as_callback());
+    reading.finish(std::to_string(data.traces) + " traces");
   }
   if (!quiet)
     o.progress = [](int epoch, double loss) {

@@ -85,15 +85,10 @@ int cmd_analyze(int argc, char** argv) {
     if (!json_out.empty()) check_output_path(json_out);
     const analyze::WindowModel model =
         model_path.empty() ? analyze::default_window_model() : analyze::read_window_model(model_path);
-    Phase p;  // one phase: redrawn in place on a terminal, one line when it ends
-    p.phase = "analyze: evaluating the corpus";
+    TextPhase evaluating(line, "analyze: evaluating the corpus", quiet);
     const analyze::Evaluation e =
-        analyze::evaluate_corpus(evaluate_dir, vm.count("no-classifier") ? nullptr : &model, [&](const std::string&) {
-          if (!quiet) line.update(p);
-        });
-    p.finished = true;
-    p.note = std::to_string(e.traces) + " traces, " + std::to_string(e.test) + " held-out windows";
-    if (!quiet) line.update(p);
+        analyze::evaluate_corpus(evaluate_dir, vm.count("no-classifier") ? nullptr : &model, evaluating.as_callback());
+    evaluating.finish(std::to_string(e.traces) + " traces, " + std::to_string(e.test) + " held-out windows");
     if (!json_out.empty()) write_text_file(json_out, analyze::evaluation_json(e));
     if (!quiet) analyze::print_evaluation(report_stream({json_out}), e);
     return 0;
