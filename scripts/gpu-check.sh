@@ -10,7 +10,8 @@
 #      the host overheads measured from the captures' host timelines (calibrate --host-from);
 #   6. fbgemm's table-batched embeddings emulated on the GPU (replay --emulate-tbe, PARAM's DLRM, when present).
 # --full adds the older checks: every test binary, NCCL sweeps on one rank, the fidelity, replay-overhead and
-# capture-overhead benchmarks. Writes everything under ${GPU_CHECK_DIR:-bench/out/gpu}.
+# capture-overhead benchmarks. Writes everything under ${GPU_CHECK_DIR:-bench/out/gpu}. GPU_CHECK_ONLY="5 3 6" runs
+# those sections in that order; GPU_CHECK_ANTI="sync" runs that case alone of section 3's (sync, unfused, loop).
 #   scripts/gpu-check.sh [--full]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,7 @@ FULL=0
 mkdir -p "$W"
 T0=$SECONDS
 stamp() { echo "==> [$((SECONDS - T0)) s] $*"; }
-want() { [ -z "${GPU_CHECK_ONLY:-}" ] || [[ " $GPU_CHECK_ONLY " == *" $1 "* ]]; }  # GPU_CHECK_ONLY="2 4": those
+want() { [ -z "${GPU_CHECK_ONLY:-}" ] || [[ " $GPU_CHECK_ONLY " == *" $1 "* ]]; }  # GPU_CHECK_ONLY="5 3": those
 stamp "build"
 targets=(programs)
 want 1 && targets+=(replay_tests capture_tests)
@@ -34,7 +35,7 @@ wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__
 export REPRISE_PYTHON=python3 PYTHONUNBUFFERED=1
 B=build-gpu/bin
 
-if want 1; then
+section1() {
 stamp "1. the test binaries' exit status"
 for t in replay_tests capture_tests; do
   timeout 240 $B/$t >"$W/$t.log" 2>&1
@@ -79,50 +80,67 @@ EOF
   for p in plain gtest_empty gtest_cuda; do $probe/build/$p >/dev/null 2>&1; echo "== probe $p: exit $?"; done
 fi
 
-fi
+}
 
-if want 2; then
+section2() {
 stamp "2. compute on two streams"
 timeout 90 python3 capture/python/examples/two_streams.py "$W/two_streams" >"$W/two_streams.txt" 2>&1 &&
   timeout 60 $B/reprise replay "$W/two_streams" -q --out "$W/two_streams_replay.json" >>"$W/two_streams.txt" 2>&1
 echo "== two streams: $(python3 -c "import json; r=json.load(open('$W/two_streams_replay.json')); print('compute_streams', r.get('compute_streams'), 'coverage', r['coverage'], 'replay/original', r.get('replay_over_original'))" 2>&1 | tail -1)"
 tail -3 "$W/two_streams.txt"
 
-fi
+}
 
-if want 3; then
+section3() {
 stamp "3. analyze --measure: an injected sync (issue 14's bar: measured / real within 20%), unfused chains, Adam per tensor"
-timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern sync --device cuda --batch 4096 --hidden 1024 \
-  --pairs 3 --bin $B --work /tmp/analyze_measure --json "$W/analyze_measure_sync.json" 2>&1 | tail -6
-timeout 60 $B/reprise analyze /tmp/analyze_measure/capture-0 --json "$W/analyze_sync_capture.json" 2>&1 | head -30
-tar czf "$W/sync_capture.tgz" -C /tmp/analyze_measure capture-0 2>/dev/null
-# The fused-chain fix on a GPU, where elementwise kernels are memory-bound and "a chain costs its longest member"
-# should hold (on a CPU core it overstates: docs/performance.md).
-timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern unfused --device cuda --batch 4096 \
-  --hidden 1024 --pairs 3 --bin $B --work /tmp/analyze_measure_unfused --json "$W/analyze_measure_unfused.json" 2>&1 |
-  tail -6
-# Single-tensor Adam against foreach Adam: the foreach fix with out-of-place ops, where a launch per tensor costs.
-timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern loop --device cuda --batch 256 \
-  --hidden 1024 --pairs 3 --bin $B --work /tmp/analyze_measure_loop --json "$W/analyze_measure_loop.json" 2>&1 |
-  tail -6
+local c
+for c in ${GPU_CHECK_ANTI:-sync unfused loop}; do  # GPU_CHECK_ANTI="sync": that case alone
+  case $c in
+  sync)
+    timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern sync --device cuda --batch 4096 \
+      --hidden 1024 --pairs 3 --bin $B --work /tmp/analyze_measure --json "$W/analyze_measure_sync.json" 2>&1 | tail -6
+    timeout 60 $B/reprise analyze /tmp/analyze_measure/capture-0 --json "$W/analyze_sync_capture.json" 2>&1 | head -30
+    tar czf "$W/sync_capture.tgz" -C /tmp/analyze_measure capture-0 2>/dev/null ;;
+  unfused)
+    # The fused-chain fix on a GPU, where elementwise kernels are memory-bound and "a chain costs its longest
+    # member" should hold (on a CPU core it overstates: docs/performance.md).
+    timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern unfused --device cuda --batch 4096 \
+      --hidden 1024 --pairs 3 --bin $B --work /tmp/analyze_measure_unfused \
+      --json "$W/analyze_measure_unfused.json" 2>&1 | tail -6 ;;
+  loop)
+    # Single-tensor Adam against foreach Adam: the foreach fix with out-of-place ops, where a launch per tensor costs.
+    timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern loop --device cuda --batch 256 \
+      --hidden 1024 --pairs 3 --bin $B --work /tmp/analyze_measure_loop --json "$W/analyze_measure_loop.json" 2>&1 |
+      tail -6 ;;
+  *) echo "GPU_CHECK_ANTI: no case $c (sync, unfused, loop)" ;;
+  esac
+done
+}
 
-fi
-
-if want 4; then
+section4() {
 stamp "4. host time on the GPU"
 timeout 100 python3 bench/host_time.py --case python --case cpp --device cuda --pairs 3 --bin $B --work /tmp/host_time \
   --json "$W/host_time_cuda.json" 2>&1 | grep -v " pair "
 
-fi
+}
 
-if want 5; then
+section5() {
 stamp "5. calibrate on the GPU, predict at GPU-bound sizes"
-timeout 200 python3 bench/predict.py --case gpu --quick --repeats 3 --bin $B --work /tmp/predict_gpu \
+timeout 260 python3 bench/predict.py --case gpu --quick --repeats 3 --bin $B --work /tmp/predict_gpu \
   --json "$W/predict_gpu.json" 2>&1 | tail -10
 cp /tmp/predict_gpu/gpu.html "$W/" 2>/dev/null
-fi
+# Each capture's ops timed one by one (replay --per-op): what the model is judged against op by op, away from the GPU
+# (reprise predict --op-times, or the per_op of the predictions beside them in predict_gpu.tgz).
+local cap
+for cap in /tmp/predict_gpu/*-gpu-*/; do
+  [ -f "$cap/manifest.json" ] || continue
+  timeout 60 $B/reprise replay "$cap" --per-op --per-op-passes 3 --iterations 3 -q \
+    --out "/tmp/predict_gpu/per-op-$(basename "$cap").json" >/dev/null 2>&1 || echo "== per-op replay of $cap failed"
+done
+tar czf "$W/predict_gpu.tgz" -C /tmp predict_gpu 2>/dev/null
+}
 
-if want 6; then
+section6() {
 stamp "6. table-batched embeddings emulated on the GPU (PARAM's DLRM, rank 0; its V100 ran them in 7 and ~32 us)"
 dlrm=${REPRISE_SHARED_TRACES:-../shared/traces}/param/dlrm_pytorch_et.tar.gz
 if [ -f "$dlrm" ]; then
@@ -137,7 +155,11 @@ PY
 else
   echo "skipped: $dlrm not found"
 fi
-fi
+}
+
+for n in ${GPU_CHECK_ONLY:-1 2 3 4 5 6}; do  # in the order named
+  case $n in [1-6]) section$n ;; *) echo "GPU_CHECK_ONLY: no section $n (1-6)" ;; esac
+done
 
 if [ $FULL = 1 ]; then
   stamp "the older checks"

@@ -277,7 +277,7 @@ class Gpt : public Workload {
   }
 
   void adamw() {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     ++t_;
     for_each_group([&](size_t first, size_t last) {
       for (size_t i = first; i < last; ++i) {
@@ -298,7 +298,7 @@ class Gpt : public Workload {
     at::Tensor exp_avg, exp_avg_sq;
   };
   void build_zero_buffers() {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     for_each_group([&](size_t first, size_t last) {
       int64_t n = 0;
       for (size_t i = first; i < last; ++i) n += params_[i].numel();
@@ -325,7 +325,7 @@ class Gpt : public Workload {
   }
   // reduce_scatter of the gradients, AdamW on this rank's shard, all_gather of the parameters.
   void zero_step() {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     ++t_;
     size_t k = 0;
     for_each_group([&](size_t, size_t) {

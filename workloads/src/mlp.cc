@@ -54,7 +54,7 @@ class Mlp : public Workload {
   void sgd_step(bool single_tensor) {
     RECORD_USER_SCOPE("Optimizer.step#SGD.step");
     if (single_tensor) return sgd(params_, 1e-3);
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     std::vector<at::Tensor> grads;
     for (at::Tensor& p : params_) grads.push_back(p.grad());
     at::_foreach_add_(params_, grads, -1e-3);

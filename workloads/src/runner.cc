@@ -23,7 +23,7 @@ at::Tensor parameter(at::IntArrayRef shape, double scale, at::Device device) {
 
 void all_reduce_grads(std::vector<at::Tensor>& params, Collectives* comm) {
   if (!comm || comm->world_size() <= 1) return;
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (at::Tensor& p : params) {
     at::Tensor g = p.grad();
     if (!g.defined()) continue;
@@ -33,7 +33,7 @@ void all_reduce_grads(std::vector<at::Tensor>& params, Collectives* comm) {
 }
 
 void sgd(std::vector<at::Tensor>& params, double lr) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (at::Tensor& p : params) {
     at::Tensor g = p.grad();
     if (!g.defined()) continue;
