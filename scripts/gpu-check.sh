@@ -11,7 +11,8 @@
 #   6. fbgemm's table-batched embeddings emulated on the GPU (replay --emulate-tbe, PARAM's DLRM, when present).
 # --full adds the older checks: every test binary, NCCL sweeps on one rank, the fidelity, replay-overhead and
 # capture-overhead benchmarks. Writes everything under ${GPU_CHECK_DIR:-bench/out/gpu}. GPU_CHECK_ONLY="5 3 6" runs
-# those sections in that order; GPU_CHECK_ANTI="sync" runs that case alone of section 3's (sync, unfused, loop).
+# those sections in that order; GPU_CHECK_ANTI="sync" runs that case alone of section 3's (sync, unfused, loop);
+# GPU_CHECK_QUICK= (empty) gives section 5 every workload size, not the first of each.
 #   scripts/gpu-check.sh [--full]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -126,17 +127,35 @@ timeout 100 python3 bench/host_time.py --case python --case cpp --device cuda --
 
 section5() {
 stamp "5. calibrate on the GPU, predict at GPU-bound sizes"
-timeout 260 python3 bench/predict.py --case gpu --quick --repeats 3 --bin $B --work /tmp/predict_gpu \
-  --json "$W/predict_gpu.json" 2>&1 | tail -10
+timeout 330 python3 bench/predict.py --case gpu ${GPU_CHECK_QUICK---quick} --repeats 3 --bin $B --work /tmp/predict_gpu \
+  --json "$W/predict_gpu.json" 2>&1 | tail -16
 cp /tmp/predict_gpu/gpu.html "$W/" 2>/dev/null
-# Each capture's ops timed one by one (replay --per-op): what the model is judged against op by op, away from the GPU
-# (reprise predict --op-times, or the per_op of the predictions beside them in predict_gpu.tgz).
-local cap
+python3 - /tmp/predict_gpu/calibration-gpu.json <<'PY' 2>&1
+import json, sys
+c = json.load(open(sys.argv[1]))
+d = c.get("dispatch", {})
+print("== host part a call (dispatch), us:", {k.replace("aten::", ""): round(v * 1e6, 1) for k, v in sorted(d.items())})
+print("== ops that wait for their device work:", c.get("waits_device", []))
+PY
+# Each capture's ops timed one by one (replay --per-op, with their host parts), and replayed without the recorded
+# host time: what the model is judged against op by op, away from the GPU (predict_gpu.tgz).
+local cap name
 for cap in /tmp/predict_gpu/*-gpu-*/; do
   [ -f "$cap/manifest.json" ] || continue
+  name=$(basename "$cap")
   timeout 60 $B/reprise replay "$cap" --per-op --per-op-passes 3 --iterations 3 -q \
-    --out "/tmp/predict_gpu/per-op-$(basename "$cap").json" >/dev/null 2>&1 || echo "== per-op replay of $cap failed"
+    --out "/tmp/predict_gpu/per-op-$name.json" >/dev/null 2>&1 || echo "== per-op replay of $cap failed"
+  timeout 60 $B/reprise replay "$cap" --host-time none -q --out "/tmp/predict_gpu/no-host-time-$name.json" \
+    >/dev/null 2>&1 || echo "== replay of $cap without host time failed"
 done
+python3 - /tmp/predict_gpu <<'PY' 2>&1
+import glob, json, os, sys
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "no-host-time-*.json"))):
+    n = os.path.basename(f)[len("no-host-time-"):-5]
+    none = json.load(open(f))["median_iteration_seconds"]
+    rec = json.load(open(os.path.join(sys.argv[1], n + ".measured.json")))["median_iteration_seconds"]
+    print(f"== {n}: replay {rec * 1e3:.2f} ms with the recorded host time, {none * 1e3:.2f} ms without")
+PY
 tar czf "$W/predict_gpu.tgz" -C /tmp predict_gpu 2>/dev/null
 }
 

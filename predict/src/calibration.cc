@@ -70,6 +70,33 @@ void monotone_in_bytes(std::vector<OpSample>& samples) {
   }
 }
 
+// A GPU's host part of each op (samples with host_seconds): the median over its three smallest sizes, where the least
+// device work can hide in it; an op waits for its device work when most of its calls whose device work is at least
+// three times its overhead returned only after half their time.
+void fit_dispatch(Calibration& c) {
+  std::map<std::string, std::map<double, std::vector<const OpSample*>>> by_op;  // op -> work -> samples
+  for (const OpSample& s : c.samples)
+    if (s.host_seconds >= 0) by_op[s.op][detail::work_measure(s)].push_back(&s);
+  for (const auto& [op, sizes] : by_op) {
+    std::vector<double> smallest;
+    int heavy = 0, waited = 0;
+    const auto o = c.overheads.find(op);
+    const double overhead = o != c.overheads.end() ? o->second : c.default_overhead;
+    int taken = 0;
+    for (const auto& [work, v] : sizes) {
+      if (taken++ < 3)
+        for (const OpSample* s : v) smallest.push_back(s->host_seconds);
+      for (const OpSample* s : v)
+        if (work > 0 && s->seconds - overhead >= 3 * overhead) {
+          ++heavy;
+          waited += s->host_seconds >= 0.5 * s->seconds;
+        }
+    }
+    c.dispatch[op] = median(smallest);
+    if (heavy > 0 && 2 * waited > heavy) c.waits_device.insert(op);
+  }
+}
+
 std::vector<double> overhead_per_sample(const Calibration& c) {
   std::vector<double> out;
   out.reserve(c.samples.size());
@@ -127,10 +154,12 @@ double CollectiveCurve::seconds(double bytes, double factor) const {
   return latency + bytes * factor / bw;
 }
 
-std::vector<OpSample> samples_from_trace(const Trace& t, const std::vector<std::pair<uint32_t, double>>& measured) {
+std::vector<OpSample> samples_from_trace(const Trace& t, const std::vector<std::pair<uint32_t, double>>& measured,
+                                         const std::vector<double>& host) {
   std::vector<OpSample> out;
   out.reserve(measured.size());
-  for (const auto& [node, seconds] : measured) {
+  for (size_t i = 0; i < measured.size(); ++i) {
+    const auto& [node, seconds] = measured[i];
     const Node& n = t.nodes[node];
     if (n.kind != NodeKind::Operator || seconds <= 0) continue;
     const OpWork w = op_work(t, node);
@@ -142,6 +171,7 @@ std::vector<OpSample> samples_from_trace(const Trace& t, const std::vector<std::
     s.flops = w.flops;
     s.bytes = w.bytes;
     s.seconds = seconds;
+    if (i < host.size() && host[i] >= 0) s.host_seconds = std::min(host[i], seconds);
     out.push_back(std::move(s));
   }
   return out;
@@ -205,6 +235,7 @@ Calibration fit_calibration(std::vector<OpSample> samples, const std::vector<Com
   c.samples = std::move(samples);
   monotone_in_bytes(c.samples);
   c.overheads = fit_overheads(c.samples, c.default_overhead);
+  fit_dispatch(c);
   c.sigma = fit_residuals(c, overhead_per_sample(c));
   std::map<std::tuple<std::string, int64_t, std::string>, std::vector<CommPoint>> by_curve;
   for (const CommPoint& p : comms) by_curve[{p.op, p.group, p.level}].push_back(p);
@@ -232,6 +263,8 @@ void write_calibration(const Calibration& c, const std::string& path) {
   j["memory_contention"] = contention;
   j["default_overhead"] = c.default_overhead;
   j["overheads"] = c.overheads;
+  if (!c.dispatch.empty()) j["dispatch"] = c.dispatch;
+  if (!c.waits_device.empty()) j["waits_device"] = c.waits_device;
   j["sigma"] = c.sigma;
   json curves = json::array();
   for (const CollectiveCurve& k : c.collectives)
@@ -258,10 +291,12 @@ void write_calibration(const Calibration& c, const std::string& path) {
     j["host_overheads"] = {
         {"source", c.host.source}, {"by_op", rows_of(c.host.by_op)}, {"by_shape", rows_of(c.host.by_shape)}};
   }
-  // Samples as rows: op, family, dtype, key (4), flops, bytes, seconds.
+  // Samples as rows: op, family, dtype, key (4), flops, bytes, seconds[, host_seconds on a GPU].
   json rows = json::array();
-  for (const OpSample& s : c.samples)
+  for (const OpSample& s : c.samples) {
     rows.push_back({s.op, family_json_name(s.family), s.dtype, s.key, s.flops, s.bytes, s.seconds});
+    if (s.host_seconds >= 0) rows.back().push_back(s.host_seconds);
+  }
   j["samples"] = rows;
   write_text_file(path, j.dump(1) + "\n");
 }
@@ -309,6 +344,15 @@ Calibration read_calibration(const std::string& path) {
   c.default_overhead = json_number(j, "default_overhead", path, 0, kLongestSeconds);
   c.overheads = numbers("overheads", 0, kLongestSeconds, true);
   c.sigma = numbers("sigma", 0, 10, false);
+  c.dispatch = numbers("dispatch", 0, kLongestSeconds, false);
+  if (const auto w = j.find("waits_device"); w != j.end()) {
+    if (!w->is_array()) throw UserError(path + ": waits_device: expected a list of op names");
+    for (size_t i = 0; i < w->size(); ++i) {
+      if (!(*w)[i].is_string())
+        throw UserError(path + ": waits_device[" + std::to_string(i) + "]: expected an op name, got " + (*w)[i].dump());
+      c.waits_device.insert((*w)[i].get<std::string>());
+    }
+  }
   const auto curves = j.find("collectives");
   if (curves == j.end() || !curves->is_array()) throw UserError(path + ": collectives: expected a list");
   for (size_t i = 0; i < curves->size(); ++i) {
@@ -359,9 +403,9 @@ Calibration read_calibration(const std::string& path) {
   for (size_t row = 0; row < samples->size(); ++row) {
     const json& r = (*samples)[row];
     const std::string where = path + ": samples[" + std::to_string(row) + "]";
-    if (!r.is_array() || r.size() != 7 || !r[0].is_string() || !r[1].is_string() || !r[2].is_string() ||
+    if (!r.is_array() || r.size() < 7 || r.size() > 8 || !r[0].is_string() || !r[1].is_string() || !r[2].is_string() ||
         !r[3].is_array() || r[3].size() != 4)
-      throw UserError(where + ": expected [op, family, dtype, [4 key numbers], flops, bytes, seconds]");
+      throw UserError(where + ": expected [op, family, dtype, [4 key numbers], flops, bytes, seconds, host seconds?]");
     OpSample s;
     s.op = r[0].get<std::string>();
     s.family = family_from_name(r[1].get<std::string>(), where);
@@ -374,6 +418,7 @@ Calibration read_calibration(const std::string& path) {
     s.flops = json_value_number(r[4], where + ": flops", 0, kBig);
     s.bytes = json_value_number(r[5], where + ": bytes", 0, kBig);
     s.seconds = json_value_number(r[6], where + ": seconds", 0, kLongestSeconds);
+    if (r.size() == 8) s.host_seconds = json_value_number(r[7], where + ": host seconds", 0, s.seconds);
     c.samples.push_back(std::move(s));
   }
   return c;
@@ -402,6 +447,13 @@ std::vector<OpTimes> read_op_times(const std::string& path) {
       const double sec = detail::json_value_number(secs[i], at + ": seconds" + e, 0, kLongestSeconds);
       o.seconds[id] = sec;
       o.in_order.emplace_back(id, sec);
+    }
+    if (const auto h = ot.find("host_seconds"); h != ot.end()) {  // a GPU replay's host parts
+      if (!h->is_array() || h->size() != ids.size())
+        throw UserError(at + ": host_seconds: expected a list as long as node_ids");
+      for (size_t i = 0; i < h->size(); ++i)
+        o.host_in_order.push_back(
+            detail::json_value_number((*h)[i], at + ": host_seconds[" + std::to_string(i) + "]", 0, kLongestSeconds));
     }
     out.push_back(std::move(o));
   };

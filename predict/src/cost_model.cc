@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "rate_index.h"
+#include "reprise/common/stats.h"
 #include "reprise/comms/collective.h"
 
 namespace reprise::predict {
@@ -68,7 +69,8 @@ struct CostModel::Impl {
   Cluster cluster;
   const Calibration* cal = nullptr;
   detail::RateIndex index;
-  double memory_slowdown = 1;  // set_ranks_per_node
+  double memory_slowdown = 1;    // set_ranks_per_node
+  double default_dispatch = -1;  // a GPU calibration's median host part, for ops it did not sweep (-1: none measured)
 
   double overhead(const std::string& op) const {
     if (!cal || cal->samples.empty()) return cluster.device.op_overhead;  // nothing swept: host kinds only
@@ -84,6 +86,9 @@ CostModel::CostModel(const Cluster& cluster, const Calibration* calibration) : i
     std::vector<double> overhead;
     for (const OpSample& s : calibration->samples) overhead.push_back(impl_->overhead(s.op));
     impl_->index.build(calibration->samples, overhead);
+    std::vector<double> dispatch;
+    for (const auto& [op, s] : calibration->dispatch) dispatch.push_back(s);
+    if (!dispatch.empty()) impl_->default_dispatch = median(dispatch);
   }
 }
 CostModel::~CostModel() = default;
@@ -126,6 +131,11 @@ OpCost CostModel::op(const Trace& t, uint32_t node) const {
     c.host = overhead + busy;
   } else {
     c.host = overhead + (busy > 0 ? d.launch_overhead : 0);
+    if (impl_->default_dispatch >= 0) {  // the host part measured on this GPU (the launches included)
+      const auto it = impl_->cal->dispatch.find(op);
+      c.host = it != impl_->cal->dispatch.end() ? it->second : impl_->default_dispatch;
+      c.waits_device = impl_->cal->waits_device.count(op) > 0;
+    }
     c.device = busy > 0 ? std::max(busy, d.kernel_floor) : 0;  // a kernel, however short, holds its stream that long
     if (const HostKinds* k = impl_->cal ? impl_->cal->host.find(t, node) : nullptr) {
       c.host = k->host_seconds();  // the seed's five kinds, measured for this op (and shape)

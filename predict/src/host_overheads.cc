@@ -1,6 +1,7 @@
 #include "reprise/predict/host_overheads.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <iterator>
 
 #include "reprise/common/error.h"
@@ -274,11 +275,24 @@ bool HostOverheads::launched() const {
 }
 
 HostOverheads measure_host_overheads(const std::vector<std::string>& inputs, size_t* calls) {
-  std::vector<HostSample> measured;
-  for (const Trace& t : load_traces(inputs).ranks) {
-    std::vector<HostSample> s = host_samples(t);
-    measured.insert(measured.end(), std::make_move_iterator(s.begin()), std::make_move_iterator(s.end()));
+  // Each folder or archive is a job of its own (captures of several workloads each hold a rank 0); the files named
+  // one by one are one job together (ETs and their Kineto traces, paired by rank).
+  std::vector<std::vector<std::string>> jobs;
+  std::vector<std::string> files;
+  for (const std::string& in : inputs) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(in, ec) || is_archive_name(in))
+      jobs.push_back({in});
+    else
+      files.push_back(in);
   }
+  if (!files.empty()) jobs.push_back(files);
+  std::vector<HostSample> measured;
+  for (const std::vector<std::string>& job : jobs)
+    for (const Trace& t : load_traces(job).ranks) {
+      std::vector<HostSample> s = host_samples(t);
+      measured.insert(measured.end(), std::make_move_iterator(s.begin()), std::make_move_iterator(s.end()));
+    }
   HostOverheads h = fit_host_overheads(measured);
   for (const std::string& f : inputs) h.source += (h.source.empty() ? "" : ", ") + f;
   if (calls) *calls = measured.size();

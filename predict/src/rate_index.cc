@@ -54,21 +54,24 @@ bool RateIndex::estimate(const std::string& op, OpFamily family, const std::stri
   for (const std::string& g : {group_key(op, dtype), group_key(op, ""), group_key(fam, dtype), fam}) {
     auto it = groups_.find(g);
     if (it == groups_.end()) continue;
-    // The nearest kNeighbours points (ties broken by order), weighted by 1/distance; an exact match wins outright.
-    std::array<std::pair<double, const Point*>, kNeighbours> best;
+    // The nearest kNeighbours points and those tied with the last, weighted by 1/distance; an exact match wins
+    // outright.
+    std::array<std::pair<double, const Point*>, kCandidates> best;
     best.fill({INFINITY, nullptr});
     for (const Point& p : it->second) {
       double d2 = 0;
       for (size_t i = 0; i < 4; ++i) d2 += (p.at[i] - at[i]) * (p.at[i] - at[i]);
       if (leave_out && d2 == 0) continue;  // leave-one-out: the point under test and its repeats
       if (d2 >= best.back().first) continue;
-      best.back() = {d2, &p};
-      std::sort(best.begin(), best.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      size_t j = kCandidates - 1;  // insertion: equal distances keep their order
+      for (; j > 0 && best[j - 1].first > d2; --j) best[j] = best[j - 1];
+      best[j] = {d2, &p};
     }
     if (!best.front().second) continue;
+    const double last = best[kNeighbours - 1].first * (1 + 1e-9);  // INFINITY when fewer points
     double wsum = 0, sum = 0;
     for (const auto& [d2, p] : best) {
-      if (!p) break;
+      if (!p || d2 > last) break;
       if (best.front().first == 0 && d2 > 0) break;
       const double w = 1.0 / (std::sqrt(d2) + 1e-3);
       wsum += w;

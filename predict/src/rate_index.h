@@ -30,7 +30,9 @@ class RateIndex {
     double log_rate = 0;
     size_t sample = 0;  // index of the sample it came from
   };
-  static constexpr size_t kNeighbours = 3;
+  // The nearest kNeighbours points, and every point as near as the last of them (a grid's corners around a key are
+  // all as near: taking the first three in sample order would weigh one side of the cell), up to kCandidates.
+  static constexpr size_t kNeighbours = 3, kCandidates = 16;
 
   // Adds every sample with work, its overhead taken from `overhead_of` (less a tenth of its time: none).
   void build(const std::vector<OpSample>& samples, const std::vector<double>& overhead_of);

@@ -72,10 +72,10 @@ class Sweep {
 void gemms(Sweep& s) {
   const double budget = s.quick() ? 2e8 : s.gpu_sized() ? 1.2e12 : 4e9;
   const Shape ms = s.quick()       ? Shape{1, 64, 512}
-                   : s.gpu_sized() ? Shape{1, 8, 32, 128, 512, 2048, 8192, 16384}
+                   : s.gpu_sized() ? Shape{1, 8, 32, 128, 512, 1024, 2048, 4096, 8192, 16384}
                                    : Shape{1, 8, 32, 128, 512, 2048};
   const Shape ns = s.quick()       ? Shape{64, 512}
-                   : s.gpu_sized() ? Shape{32, 128, 512, 1024, 4096, 8192}
+                   : s.gpu_sized() ? Shape{32, 128, 256, 512, 1024, 2048, 4096, 8192}
                                    : Shape{32, 128, 512, 1024, 4096};
   TraceBuilder& b = s.b();
   for (int64_t m : ms)
@@ -91,10 +91,11 @@ void gemms(Sweep& s) {
                {s.in({m, k}), s.in({n, k}), s.in({n})}, {s.fresh({m, n})});
       }
   const Shape batches = s.gpu_sized() ? Shape{4, 16, 64, 256} : Shape{4, 16, 64};
-  const Shape seqs = s.gpu_sized() ? Shape{16, 64, 256, 1024} : Shape{16, 64, 256};
+  const Shape seqs = s.gpu_sized() ? Shape{16, 64, 128, 256, 512, 1024} : Shape{16, 64, 256};
+  const Shape dims = s.gpu_sized() ? Shape{16, 32, 64, 128, 256} : Shape{16, 64, 256};  // heads' widths
   for (int64_t batch : batches)
     for (int64_t m : seqs)
-      for (int64_t k : {16, 64, 256}) {
+      for (int64_t k : dims) {
         if (s.quick() && (batch != 16 || m == 16)) continue;
         const int64_t n = m;  // attention: scores [b, s, s] = q [b, s, d] x k^T [b, d, s]; then [b, s, s] x v [b, s, d]
         s.op("aten::bmm(Tensor self, Tensor mat2) -> Tensor", {s.in({batch, m, k}), s.in({batch, k, n})},

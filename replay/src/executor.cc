@@ -226,12 +226,14 @@ void Executor::run_step_reporting(size_t s, const std::function<void(uint32_t)>&
 
 void Executor::run_step_per_op(size_t s, std::vector<OpSpan>& spans, double origin) {
   Instr* in = plan_.instrs.data();
+  const bool gpu = !plan_.device.is_cpu() && !plan_.device.is_meta();
   for (uint32_t i = plan_.step_begin[s], end = plan_.step_begin[s + 1]; i < end; ++i) {
     double t0 = now_seconds();
     exec(in[i]);
+    const double returned = now_seconds();
     device::synchronize(plan_.device);
     double t1 = now_seconds();
-    spans.push_back({in[i].node, (t0 - origin) * 1e6, (t1 - t0) * 1e6});
+    spans.push_back({in[i].node, (t0 - origin) * 1e6, (t1 - t0) * 1e6, gpu ? (returned - t0) * 1e6 : -1});
   }
   end_step();
 }

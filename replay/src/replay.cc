@@ -202,7 +202,7 @@ void time_each_op(const Trace& trace, detail::Executor& ex, const Plan& plan, co
   const int passes = std::max(o.per_op_passes, 1);
   progress.begin("per-op", static_cast<int64_t>(plan.instrs.size()) * passes, "op", iteration * passes);
   std::vector<OpSpan> spans;
-  std::vector<std::vector<double>> each;  // per span position: its time in every pass
+  std::vector<std::vector<double>> each, host;  // per span position: its time (host part) in every pass
   for (int pass = 0; pass < passes; ++pass) {
     spans.clear();
     double origin = now_seconds();
@@ -212,12 +212,20 @@ void time_each_op(const Trace& trace, detail::Executor& ex, const Plan& plan, co
     }
     ex.end_iteration();
     each.resize(spans.size());
-    for (size_t k = 0; k < spans.size(); ++k) each[k].push_back(spans[k].dur_us);
+    host.resize(spans.size());
+    for (size_t k = 0; k < spans.size(); ++k) {
+      each[k].push_back(spans[k].dur_us);
+      if (spans[k].host_us >= 0) host[k].push_back(spans[k].host_us);
+    }
   }
   for (size_t k = 0; k < spans.size(); ++k) {
     spans[k].dur_us = median(each[k]);
     r.op_times.emplace_back(trace.nodes[spans[k].node].id, spans[k].dur_us * 1e-6);
+    if (host[k].empty()) continue;
+    spans[k].host_us = std::min(median(host[k]), spans[k].dur_us);
+    r.op_host_times.push_back(spans[k].host_us * 1e-6);
   }
+  if (r.op_host_times.size() != r.op_times.size()) r.op_host_times.clear();
   r.per_op = per_op_timings(trace, spans);
   if (o.timeline) r.timeline = std::move(spans);
   progress.end();

@@ -81,6 +81,7 @@ std::string result_json(const ReplayResult& r) {
     json ids = json::array(), secs = json::array();
     for (const auto& [id, sec] : r.op_times) ids.push_back(id), secs.push_back(sec);
     j["op_times"] = {{"node_ids", ids}, {"seconds", secs}};
+    if (r.op_host_times.size() == r.op_times.size()) j["op_times"]["host_seconds"] = r.op_host_times;
   }
   j["world_size"] = r.world_size;
   j["launcher"] = r.launcher;

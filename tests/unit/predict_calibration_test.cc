@@ -374,6 +374,100 @@ TEST(CalibrationFile, RoundTrips) {
   EXPECT_EQ(a.points, b.points);
 }
 
+const char* kGpuCluster = R"Y(name: test-gpu
+device:
+  kind: gpu
+  peak_flops:
+    matrix:
+      fp32: 100e12
+  memory_bandwidth: 1e12
+  op_overhead: 9e-6
+  launch_overhead: 4e-6
+topology:
+  devices_per_node: 1
+  nodes: 1
+  levels:
+    - name: nvlink
+      span: 1
+      bandwidth: 100e9
+      latency: 1e-6
+)Y";
+
+// A GPU's per-op pass also times each call until it returned: mm returns after 4 us whatever its size (it only
+// launches), add only once its kernel is done (it waits for the device). The fit keeps each op's host part and which
+// ops wait; the cost model then issues an op for its host part alone (not the calibration's overhead, which holds
+// the wait for the device a per-op pass adds) and makes the waiting ones wait.
+TEST(FitCalibration, AGpusHostPartsGiveEachOpsDispatchAndWhichOpsWait) {
+  Ops x;
+  for (int64_t s : {64, 128, 256, 512, 1024}) x.mm(s, s, s);
+  for (int64_t s : {8, 64, 256, 1024, 2048}) x.add(s, s);
+  const Trace tr = x.b.finish();
+  const std::vector<std::pair<uint32_t, double>> measured = measure(tr);
+  std::vector<double> host;
+  for (const auto& [node, seconds] : measured)
+    host.push_back(op_work(tr, node).family == OpFamily::Gemm ? 4e-6 : 0.9 * seconds);
+  const Calibration c = fit_calibration(samples_from_trace(tr, measured, host));
+  ASSERT_TRUE(c.dispatch.count("aten::mm"));
+  ASSERT_TRUE(c.dispatch.count("aten::add"));
+  EXPECT_NEAR(c.dispatch.at("aten::mm"), 4e-6, 1e-12);
+  EXPECT_EQ(c.waits_device, (std::set<std::string>{"aten::add"}));
+  // add's host part at its three smallest sizes, where its kernel is the least: the middle one.
+  EXPECT_NEAR(c.dispatch.at("aten::add"), 0.9 * (3e-6 + 3.0 * 64 * 64 * 4 / 10e9), 1e-12);
+
+  const std::string path = test::test_dir() + "/gpu.json";
+  write_calibration(c, path);
+  const Calibration r = read_calibration(path);
+  EXPECT_EQ(r.dispatch, c.dispatch);
+  EXPECT_EQ(r.waits_device, c.waits_device);
+  ASSERT_EQ(r.samples.size(), c.samples.size());
+  for (size_t i = 0; i < c.samples.size(); ++i) EXPECT_EQ(r.samples[i].host_seconds, c.samples[i].host_seconds);
+
+  const CostModel m(parse_cluster(kGpuCluster, "<test>"), &r);
+  Ops y;
+  y.mm(384, 384, 384);
+  y.add(512, 512);
+  y.b.op("aten::relu(Tensor self) -> Tensor", {y.t({512, 512})}, {y.t({512, 512})});
+  const Trace t2 = y.b.finish();
+  const uint32_t mm = static_cast<uint32_t>(t2.nodes.size() - 3);
+  const OpCost cm = m.op(t2, mm), ca = m.op(t2, mm + 1), cr = m.op(t2, mm + 2);
+  EXPECT_NEAR(cm.host, 4e-6, 1e-12);  // not overhead (5 us) + the cluster's launch (4 us)
+  EXPECT_FALSE(cm.waits_device);
+  EXPECT_NEAR(cm.device, mm_truth(cm.work) - 5e-6, 1e-9);
+  EXPECT_TRUE(ca.waits_device);
+  EXPECT_FALSE(cr.waits_device);
+  EXPECT_NEAR(cr.host, (c.dispatch.at("aten::mm") + c.dispatch.at("aten::add")) / 2, 1e-12);  // the median of two
+
+  // A CPU calibration (no host parts) keeps the overheads and the cluster's launch.
+  const Calibration cpu = known_calibration();
+  EXPECT_TRUE(cpu.dispatch.empty());
+  EXPECT_NEAR(CostModel(parse_cluster(kGpuCluster, "<test>"), &cpu).op(t2, mm).host, 5e-6 + 4e-6, 1e-12);
+}
+
+// Grid points as near as each other around a key are all taken: the first three in sample order were, and a key
+// between a slow small GEMM and fast large ones read at the small one's rate.
+TEST(FitCalibration, EveryGridPointAroundAKeyCounts) {
+  Ops x;
+  std::vector<std::pair<uint32_t, double>> measured;
+  for (int64_t m : {256, 1024})
+    for (int64_t n : {256, 1024})
+      for (int64_t k : {256, 1024}) x.mm(m, n, k);
+  const Trace tr = x.b.finish();
+  for (uint32_t i = 0; i < tr.nodes.size(); ++i)
+    if (tr.nodes[i].kind == NodeKind::Operator) {
+      const OpWork w = op_work(tr, i);
+      const double rate = w.key[0] == 256 ? 10e9 : 40e9;  // every m = 256 corner slow, every m = 1024 fast
+      measured.emplace_back(i, 1e-6 + w.flops / rate);
+    }
+  Calibration c = fit_calibration(samples_from_trace(tr, measured));
+  c.overheads["aten::mm"] = 1e-6;
+  const CostModel model(parse_cluster(kCpu, "<test>"), &c);
+  Ops y;
+  y.mm(512, 512, 512);  // the centre of the cell: all eight corners as near
+  const Trace t2 = y.b.finish();
+  const OpCost at = model.op(t2, static_cast<uint32_t>(t2.nodes.size() - 1));
+  EXPECT_NEAR(at.host - 1e-6, at.work.flops / 20e9, 1e-3 * at.host);  // the geometric mean of 10 and 40 GFLOP/s
+}
+
 TEST(CalibrationFile, WrongFilesNameTheFileAndThePlace) {
   const std::string dir = test::test_dir();
   const std::string not_json = test::write_file(dir + "/a.json", "{\"format\": ");
@@ -461,6 +555,16 @@ TEST(OpTimesFile, ReadsSingleRankAndMergedResults) {
   EXPECT_EQ(a[0].seconds.at(7), 2e-6);
   ASSERT_EQ(a[0].in_order.size(), 3u);
   EXPECT_EQ(a[0].in_order[0], std::make_pair(int64_t{5}, 1e-6));
+  EXPECT_TRUE(a[0].host_in_order.empty());
+  // A GPU replay's host parts, in the same order; a list of another length is refused.
+  const std::string gpu = test::write_file(dir + "/gpu.json", R"({"reprise_replay": 1, "trace": "t.json",
+    "op_times": {"node_ids": [5, 7], "seconds": [1e-5, 2e-5], "host_seconds": [4e-6, 2e-5]}})");
+  EXPECT_EQ(read_op_times(gpu)[0].host_in_order, (std::vector<double>{4e-6, 2e-5}));
+  const std::string uneven = test::write_file(dir + "/uneven.json", R"({"reprise_replay": 1,
+    "op_times": {"node_ids": [5, 7], "seconds": [1e-5, 2e-5], "host_seconds": [4e-6]}})");
+  EXPECT_NE(
+      user_error([&] { read_op_times(uneven); }).find(uneven + ": op_times: host_seconds: expected a list as long"),
+      std::string::npos);
 
   // A distributed replay's merged results: the top level is rank 0's document, ranks[i] each rank's.
   const std::string merged = test::write_file(dir + "/merged.json", R"({"reprise_replay": 1, "trace": "r0.json",

@@ -14,6 +14,7 @@
 #include "reprise/predict/host_overheads.h"
 #include "reprise/predict/simulator.h"
 #include "reprise/trace/builder.h"
+#include "reprise/trace/write.h"
 #include "test_util.h"
 
 namespace reprise::predict {
@@ -155,6 +156,45 @@ TEST(HostOverheads, DeviceWaitsAreLeftOut) {
   EXPECT_EQ(item.waiting, 1);
   EXPECT_NEAR(item.launch, 0, 1e-12);
   EXPECT_NEAR(item.to_first_launch + item.after_last_launch, 10 * kUs, 1e-12);
+}
+
+// A capture folder as `reprise capture` writes one: an ET and its host timeline beside it, every op `op_us` long.
+std::string capture_folder(const std::string& dir, double op_us) {
+  std::filesystem::create_directories(dir);
+  SyntheticSpec s;
+  s.world_size = 1;
+  s.iterations = 1;
+  s.layers = 2;
+  Trace t = synthetic_trace(s);
+  t.kineto.emplace();
+  t.kineto->producer = "reprise capture";
+  for (Node& n : t.nodes)
+    if (n.kind == NodeKind::Operator) {
+      n.ts_us = 20.0 * static_cast<double>(n.id);
+      n.dur_us = op_us;
+    } else if (n.kind == NodeKind::Annotation) {
+      n.ts_us = 0;
+      n.dur_us = 1e6;
+    }
+  write_et(t, dir + "/rank-0.json.gz");
+  write_text_file(dir + "/rank-0.kineto.json", host_timeline_json(t));
+  return dir;
+}
+
+// Captures of two workloads each hold a rank 0: measured together, each folder is a job of its own with its own
+// timeline (they were read as one job, and the second folder's ET then had "no Kineto trace").
+TEST(HostOverheads, EachFolderIsAJobOfItsOwn) {
+  const std::string a = capture_folder(test::test_dir() + "/a", 4), b = capture_folder(test::test_dir() + "/b", 8);
+  size_t calls_a = 0, calls_both = 0;
+  const HostOverheads one = measure_host_overheads({a}, &calls_a);
+  const HostOverheads both = measure_host_overheads({a, b}, &calls_both);
+  ASSERT_GT(calls_a, 0u);
+  EXPECT_EQ(calls_both, 2 * calls_a);
+  ASSERT_TRUE(one.by_op.count("aten::mm"));
+  ASSERT_TRUE(both.by_op.count("aten::mm"));
+  EXPECT_NEAR(one.by_op.at("aten::mm").host_seconds() - one.by_op.at("aten::mm").gap_before, 4 * kUs, 1e-9);
+  EXPECT_NEAR(both.by_op.at("aten::mm").host_seconds() - both.by_op.at("aten::mm").gap_before, 6 * kUs, 1e-9);
+  EXPECT_EQ(both.source, a + ", " + b);
 }
 
 TEST(HostOverheads, KeptInTheCalibrationFile) {

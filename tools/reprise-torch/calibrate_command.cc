@@ -31,13 +31,18 @@ namespace {
 
 using namespace reprise::predict;
 
-// Measured times by node id as samples_from_trace() takes them: by node index (Trace::find).
-std::vector<std::pair<uint32_t, double>> by_node_index(const Trace& t,
-                                                       const std::vector<std::pair<int64_t, double>>& times) {
-  std::vector<std::pair<uint32_t, double>> out;
-  for (const auto& [id, s] : times)
-    if (const uint32_t i = t.find(id); i != kNone32) out.emplace_back(i, s);
-  return out;
+// A replay's op times (node id, seconds) as samples: by node index (Trace::find), with their host parts (a GPU's,
+// in the same order; empty when not measured).
+std::vector<OpSample> samples_of(const Trace& t, const std::vector<std::pair<int64_t, double>>& times,
+                                 const std::vector<double>& host_times) {
+  std::vector<std::pair<uint32_t, double>> measured;
+  std::vector<double> host;
+  for (size_t k = 0; k < times.size(); ++k)
+    if (const uint32_t i = t.find(times[k].first); i != kNone32) {
+      measured.emplace_back(i, times[k].second);
+      if (k < host_times.size()) host.push_back(host_times[k]);
+    }
+  return samples_from_trace(t, measured, host);
 }
 
 std::string cpu_model() {
@@ -84,7 +89,7 @@ std::vector<OpSample> samples_from_replays(const std::vector<std::string>& files
       for (const Trace& x : set.ranks)
         if (x.rank == ot.rank || set.ranks.size() == 1) t = &x;
       if (!t) throw UserError(f + ": " + ot.trace + " has no rank " + std::to_string(ot.rank));
-      std::vector<OpSample> s = samples_from_trace(*t, by_node_index(*t, ot.in_order));
+      std::vector<OpSample> s = samples_of(*t, ot.in_order, ot.host_in_order);
       out.insert(out.end(), s.begin(), s.end());
     }
     source += (source.empty() ? "" : ", ") + f;
@@ -284,7 +289,7 @@ int cmd_calibrate(int argc, char** argv) {
     if (!r.failed.empty() && reporter)
       line.message("warning: " + std::to_string(r.failed.size()) + " sweep op(s) failed, first " + r.failed.front().op +
                    ": " + r.failed.front().reason);
-    samples = samples_from_trace(sweep, by_node_index(sweep, r.op_times));
+    samples = samples_of(sweep, r.op_times, r.op_host_times);
     cal.source = "microbenchmarks (" + std::to_string(samples.size()) + " ops, " + std::to_string(passes) + " passes)";
     cal.device = r.device;
   }

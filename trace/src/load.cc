@@ -158,6 +158,8 @@ int64_t rank_from_name(std::string_view name) {
   return -1;
 }
 
+bool is_archive_name(std::string_view path) { return detail::is_tar_name(path); }
+
 std::string kineto_beside(const std::string& et_path) {
   std::string stem = et_path;
   for (const char* ext : {".json.gz", ".json"})

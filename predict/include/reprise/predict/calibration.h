@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -33,6 +34,7 @@ struct OpSample {
   std::array<double, 4> key{};
   double flops = 0, bytes = 0;
   double seconds = 0;
+  double host_seconds = -1;  // on a GPU: the call's time until it returned, before its device work was waited for
 };
 
 // A collective's time against message size, as the multi-GPU modeling seed fits it: latency below a turning point,
@@ -79,6 +81,11 @@ struct Calibration {
   std::map<std::string, double> overheads;  // host seconds per call, by op name
   double default_overhead = 0;              // for ops without their own
   std::map<std::string, double> sigma;      // by family name: std of leave-one-out log residuals
+  // On a GPU (samples with host_seconds): the host's share of a call by op name, what the host spends before the
+  // next op can be issued (dispatch and launches), and the ops whose calls wait for their own device work (their host
+  // part grows with it: a count read back, a sort's size). `overheads` then only separates device time from a call.
+  std::map<std::string, double> dispatch;
+  std::set<std::string> waits_device;
   std::vector<CollectiveCurve> collectives;
   // A GPU's ops' host side, measured from Kineto traces (calibrate --host-from): when the cost model has an op's
   // kinds, they time its host side and its launch instead of `overheads` and the cluster's launch overhead.
@@ -101,7 +108,9 @@ std::vector<std::string> sweep_families();  // "gemm", "memory", "embedding", "c
 
 // Samples from a trace and the seconds measured for some of its nodes (by node index); nodes of no family with a
 // model (views, waits, unmodeled ops) still give overhead samples.
-std::vector<OpSample> samples_from_trace(const Trace& t, const std::vector<std::pair<uint32_t, double>>& measured);
+// `host`, when not empty, holds each measured op's host part (OpSample::host_seconds), in the order of `measured`.
+std::vector<OpSample> samples_from_trace(const Trace& t, const std::vector<std::pair<uint32_t, double>>& measured,
+                                         const std::vector<double>& host = {});
 
 // Fits overheads, residuals and collective curves. Throws UserError when there is nothing to fit.
 Calibration fit_calibration(std::vector<OpSample> samples, const std::vector<CommPoint>& comms = {});
@@ -125,6 +134,7 @@ struct OpTimes {
   int64_t rank = 0;
   std::unordered_map<int64_t, double> seconds;       // node id -> seconds (the last occurrence of a repeated node)
   std::vector<std::pair<int64_t, double>> in_order;  // as replayed: (node id, seconds)
+  std::vector<double> host_in_order;                 // a GPU replay's host part of each (empty: not measured)
 };
 std::vector<OpTimes> read_op_times(const std::string& results_json_path);
 // Points of `reprise comms --json` output files.

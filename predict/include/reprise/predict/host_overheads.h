@@ -76,8 +76,9 @@ struct HostOverheads {
 // IQR; under five values ten times the lower median; never under 100 us); the launch counts' plain means.
 HostOverheads fit_host_overheads(const std::vector<HostSample>& samples);
 
-// `calibrate --host-from`: every rank of the traces, files or folders `inputs` name (as load_traces reads them),
-// measured and fitted; `source` names them. `calls`, when given, receives how many op calls were measured.
+// `calibrate --host-from`: every rank of the traces, files or folders `inputs` name, measured and fitted. Each folder
+// or archive is read as one job (load_traces), the files named one by one as one job together; `source` names them.
+// `calls`, when given, receives how many op calls were measured.
 HostOverheads measure_host_overheads(const std::vector<std::string>& inputs, size_t* calls = nullptr);
 
 }  // namespace reprise::predict

@@ -123,6 +123,7 @@ struct CollectiveTiming {
 struct OpSpan {
   uint32_t node = 0;  // index in Trace::nodes
   double start_us = 0, dur_us = 0;
+  double host_us = -1;  // on a GPU: until the call returned, before the device was waited for (-1: a CPU's)
 };
 
 // What --host-time re-spent (docs/replay.md, "Host time").
@@ -180,6 +181,9 @@ struct ReplayResult {
   // steps or repeated nodes keep every occurrence, in plan order). What `reprise calibrate --from-replay` and
   // `reprise predict --op-times` read.
   std::vector<std::pair<int64_t, double>> op_times;
+  // On a GPU, each op_times entry's host part: the median time until the call returned (its dispatch and launches,
+  // and any wait on the device inside it), before the per-op pass waited for the device. Empty on a CPU.
+  std::vector<double> op_host_times;
   std::vector<CollectiveTiming> collective_timing;  // with a communicator
   int world_size = 1;
   std::string launcher = "single";  // what started the ranks: "mpirun", "srun", "torchrun", "single"

@@ -39,6 +39,8 @@ TraceFormat detect_format(std::string_view head, std::string_view name);
 // ETs and Kineto traces of the same rank are paired and linked. Ranks come from the file names
 // (rank-N, rank_N, worker N, _N before the extension), Kineto's distributedInfo, or the order given.
 TraceSet load_traces(const std::vector<std::string>& inputs, const ReadOptions& options = {});
+// Whether `path` names a tar archive (.tar, .tar.gz, .tgz): one job's files, as a folder holds them.
+bool is_archive_name(std::string_view path);
 // The Kineto trace a capture writes beside an ET file (NAME.kineto.json.gz or .json beside NAME.json[.gz]), which
 // load_traces reads with that file when it is named alone; empty when there is none.
 std::string kineto_beside(const std::string& et_path);
