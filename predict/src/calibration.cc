@@ -66,34 +66,35 @@ void monotone_in_bytes(std::vector<OpSample>& samples) {
   for (auto& [op, v] : by_op) {
     std::sort(v.begin(), v.end(), [](const OpSample* a, const OpSample* b) { return a->bytes > b->bytes; });
     double least = INFINITY;
-    for (OpSample* s : v) least = s->seconds = std::min(s->seconds, least);
+    for (OpSample* s : v) {
+      least = s->seconds = std::min(s->seconds, least);
+      s->host_seconds = std::min(s->host_seconds, s->seconds);  // a part of the call (-1: none)
+    }
   }
 }
 
 // A GPU's host part of each op (samples with host_seconds): the median over its three smallest sizes, where the least
-// device work can hide in it; an op waits for its device work when most of its calls whose device work is at least
-// three times its overhead returned only after half their time.
+// device work can hide in it. An op waits for its device work when its host part grows with its size as its call
+// does: from its three smallest sizes to its three largest, the host part grows by at least half what the call grows
+// (an op that only launches returns as soon as it has, however long its kernels run), and the call grows by at least
+// a fifth and 10 us (sizes that change nothing say nothing).
 void fit_dispatch(Calibration& c) {
   std::map<std::string, std::map<double, std::vector<const OpSample*>>> by_op;  // op -> work -> samples
   for (const OpSample& s : c.samples)
     if (s.host_seconds >= 0) by_op[s.op][detail::work_measure(s)].push_back(&s);
   for (const auto& [op, sizes] : by_op) {
-    std::vector<double> smallest;
-    int heavy = 0, waited = 0;
-    const auto o = c.overheads.find(op);
-    const double overhead = o != c.overheads.end() ? o->second : c.default_overhead;
-    int taken = 0;
-    for (const auto& [work, v] : sizes) {
-      if (taken++ < 3)
-        for (const OpSample* s : v) smallest.push_back(s->host_seconds);
-      for (const OpSample* s : v)
-        if (work > 0 && s->seconds - overhead >= 3 * overhead) {
-          ++heavy;
-          waited += s->host_seconds >= 0.5 * s->seconds;
-        }
-    }
-    c.dispatch[op] = median(smallest);
-    if (heavy > 0 && 2 * waited > heavy) c.waits_device.insert(op);
+    // The medians of the call and of its host part over the three smallest (or largest) sizes.
+    auto ends = [](auto first, auto last) {
+      std::vector<double> call, host;
+      for (int taken = 0; first != last && taken < 3; ++first, ++taken)
+        for (const OpSample* s : first->second) call.push_back(s->seconds), host.push_back(s->host_seconds);
+      return std::make_pair(median(call), median(host));
+    };
+    const auto [call_small, host_small] = ends(sizes.begin(), sizes.end());
+    const auto [call_large, host_large] = ends(sizes.rbegin(), sizes.rend());
+    c.dispatch[op] = host_small;
+    const double grew = call_large - call_small;
+    if (grew >= std::max(10e-6, 0.2 * call_small) && host_large - host_small >= 0.5 * grew) c.waits_device.insert(op);
   }
 }
 

@@ -10,6 +10,8 @@
 #include "program.h"
 #include "reprise/common/clock.h"
 #include "reprise/common/error.h"
+#include "reprise/common/files.h"
+#include "reprise/common/stats.h"
 #include "reprise/generators/bundle.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/summary.h"
@@ -63,8 +65,17 @@ struct Built {
   detail::BuiltProgram b;
   SimProgram lo, hi;
   std::vector<int32_t> groups_used;
-  int64_t rank = 0;  // the rank whose trace it was built from
+  int64_t rank = 0;            // the rank whose trace it was built from
+  double host_time_scale = 0;  // of the recorded host time between its ops
 };
+
+// The recorded host time's scale when not given, as replay's --host-time default (docs/replay.md): recorded on a GPU,
+// where a launch-bound step's time is its host's; on a CPU only for a Python capture's profiled steps (the
+// observer's cost is in the gaps of other traces' times).
+double default_host_time_scale(const Cluster& c, const Trace& t) {
+  if (c.device.kind != "cpu") return 1;
+  return t.kineto && t.kineto->producer == "python profiler" ? 1 : 0;
+}
 
 bool has_p2p(const Built& b) {
   const std::vector<SimCollective>& cs = b.b.program.collectives;
@@ -86,6 +97,7 @@ class Predictor {
   std::vector<OpTimes> op_times_;
   std::vector<std::unique_ptr<Built>> built_;
   std::vector<const Built*> rank_program_;  // per world rank
+  std::map<int64_t, double> plain_step_;    // by rank: the step without the observers (capture manifest)
   double oversubscribed_ = 1;               // CPU ranks per device, when more than one
   Prediction p_;
 
@@ -136,6 +148,9 @@ Built* Predictor::build(std::unique_ptr<Trace> t, int64_t rank) {
   bo.all_steps = o_.all_steps;
   bo.op_times = op_times_for(rank);
   bo.rank = rank;
+  b->host_time_scale = bo.host_time_scale =
+      o_.host_time_scale >= 0 ? o_.host_time_scale : default_host_time_scale(o_.cluster, tr);
+  if (auto plain = plain_step_.find(rank); plain != plain_step_.end()) bo.plain_step_seconds = plain->second;
   bo.group_of = [&](const Collective& c) {
     const int32_t g = groups_->of(tr, c, bundle_groups_);
     if (std::find(b->groups_used.begin(), b->groups_used.end(), g) == b->groups_used.end()) b->groups_used.push_back(g);
@@ -170,6 +185,8 @@ void Predictor::load_bundle() {
   const gen::Bundle bundle = gen::read_bundle(input_);
   p_.name = bundle.name;
   bundle_groups_ = bundle.process_groups;
+  for (const gen::RankExpectation& x : bundle.expected)
+    if (!x.iteration_seconds.empty()) plain_step_[x.rank] = median(x.iteration_seconds);
   set_world(bundle.world_size);
   ReadOptions ro;
   ro.warn = o_.warn;
@@ -197,6 +214,13 @@ void Predictor::load_traces() {
   ro.warn = o_.warn;
   TraceSet set = reprise::load_traces({input_}, ro);
   if (set.ranks.empty()) throw UserError(input_ + ": no trace");
+  // A capture folder's manifest: how long each rank's step ran without the observers.
+  const std::filesystem::path manifest = std::filesystem::path(input_) / "manifest.json";
+  std::error_code ec;
+  if (std::filesystem::is_directory(input_, ec) && std::filesystem::is_regular_file(manifest, ec))
+    if (auto facts = gen::read_capture_manifest_if_ours(read_text_file(manifest.string()), manifest.string()))
+      for (const auto& [rank, seconds] : facts->iteration_seconds)
+        if (!seconds.empty()) plain_step_[rank] = median(seconds);
   for (const Trace& t : set.ranks)
     if (t.from_kineto_only)
       throw UserError(t.source + ": a Kineto trace alone has no ops to predict (an ET is needed)");
@@ -312,6 +336,8 @@ Prediction Predictor::run() {
   p_.fallback = b.fallback;
   p_.measured = b.measured;
   p_.unmodeled = b.unmodeled;
+  p_.host_time_scale = zero.host_time_scale;
+  p_.host_time_seconds = b.host_time_seconds;
   for (const auto& [label, tot] : b.per_op) {
     FamilyTime& f = p_.families[family_name(tot.family)];
     f.count += tot.count;

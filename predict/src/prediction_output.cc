@@ -10,6 +10,8 @@
 namespace reprise::predict {
 namespace {
 
+const char* host_time_mode(double scale) { return scale == 0 ? "none" : scale == 1 ? "recorded" : "scale"; }
+
 using json = nlohmann::ordered_json;
 
 json events_json(const std::vector<SimEvent>& evs) {
@@ -48,6 +50,9 @@ std::string prediction_json(const Prediction& p) {
                      {"comm_busy_seconds", r.sim.comm_busy},
                      {"exposed_comm_seconds", r.sim.exposed_comm}});
   j["ranks"] = ranks;
+  j["host_time"] = {{"mode", host_time_mode(p.host_time_scale)},
+                    {"scale", p.host_time_scale},
+                    {"seconds_per_iteration", p.host_time_seconds}};
   j["launch"] = p.launch;
   json fam = json::object();
   for (const auto& [name, f] : p.families) fam[name] = f.seconds;
@@ -129,6 +134,10 @@ void print_prediction(std::FILE* out, const Prediction& p) {
                  human_seconds(r.sim.host_busy).c_str(), human_seconds(r.sim.compute_busy).c_str(),
                  human_seconds(r.sim.comm_busy).c_str(), human_seconds(r.sim.exposed_comm).c_str());
   }
+  if (p.host_time_scale > 0)
+    std::fprintf(out,
+                 "  host time    %s (--host-time): %s per iteration between rank 0's ops, as the trace recorded it\n",
+                 host_time_mode(p.host_time_scale), human_seconds(p.host_time_seconds).c_str());
   if (p.ranks.size() > 1) {
     auto [fast, slow] =
         std::minmax_element(p.ranks.begin(), p.ranks.end(),

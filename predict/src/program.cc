@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "reprise/common/error.h"
+#include "reprise/trace/host_gaps.h"
 #include "step_ops.h"
 
 namespace reprise::predict::detail {
@@ -44,8 +45,8 @@ class Builder {
     ++tot.count;
     tot.seconds += seconds;
   }
-  void compute(uint32_t node);
-  void comm(uint32_t node);
+  void compute(uint32_t node, double gap);
+  void comm(uint32_t node, double gap);
   bool peer_of(const Collective& c, int32_t group, int64_t& peer) const;
 };
 
@@ -65,10 +66,14 @@ bool Builder::peer_of(const Collective& c, int32_t group, int64_t& peer) const {
   return true;
 }
 
-void Builder::compute(uint32_t node) {
+// `gap`: the recorded host time before the op (seconds), spent on the host before its own part.
+void Builder::compute(uint32_t node, double gap) {
   const Node& n = t_.nodes[node];
   p2p_run_.clear();
   OpCost c = m_.op(t_, node);
+  c.host += gap;
+  c.host_gap += gap;
+  if (c.launch_at >= 0) c.launch_at += gap;
   ++b_.ops;
   if (c.modeled)
     ++b_.modeled;
@@ -107,7 +112,7 @@ void Builder::compute(uint32_t node) {
   add(op, c.sigma, std::string(t_.name(n)), c.work.family, c.host + c.device);
 }
 
-void Builder::comm(uint32_t node) {
+void Builder::comm(uint32_t node, double gap) {
   const int32_t ci = collective_of(t_, node);
   const std::string label = collective_label(t_, node);
   ++b_.ops;
@@ -116,7 +121,7 @@ void Builder::comm(uint32_t node) {
     return;
   }
   const Collective& c = t_.collectives[ci];
-  const double host = m_.op(t_, node).host;
+  const double host = m_.op(t_, node).host + gap;
   SimOp op;
   op.node = node;
   op.stream = stream_of(t_, t_.nodes[node], streams_);
@@ -183,15 +188,26 @@ BuiltProgram Builder::run() {
   b_.program.host_runs_ops = m_.cluster().device.kind == "cpu";
   const std::vector<StepSpan> steps = chosen_steps(t_, o_.steps, o_.all_steps, b_.steps);
   for (const StepSpan& s : steps) {
-    for (uint32_t node : step_units(t_, s)) {
-      const NodeKind k = t_.nodes[node].kind;
-      if (k == NodeKind::Collective || k == NodeKind::Wait || k == NodeKind::CommOp)
-        comm(node);
+    const std::vector<uint32_t> units = step_units(t_, s);
+    RecordedGaps gaps;
+    gaps.before_us.assign(units.size(), 0);
+    if (o_.host_time_scale > 0)
+      gaps = recorded_gaps(t_, units, s.step ? s.step->node : kNone32, o_.plain_step_seconds * 1e6);
+    const double scale = o_.host_time_scale * gaps.keep * 1e-6;  // microseconds recorded -> seconds spent
+    for (size_t k = 0; k < units.size(); ++k) {
+      const uint32_t node = units[k];
+      const NodeKind kind = t_.nodes[node].kind;
+      const double gap = gaps.before_us[k] * scale;
+      b_.host_time_seconds += gap;
+      if (kind == NodeKind::Collective || kind == NodeKind::Wait || kind == NodeKind::CommOp)
+        comm(node, gap);
       else
-        compute(node);
+        compute(node, gap);
     }
     SimOp end;
     end.kind = SimOp::Kind::StepEnd;
+    end.host = gaps.tail_us * scale;  // after the last op, before the step ends
+    b_.host_time_seconds += end.host;
     b_.program.ops.push_back(end);
     b_.op_sigma.push_back(0);
   }
@@ -207,6 +223,7 @@ BuiltProgram Builder::run() {
     per_step(tot.count);
   }
   for (int64_t* count : {&b_.ops, &b_.modeled, &b_.fallback, &b_.measured}) per_step(*count);
+  b_.host_time_seconds /= static_cast<double>(n);
   for (auto& [op, count] : b_.unmodeled) per_step(count);
   return std::move(b_);
 }

@@ -28,6 +28,7 @@ struct BuiltProgram {
   std::map<std::string, OpTotals> per_op;  // by op label, per iteration
   // Coverage, per iteration:
   int64_t ops = 0, modeled = 0, fallback = 0, measured = 0;
+  double host_time_seconds = 0;              // the recorded host time added, per iteration
   std::map<std::string, int64_t> unmodeled;  // op -> count
 };
 
@@ -35,6 +36,8 @@ struct BuildOptions {
   std::vector<int64_t> steps;  // ProfilerStep numbers; empty: the first complete step
   bool all_steps = false;
   const OpTimes* op_times = nullptr;  // measured seconds by node id, for this rank's trace
+  double host_time_scale = 0;         // of the recorded host time between ops added before each (0: none)
+  double plain_step_seconds = 0;      // the step without the observers (a capture manifest's): scales the gaps
   int64_t rank = 0;                   // the trace's global rank: where its sends go and its receives come from
   // The SimInput group a collective runs on (resolved from its process group), and that group's members.
   std::function<int32_t(const Collective& c)> group_of;

@@ -301,6 +301,7 @@ bool Simulation::step(int64_t r) {
         break;
       }
       case SimOp::Kind::StepEnd: {
+        if (op.host > 0) host_call(r, pc, op.host);  // the recorded host time after the step's last op
         for (size_t s = 0; s < k.stream_tail.size(); ++s)
           later(k.host, k.host_last, k.stream_tail[s], k.stream_last[s]);
         for (size_t g = 0; g < k.comm_tail.size(); ++g) later(k.host, k.host_last, k.comm_tail[g], k.comm_last[g]);
@@ -399,12 +400,15 @@ void Simulation::finish(SimResult& out) {
   out.makespan = ranks_.empty() ? 0 : out.ranks[slowest].end;
   auto event = [&](int64_t r, const Ev& e) {
     const SimProgram& p = *ranks_[r].p;
-    const uint32_t node = p.ops[std::min<size_t>(e.op, p.ops.size() - 1)].node;
+    const SimOp& op = p.ops[std::min<size_t>(e.op, p.ops.size() - 1)];
+    const uint32_t node = op.node;
     SimEvent s;
     s.rank = r;
     s.resource = resource_name(e.res);
     s.node = node;
-    s.name = node < p.op_names.size() ? p.op_names[node] : "node " + std::to_string(node);
+    s.name = op.kind == SimOp::Kind::StepEnd ? std::string("host time after the step's last op")
+             : node < p.op_names.size()      ? p.op_names[node]
+                                             : "node " + std::to_string(node);
     s.start = e.start, s.end = e.end;
     return s;
   };

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "kineto_builder.h"
 #include "program.h"
@@ -12,6 +13,7 @@
 #include "reprise/predict/calibration.h"
 #include "reprise/predict/cost_model.h"
 #include "reprise/predict/host_overheads.h"
+#include "reprise/predict/predict.h"
 #include "reprise/predict/simulator.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/write.h"
@@ -159,7 +161,8 @@ TEST(HostOverheads, DeviceWaitsAreLeftOut) {
 }
 
 // A capture folder as `reprise capture` writes one: an ET and its host timeline beside it, every op `op_us` long.
-std::string capture_folder(const std::string& dir, double op_us) {
+std::string capture_folder(const std::string& dir, double op_us, const std::string& producer = "reprise capture",
+                           double plain_seconds = 0) {
   std::filesystem::create_directories(dir);
   SyntheticSpec s;
   s.world_size = 1;
@@ -167,7 +170,7 @@ std::string capture_folder(const std::string& dir, double op_us) {
   s.layers = 2;
   Trace t = synthetic_trace(s);
   t.kineto.emplace();
-  t.kineto->producer = "reprise capture";
+  t.kineto->producer = producer;
   for (Node& n : t.nodes)
     if (n.kind == NodeKind::Operator) {
       n.ts_us = 20.0 * static_cast<double>(n.id);
@@ -178,6 +181,10 @@ std::string capture_folder(const std::string& dir, double op_us) {
     }
   write_et(t, dir + "/rank-0.json.gz");
   write_text_file(dir + "/rank-0.kineto.json", host_timeline_json(t));
+  if (plain_seconds > 0)
+    write_text_file(dir + "/manifest.json", R"({"reprise_capture": 1, "world_size": 1, "ranks": [{"rank": 0, )"
+                                            R"("trace": "rank-0.json.gz", "iteration_seconds": [)" +
+                                                std::to_string(plain_seconds) + "]}]}");
   return dir;
 }
 
@@ -374,6 +381,54 @@ TEST(HostOverheads, TheCostModelAndTheSimulatorUseThem) {
   EXPECT_LT(lo.ops[0].host, 30);
   EXPECT_DOUBLE_EQ(lo.ops[0].launch_at / lo.ops[0].host, 5.0 / 30);
   EXPECT_EQ(detail::scaled_program(built, 1).ops[1].launch_at, -1);
+}
+
+const char* kCpuCluster = R"Y(name: test-cpu
+device:
+  kind: cpu
+  peak_flops:
+    vector:
+      fp32: 100e9
+  memory_bandwidth: 20e9
+  op_overhead: 1e-6
+topology:
+  devices_per_node: 1
+  nodes: 1
+  levels:
+    - name: shm
+      span: 1
+      bandwidth: 5e9
+      latency: 1e-6
+)Y";
+
+// The host time the trace recorded between its ops (20 us apart, 4 us long: 16 us gaps) is added before each op on
+// a GPU cluster, as replay re-spends it; none leaves it out, a scale scales it, a capture manifest's plain step scales
+// it by the plain step over the recorded one (the marker spans 1 s), and on a CPU cluster only a Python capture's
+// profiled steps keep it by default.
+TEST(HostTime, PredictAddsTheRecordedHostTimeBetweenOps) {
+  const std::string dir = capture_folder(test::test_dir() + "/job", 4);
+  PredictOptions o;
+  o.cluster = parse_cluster(kGpu, "<test>");
+  const Prediction recorded = predict(dir, o);
+  EXPECT_EQ(recorded.host_time_scale, 1);
+  ASSERT_GT(recorded.host_time_seconds, 0);
+  o.host_time_scale = 0;
+  const Prediction none = predict(dir, o);
+  EXPECT_EQ(none.host_time_seconds, 0);
+  // Tiny ops on a GPU: the host is the step, so the step grows by what was added.
+  EXPECT_NEAR(recorded.seconds - none.seconds, recorded.host_time_seconds, 0.01 * recorded.seconds);
+  o.host_time_scale = 0.5;
+  EXPECT_NEAR(predict(dir, o).host_time_seconds, 0.5 * recorded.host_time_seconds, 1e-12);
+  EXPECT_EQ(nlohmann::json::parse(prediction_json(recorded))["host_time"]["mode"], "recorded");
+
+  o.host_time_scale = -1;
+  const std::string timed = capture_folder(test::test_dir() + "/timed", 4, "reprise capture", 0.5);
+  EXPECT_NEAR(predict(timed, o).host_time_seconds, 0.5 * recorded.host_time_seconds, 1e-9);
+
+  o.cluster = parse_cluster(kCpuCluster, "<test>");
+  EXPECT_EQ(predict(dir, o).host_time_seconds, 0);
+  const std::string python = capture_folder(test::test_dir() + "/python", 4, "python profiler");
+  EXPECT_NEAR(predict(python, o).host_time_seconds, recorded.host_time_seconds, 1e-12);
 }
 
 }  // namespace

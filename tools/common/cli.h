@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -129,6 +130,26 @@ inline std::vector<int64_t> parse_int_list(const std::string& s, const std::stri
 
 // An output file is checked before any work starts, so a long run is not lost at the end: its folder exists and is
 // writable, it is not read-only or a folder; a device, FIFO or `-` is fine, a link is checked at its target.
+// --host-time's value (replay, analyze --measure, predict): none 0, recorded 1, else a scale in (0, 1000]; otherwise
+// a UserError that `command` begins.
+inline double parse_host_time(const std::string& text, const std::string& command) {
+  if (text == "none") return 0;
+  if (text == "recorded") return 1;
+  double scale = 0;
+  size_t used = 0;
+  try {
+    scale = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const bool decimal = text.find_first_of("xXpP") == std::string::npos;  // stod reads 0x10 as 16
+  if (!(decimal && used > 0 && used == text.size() && std::isfinite(scale) && scale > 0 && scale <= 1000))
+    throw UserError(command +
+                    ": --host-time must be none, recorded or a scale above 0, at most 1000 (such as 0.5), not '" +
+                    text + "'");
+  return scale;
+}
+
 inline void check_output_path(const std::string& path) { check_output_file(path); }
 
 // Where a command's table and its "wrote ..." lines go: standard output, unless one of its outputs is `-`, which

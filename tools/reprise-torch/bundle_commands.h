@@ -11,8 +11,5 @@ int cmd_verify(int argc, char** argv);
 int cmd_calibrate(int argc, char** argv);        // calibrate_command.cc
 int cmd_analyze_train(int argc, char** argv);    // analyze_train_command.cc: reprise analyze --train
 int cmd_analyze_measure(int argc, char** argv);  // analyze_measure_command.cc: reprise analyze --measure
-// --host-time's value (replay, analyze --measure): none 0, recorded 1, else a scale in (0, 1000]; otherwise a
-// UserError that `command` begins.
-double parse_host_time(const std::string& text, const std::string& command);
 
 }  // namespace reprise::cli

@@ -145,28 +145,6 @@ void check_replay_numbers(const po::variables_map& vm, const reprise::replay::La
 
 }  // namespace
 
-namespace reprise::cli {
-
-double parse_host_time(const std::string& text, const std::string& command) {
-  if (text == "none") return 0;
-  if (text == "recorded") return 1;
-  double scale = 0;
-  size_t used = 0;
-  try {
-    scale = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  const bool decimal = text.find_first_of("xXpP") == std::string::npos;  // stod reads 0x10 as 16
-  if (!(decimal && used > 0 && used == text.size() && std::isfinite(scale) && scale > 0 && scale <= 1000))
-    throw UserError(command +
-                    ": --host-time must be none, recorded or a scale above 0, at most 1000 (such as 0.5), not '" +
-                    text + "'");
-  return scale;
-}
-
-}  // namespace reprise::cli
-
 namespace {
 
 // --host-time none|recorded|SCALE: the scale of the recorded host time re-spent; -1 (not given) the device's default.

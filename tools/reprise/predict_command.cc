@@ -28,7 +28,7 @@ int cmd_predict(int argc, char** argv) {
       "discrete-event simulator runs the ranks together: host threads, GPU streams, collectives that start when\n"
       "every member has arrived. Prints a table; --out writes reprise-prediction/1 JSON (docs/predict.md), the\n"
       "input of `reprise validate`.\n\noptions");
-  std::string input, cluster_path, calibration_path, out, timeline;
+  std::string input, cluster_path, calibration_path, out, timeline, host_time;
   std::vector<std::string> op_times;
   std::vector<int64_t> steps;
   PredictOptions o;
@@ -42,6 +42,10 @@ int cmd_predict(int argc, char** argv) {
       "predict ProfilerStep#N (repeatable; default: the first complete one)")(
       "all-iterations", po::bool_switch(&o.all_steps), "predict every ProfilerStep of the trace, in order")(
       "confidence", po::value(&o.confidence)->default_value(0.9, "0.9"), "of the predicted interval, in (0, 1)")(
+      "host-time", po::value(&host_time),
+      "none, recorded or SCALE: add the host time the trace recorded between its ops (Python, autograd, the "
+      "optimizer's loop) before each op, times SCALE, as replay re-spends it; default: recorded on a GPU cluster and "
+      "for a Python capture's profiled steps, else none (docs/replay.md)")(
       "name", po::value(&o.name), "the workload's name in the results (default: the bundle's or the file's)")(
       "out,o", po::value(&out), "write the prediction as JSON to this file")(
       "timeline", po::value(&timeline), "write a Chrome/Perfetto trace of the simulation (rank 0) to this file")(
@@ -61,6 +65,7 @@ int cmd_predict(int argc, char** argv) {
   check_step_choice("predict", "--iteration", steps, "--all-iterations", o.all_steps);
   o.steps = steps;
   o.op_times_files = op_times;
+  if (vm.count("host-time")) o.host_time_scale = parse_host_time(host_time, "predict");
   // The launch commands name this reprise (its folder holds reprise-torch, which replays).
   std::error_code ec;
   if (const auto self = std::filesystem::read_symlink("/proc/self/exe", ec); !ec) o.reprise_binary = self.string();

@@ -32,7 +32,12 @@ struct PredictOptions {
   std::vector<std::string> op_times_files;
   std::vector<int64_t> steps;  // ProfilerStep numbers; empty: the first complete one
   bool all_steps = false;
-  double confidence = 0.9;                 // of the interval: z from the normal quantile
+  double confidence = 0.9;  // of the interval: z from the normal quantile
+  // The host time the recorded steps spent between their ops (the framework's: Python, autograd, the optimizer's
+  // loop), added to the host's part before each op as replay's --host-time re-spends it (docs/replay.md, "Host
+  // time"): 0 none, 1 recorded, else that scale; -1 replay's default (recorded on a GPU cluster and for a Python
+  // capture's profiled steps, none for other CPU traces, whose gaps hold the observer's cost).
+  double host_time_scale = -1;
   std::vector<int64_t> timeline_ranks{0};  // ranks whose simulated events go into the timeline
   std::string name;                        // the workload's name; "" = the bundle's name or the input's stem
   std::string reprise_binary = "reprise";  // named in the launch commands a prediction gives
@@ -66,6 +71,8 @@ struct Prediction {
   };
   std::vector<OpLine> per_op;                                // rank 0, slowest first
   int64_t ops = 0, modeled = 0, fallback = 0, measured = 0;  // rank 0's ops per iteration
+  double host_time_scale = 0;                                // of the recorded host time added (rank 0's trace)
+  double host_time_seconds = 0;                              // rank 0: the recorded host time added per iteration
   std::map<std::string, int64_t> unmodeled;                  // rank 0: op -> calls
   int programs = 0;                                          // distinct programs built (roles)
   int64_t simulated_ops = 0;
