@@ -139,6 +139,7 @@ OpCost CostModel::op(const Trace& t, uint32_t node) const {
     c.device = busy > 0 ? std::max(busy, d.kernel_floor) : 0;  // a kernel, however short, holds its stream that long
     if (const HostKinds* k = impl_->cal ? impl_->cal->host.find(t, node) : nullptr) {
       c.host = k->host_seconds();  // the seed's five kinds, measured for this op (and shape)
+      c.host_kinds = true;
       c.host_gap = k->gap_before;
       c.waits_device = k->waiting >= 0.5;  // most calls waited: the host waits for the device there
       if (c.device > 0 && k->launch_at() >= 0) c.launch_at = std::min(k->launch_at(), c.host);

@@ -45,7 +45,7 @@ class Builder {
     ++tot.count;
     tot.seconds += seconds;
   }
-  void compute(uint32_t node, double gap);
+  double compute(uint32_t node, double gap);
   void comm(uint32_t node, double gap);
   bool peer_of(const Collective& c, int32_t group, int64_t& peer) const;
 };
@@ -66,11 +66,13 @@ bool Builder::peer_of(const Collective& c, int32_t group, int64_t& peer) const {
   return true;
 }
 
-// `gap`: the recorded host time before the op (seconds), spent on the host before its own part.
-void Builder::compute(uint32_t node, double gap) {
+// `gap`: the recorded host time before the op (seconds), spent on the host before its own part, unless measured host
+// overheads time it (their gap before the op is that time, measured on other traces). Returns what was added.
+double Builder::compute(uint32_t node, double gap) {
   const Node& n = t_.nodes[node];
   p2p_run_.clear();
   OpCost c = m_.op(t_, node);
+  if (c.host_kinds) gap = 0;
   c.host += gap;
   c.host_gap += gap;
   if (c.launch_at >= 0) c.launch_at += gap;
@@ -110,6 +112,7 @@ void Builder::compute(uint32_t node, double gap) {
   op.num_deps = static_cast<uint32_t>(b_.program.deps.size()) - op.deps;
   each_arg_tensor(t_, n, true, [&](uint32_t k) { writer_[k] = {me, op.stream}; });
   add(op, c.sigma, std::string(t_.name(n)), c.work.family, c.host + c.device);
+  return gap;
 }
 
 void Builder::comm(uint32_t node, double gap) {
@@ -198,11 +201,12 @@ BuiltProgram Builder::run() {
       const uint32_t node = units[k];
       const NodeKind kind = t_.nodes[node].kind;
       const double gap = gaps.before_us[k] * scale;
-      b_.host_time_seconds += gap;
-      if (kind == NodeKind::Collective || kind == NodeKind::Wait || kind == NodeKind::CommOp)
+      if (kind == NodeKind::Collective || kind == NodeKind::Wait || kind == NodeKind::CommOp) {
         comm(node, gap);
-      else
-        compute(node, gap);
+        b_.host_time_seconds += gap;
+      } else {
+        b_.host_time_seconds += compute(node, gap);
+      }
     }
     SimOp end;
     end.kind = SimOp::Kind::StepEnd;

@@ -2,6 +2,7 @@
 // kept in a calibration file, and used by the cost model and the simulator.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -161,8 +162,10 @@ TEST(HostOverheads, DeviceWaitsAreLeftOut) {
 }
 
 // A capture folder as `reprise capture` writes one: an ET and its host timeline beside it, every op `op_us` long.
+// The step marker spans the ops and 20 us more; `plain_share` > 0 writes a manifest whose plain step is that share of
+// it.
 std::string capture_folder(const std::string& dir, double op_us, const std::string& producer = "reprise capture",
-                           double plain_seconds = 0) {
+                           double plain_share = 0) {
   std::filesystem::create_directories(dir);
   SyntheticSpec s;
   s.world_size = 1;
@@ -171,20 +174,24 @@ std::string capture_folder(const std::string& dir, double op_us, const std::stri
   Trace t = synthetic_trace(s);
   t.kineto.emplace();
   t.kineto->producer = producer;
+  double end = 0;
   for (Node& n : t.nodes)
     if (n.kind == NodeKind::Operator) {
       n.ts_us = 20.0 * static_cast<double>(n.id);
       n.dur_us = op_us;
-    } else if (n.kind == NodeKind::Annotation) {
+      end = std::max(end, n.ts_us + n.dur_us + 20);
+    }
+  for (Node& n : t.nodes)
+    if (n.kind == NodeKind::Annotation) {
       n.ts_us = 0;
-      n.dur_us = 1e6;
+      n.dur_us = end;
     }
   write_et(t, dir + "/rank-0.json.gz");
   write_text_file(dir + "/rank-0.kineto.json", host_timeline_json(t));
-  if (plain_seconds > 0)
+  if (plain_share > 0)
     write_text_file(dir + "/manifest.json", R"({"reprise_capture": 1, "world_size": 1, "ranks": [{"rank": 0, )"
                                             R"("trace": "rank-0.json.gz", "iteration_seconds": [)" +
-                                                std::to_string(plain_seconds) + "]}]}");
+                                                std::to_string(plain_share * end * 1e-6) + "]}]}");
   return dir;
 }
 
@@ -401,10 +408,10 @@ topology:
       latency: 1e-6
 )Y";
 
-// The host time the trace recorded between its ops (20 us apart, 4 us long: 16 us gaps) is added before each op on
-// a GPU cluster, as replay re-spends it; none leaves it out, a scale scales it, a capture manifest's plain step scales
-// it by the plain step over the recorded one (the marker spans 1 s), and on a CPU cluster only a Python capture's
-// profiled steps keep it by default.
+// The host time the trace recorded between its ops (20 us apart, 4 us long: 16 us gaps, and 20 us after the last)
+// is added before each op on a GPU cluster, as replay re-spends it; none leaves it out, a scale scales it, a capture
+// manifest's plain step scales it by the plain step over the recorded one, measured host overheads (which hold each
+// op's gap) are not added to, and on a CPU cluster only a Python capture's profiled steps keep it by default.
 TEST(HostTime, PredictAddsTheRecordedHostTimeBetweenOps) {
   const std::string dir = capture_folder(test::test_dir() + "/job", 4);
   PredictOptions o;
@@ -420,6 +427,14 @@ TEST(HostTime, PredictAddsTheRecordedHostTimeBetweenOps) {
   o.host_time_scale = 0.5;
   EXPECT_NEAR(predict(dir, o).host_time_seconds, 0.5 * recorded.host_time_seconds, 1e-12);
   EXPECT_EQ(nlohmann::json::parse(prediction_json(recorded))["host_time"]["mode"], "recorded");
+
+  // Measured host overheads hold each op's gap before it already: it is not added twice.
+  Calibration kinds;
+  kinds.host = measure_host_overheads({dir});
+  o.calibration = &kinds;
+  o.host_time_scale = 1;
+  EXPECT_LT(predict(dir, o).host_time_seconds, 0.1 * recorded.host_time_seconds);
+  o.calibration = nullptr;
 
   o.host_time_scale = -1;
   const std::string timed = capture_folder(test::test_dir() + "/timed", 4, "reprise capture", 0.5);

@@ -23,6 +23,7 @@ struct OpCost {
   // launch call); -1: at the host part's end.
   double launch_at = -1;
   double host_gap = 0;        // of `host`, the framework's time before the op itself (measured host overheads)
+  bool host_kinds = false;    // `host` is the measured host overheads' (their gap before the op included)
   bool waits_device = false;  // measured: most of its calls waited on the device (a .cpu() copy, a sync)
   double sigma = 0;           // std of log(measured / modelled) of the model that timed it
   OpWork work;
