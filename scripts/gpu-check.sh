@@ -8,7 +8,8 @@
 #   4. --host-time recorded and none against the original, on the GPU (issue 12);
 #   5. calibrate on the GPU and predict the built-in workloads at GPU-bound sizes (issue 13's goal), then again with
 #      the host overheads measured from the captures' host timelines (calibrate --host-from);
-#   6. fbgemm's table-batched embeddings emulated on the GPU (replay --emulate-tbe, PARAM's DLRM, when present).
+#   6. fbgemm's table-batched embeddings emulated on the GPU (replay --emulate-tbe, PARAM's DLRM, when present);
+#   7. (named only: GPU_CHECK_ONLY=7) issue 13's distributed CPU bar on the machine's cores, a core per rank.
 # --full adds the older checks: every test binary, NCCL sweeps on one rank, the fidelity, replay-overhead and
 # capture-overhead benchmarks. Writes everything under ${GPU_CHECK_DIR:-bench/out/gpu}. GPU_CHECK_ONLY="5 3 6" runs
 # those sections in that order; GPU_CHECK_ANTI="sync" runs that case alone of section 3's (sync, unfused, loop);
@@ -176,8 +177,16 @@ else
 fi
 }
 
+section7() {
+stamp "7. the distributed CPU bar on this machine's cores (issue 13: DLRM on 2 ranks, generated to 4 and 8, within 15%)"
+# The development VM has 2 vCPUs, so its 4- and 8-rank replays share cores and vary 2x between runs
+# (docs/performance.md, "Distributed on CPU over MPI"); a lent machine has a core per rank.
+CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 timeout 420 python3 bench/predict.py --case distributed --repeats 5 \
+  --bin $B --work /tmp/predict_distributed --json "$W/predict_distributed.json" 2>&1 | tail -12
+}
+
 for n in ${GPU_CHECK_ONLY:-1 2 3 4 5 6}; do  # in the order named
-  case $n in [1-6]) section$n ;; *) echo "GPU_CHECK_ONLY: no section $n (1-6)" ;; esac
+  case $n in [1-7]) section$n ;; *) echo "GPU_CHECK_ONLY: no section $n (1-7)" ;; esac
 done
 
 if [ $FULL = 1 ]; then
