@@ -73,28 +73,40 @@ void monotone_in_bytes(std::vector<OpSample>& samples) {
   }
 }
 
-// A GPU's host part of each op (samples with host_seconds): the median over its three smallest sizes, where the least
-// device work can hide in it. An op waits for its device work when its host part grows with its size as its call
-// does: from its three smallest sizes to its three largest, the host part grows by at least half what the call grows
-// (an op that only launches returns as soon as it has, however long its kernels run), and the call grows by at least
-// a fifth and 10 us (sizes that change nothing say nothing).
+// A GPU's host part of each op (samples with host_seconds), from its sizes' medians (of the call and of its host
+// part). An op waits for its device work when its host part grows with its size as its call does: from its k
+// smallest sizes to its k largest (k = 3, fewer for an op of under six sizes; an op of one size says nothing), the
+// host part grows by at least half what the call grows (an op that only launches returns as soon as it has, however
+// long its kernels run), and the call by at least a fifth and 10 us (sizes that change nothing say nothing). Its
+// dispatch is its host part over its three smallest sizes, where the least device work can hide in it; a waiting
+// op's less the device time it waited for there (the call less its overhead), which the simulator adds back.
 void fit_dispatch(Calibration& c) {
   std::map<std::string, std::map<double, std::vector<const OpSample*>>> by_op;  // op -> work -> samples
   for (const OpSample& s : c.samples)
     if (s.host_seconds >= 0) by_op[s.op][detail::work_measure(s)].push_back(&s);
   for (const auto& [op, sizes] : by_op) {
-    // The medians of the call and of its host part over the three smallest (or largest) sizes.
-    auto ends = [](auto first, auto last) {
+    // The medians of the call and of its host part over the first `k` sizes from one end.
+    auto ends = [](auto first, auto last, size_t k) {
       std::vector<double> call, host;
-      for (int taken = 0; first != last && taken < 3; ++first, ++taken)
+      for (size_t taken = 0; first != last && taken < k; ++first, ++taken)
         for (const OpSample* s : first->second) call.push_back(s->seconds), host.push_back(s->host_seconds);
       return std::make_pair(median(call), median(host));
     };
-    const auto [call_small, host_small] = ends(sizes.begin(), sizes.end());
-    const auto [call_large, host_large] = ends(sizes.rbegin(), sizes.rend());
-    c.dispatch[op] = host_small;
-    const double grew = call_large - call_small;
-    if (grew >= std::max(10e-6, 0.2 * call_small) && host_large - host_small >= 0.5 * grew) c.waits_device.insert(op);
+    const auto o = c.overheads.find(op);
+    const double overhead = o != c.overheads.end() ? o->second : c.default_overhead;
+    const auto [call_small, host_small] = ends(sizes.begin(), sizes.end(), 3);
+    double dispatch = host_small;
+    const size_t k = std::min<size_t>(3, sizes.size() / 2);
+    if (k > 0) {
+      const auto [call_lo, host_lo] = ends(sizes.begin(), sizes.end(), k);
+      const auto [call_hi, host_hi] = ends(sizes.rbegin(), sizes.rend(), k);
+      const double grew = call_hi - call_lo;
+      if (grew >= std::max(10e-6, 0.2 * call_lo) && host_hi - host_lo >= 0.5 * grew) {
+        c.waits_device.insert(op);
+        dispatch = std::max(0.0, host_small - std::max(0.0, call_small - overhead));
+      }
+    }
+    c.dispatch[op] = dispatch;
   }
 }
 

@@ -133,7 +133,10 @@ OpCost CostModel::op(const Trace& t, uint32_t node) const {
     c.host = overhead + (busy > 0 ? d.launch_overhead : 0);
     if (impl_->default_dispatch >= 0) {  // the host part measured on this GPU (the launches included)
       const auto it = impl_->cal->dispatch.find(op);
-      c.host = it != impl_->cal->dispatch.end() ? it->second : impl_->default_dispatch;
+      if (it != impl_->cal->dispatch.end())
+        c.host = it->second;
+      else if (busy > 0)  // an op it did not sweep that launches: the median op's; a view keeps its overhead
+        c.host = impl_->default_dispatch;
       c.waits_device = impl_->cal->waits_device.count(op) > 0;
     }
     c.device = busy > 0 ? std::max(busy, d.kernel_floor) : 0;  // a kernel, however short, holds its stream that long

@@ -13,6 +13,7 @@
 #include "reprise/common/files.h"
 #include "reprise/common/stats.h"
 #include "reprise/generators/bundle.h"
+#include "reprise/trace/host_gaps.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/summary.h"
 
@@ -73,8 +74,7 @@ struct Built {
 // where a launch-bound step's time is its host's; on a CPU only for a Python capture's profiled steps (the
 // observer's cost is in the gaps of other traces' times).
 double default_host_time_scale(const Cluster& c, const Trace& t) {
-  if (c.device.kind != "cpu") return 1;
-  return t.kineto && t.kineto->producer == "python profiler" ? 1 : 0;
+  return c.device.kind != "cpu" || gaps_are_framework_time(t) ? 1 : 0;
 }
 
 bool has_p2p(const Built& b) {

@@ -45,8 +45,8 @@ class Builder {
     ++tot.count;
     tot.seconds += seconds;
   }
-  double compute(uint32_t node, double gap);
-  void comm(uint32_t node, double gap);
+  void compute(uint32_t node, double gap);
+  bool comm(uint32_t node, double gap);
   bool peer_of(const Collective& c, int32_t group, int64_t& peer) const;
 };
 
@@ -67,12 +67,13 @@ bool Builder::peer_of(const Collective& c, int32_t group, int64_t& peer) const {
 }
 
 // `gap`: the recorded host time before the op (seconds), spent on the host before its own part, unless measured host
-// overheads time it (their gap before the op is that time, measured on other traces). Returns what was added.
-double Builder::compute(uint32_t node, double gap) {
+// overheads time it (their gap before the op is that time, measured on other traces).
+void Builder::compute(uint32_t node, double gap) {
   const Node& n = t_.nodes[node];
   p2p_run_.clear();
   OpCost c = m_.op(t_, node);
   if (c.host_kinds) gap = 0;
+  b_.host_time_seconds += gap;
   c.host += gap;
   c.host_gap += gap;
   if (c.launch_at >= 0) c.launch_at += gap;
@@ -88,7 +89,7 @@ double Builder::compute(uint32_t node, double gap) {
     if (it != o_.op_times->seconds.end()) {
       ++b_.measured;
       if (b_.program.host_runs_ops) {
-        c.host = it->second;
+        c.host = it->second + gap;
       } else {  // a replay's op time: its host part up to the launch (no gap before it), then the device's
         const double before = (c.launch_at >= 0 ? c.launch_at : c.host) - c.host_gap;
         c.device = std::max(it->second - before, 0.0);
@@ -112,19 +113,25 @@ double Builder::compute(uint32_t node, double gap) {
   op.num_deps = static_cast<uint32_t>(b_.program.deps.size()) - op.deps;
   each_arg_tensor(t_, n, true, [&](uint32_t k) { writer_[k] = {me, op.stream}; });
   add(op, c.sigma, std::string(t_.name(n)), c.work.family, c.host + c.device);
-  return gap;
 }
 
-void Builder::comm(uint32_t node, double gap) {
+// As compute(); false when the unit issues nothing (its gap goes to the next unit).
+bool Builder::comm(uint32_t node, double gap) {
   const int32_t ci = collective_of(t_, node);
   const std::string label = collective_label(t_, node);
   ++b_.ops;
   if (ci < 0) {
     ++b_.unmodeled[label];
-    return;
+    return false;
   }
   const Collective& c = t_.collectives[ci];
-  const double host = m_.op(t_, node).host + gap;
+  const OpCost cost = m_.op(t_, node);
+  if (cost.host_kinds) gap = 0;  // measured host overheads hold the gap before it
+  const double host = cost.host + gap;
+  const auto issued = [&] {
+    b_.host_time_seconds += gap;
+    return true;
+  };
   SimOp op;
   op.node = node;
   op.stream = stream_of(t_, t_.nodes[node], streams_);
@@ -135,7 +142,7 @@ void Builder::comm(uint32_t node, double gap) {
     std::vector<int32_t> colls;  // what it completes: a collective, or a coalesced batch of p2p
     if (auto batch = coalesced_.find(c.waits_for); batch != coalesced_.end()) colls = batch->second;
     if (auto it = coll_of_trace_.find(c.waits_for); it != coll_of_trace_.end()) colls = {it->second};
-    if (colls.empty()) return;  // issued before the step: complete already, as the replay has it
+    if (colls.empty()) return false;  // issued before the step: complete already, as the replay has it
     op.kind = SimOp::Kind::Wait;
     for (size_t k = 0; k < colls.size(); ++k) {
       b_.program.collectives[static_cast<size_t>(colls[k])].waited = true;
@@ -148,7 +155,7 @@ void Builder::comm(uint32_t node, double gap) {
         b_.op_sigma.push_back(0);
       }
     }
-    return;
+    return issued();
   }
   if (c.name == "coalesced") {
     // PyTorch 2.x's record closing a batch of sends and receives (the ones just issued with its sequence number):
@@ -158,7 +165,7 @@ void Builder::comm(uint32_t node, double gap) {
     for (const auto& [k, seq] : p2p_run_)
       if (c.seq < 0 || seq == c.seq) batch.push_back(k);
     p2p_run_.clear();
-    return;
+    return false;
   }
   SimCollective sc;
   sc.group = o_.group_of(c);
@@ -166,7 +173,7 @@ void Builder::comm(uint32_t node, double gap) {
   if (c.is_send_recv()) {
     if (!peer_of(c, sc.group, sc.peer)) {  // counted as unmodeled, as replay skips it
       ++b_.unmodeled[label];
-      return;
+      return false;
     }
     sc.send = c.name == "send";
     sc.seq = p2p_seq_[{sc.group, sc.peer, sc.send}]++;
@@ -184,33 +191,37 @@ void Builder::comm(uint32_t node, double gap) {
   op.kind = SimOp::Kind::Issue;
   op.coll = static_cast<int32_t>(b_.program.collectives.size() - 1);
   add(op, 0, label, OpFamily::Collective, host + sc.seconds);
+  return issued();
 }
 
 BuiltProgram Builder::run() {
   b_.program.name = t_.source;
   b_.program.host_runs_ops = m_.cluster().device.kind == "cpu";
   const std::vector<StepSpan> steps = chosen_steps(t_, o_.steps, o_.all_steps, b_.steps);
+  const std::vector<std::pair<double, double>> waits =
+      o_.host_time_scale > 0 ? host_device_waits(t_) : std::vector<std::pair<double, double>>{};
   for (const StepSpan& s : steps) {
     const std::vector<uint32_t> units = step_units(t_, s);
     RecordedGaps gaps;
     gaps.before_us.assign(units.size(), 0);
     if (o_.host_time_scale > 0)
-      gaps = recorded_gaps(t_, units, s.step ? s.step->node : kNone32, o_.plain_step_seconds * 1e6);
+      gaps = recorded_gaps(t_, units, s.step ? s.step->node : kNone32, o_.plain_step_seconds * 1e6, waits);
     const double scale = o_.host_time_scale * gaps.keep * 1e-6;  // microseconds recorded -> seconds spent
+    double pending = 0;  // a unit that issues nothing leaves its gap to the next, as replay's skipped units do
     for (size_t k = 0; k < units.size(); ++k) {
       const uint32_t node = units[k];
       const NodeKind kind = t_.nodes[node].kind;
-      const double gap = gaps.before_us[k] * scale;
+      pending += gaps.before_us[k] * scale;
       if (kind == NodeKind::Collective || kind == NodeKind::Wait || kind == NodeKind::CommOp) {
-        comm(node, gap);
-        b_.host_time_seconds += gap;
+        if (comm(node, pending)) pending = 0;
       } else {
-        b_.host_time_seconds += compute(node, gap);
+        compute(node, pending);
+        pending = 0;
       }
     }
     SimOp end;
     end.kind = SimOp::Kind::StepEnd;
-    end.host = gaps.tail_us * scale;  // after the last op, before the step ends
+    end.host = pending + gaps.tail_us * scale;  // after the last op, before the step ends
     b_.host_time_seconds += end.host;
     b_.program.ops.push_back(end);
     b_.op_sigma.push_back(0);

@@ -28,7 +28,7 @@ double default_host_time_scale(const at::Device& device, const Trace& t, std::st
     reason = "none on meta: a dry run of shapes";
     return 0;
   }
-  if (t.kineto && t.kineto->producer == "python profiler") {
+  if (gaps_are_framework_time(t)) {
     reason =
         "recorded on cpu for a Python capture: its profiled steps ran without the observer, so the gaps are the "
         "framework's";
@@ -70,9 +70,10 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
   // The plain step (the capture manifest's time) against the recorded marker: recorded_gaps scales by their ratio.
   const double plain_us = o.original_iteration_seconds.empty() ? 0 : median(o.original_iteration_seconds) * 1e6;
   double recorded_us = 0, removed_us = 0;
+  const std::vector<std::pair<double, double>> waits = host_device_waits(t);
   for (size_t s = 0; s < steps; ++s) {
     // A truncated step (--max-ops): what followed its last op is not replayed, nor is the plain step its time.
-    const RecordedGaps g = recorded_gaps(t, units[s], p.step_nodes[s], p.truncated ? 0 : plain_us);
+    const RecordedGaps g = recorded_gaps(t, units[s], p.step_nodes[s], p.truncated ? 0 : plain_us, waits);
     double pending = 0, step_us = 0;  // a unit not replayed (skipped) leaves its gap to the next instruction
     for (size_t k = 0; k < units[s].size(); ++k) {
       pending += g.before_us[k];

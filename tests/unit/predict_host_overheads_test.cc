@@ -17,6 +17,7 @@
 #include "reprise/predict/predict.h"
 #include "reprise/predict/simulator.h"
 #include "reprise/trace/builder.h"
+#include "reprise/trace/read.h"
 #include "reprise/trace/write.h"
 #include "test_util.h"
 
@@ -443,7 +444,23 @@ TEST(HostTime, PredictAddsTheRecordedHostTimeBetweenOps) {
   o.cluster = parse_cluster(kCpuCluster, "<test>");
   EXPECT_EQ(predict(dir, o).host_time_seconds, 0);
   const std::string python = capture_folder(test::test_dir() + "/python", 4, "python profiler");
-  EXPECT_NEAR(predict(python, o).host_time_seconds, recorded.host_time_seconds, 1e-12);
+  const Prediction cpu = predict(python, o);
+  EXPECT_NEAR(cpu.host_time_seconds, recorded.host_time_seconds, 1e-12);
+  // Measured op times (a replay's --per-op) replace the ops' own time, not the host time before them.
+  std::string ids, secs;
+  for (const Node& n : load_traces({python}).ranks[0].nodes)
+    if (n.kind == NodeKind::Operator) {
+      ids += (ids.empty() ? "" : ", ") + std::to_string(n.id);
+      secs += (secs.empty() ? "" : ", ") + std::string("1e-5");
+    }
+  o.op_times_files = {test::write_file(test::test_dir() + "/times.json", R"({"reprise_replay": 1, "op_times": )"
+                                                                         R"({"node_ids": [)" +
+                                                                             ids + "], \"seconds\": [" + secs + "]}}")};
+  const Prediction timed_ops = predict(python, o);
+  ASSERT_GT(timed_ops.measured, 0);
+  EXPECT_NEAR(timed_ops.host_time_seconds, cpu.host_time_seconds, 1e-12);
+  o.host_time_scale = 0;
+  EXPECT_NEAR(timed_ops.seconds - predict(python, o).seconds, timed_ops.host_time_seconds, 1e-9);  // one host thread
 }
 
 }  // namespace

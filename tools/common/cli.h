@@ -128,8 +128,6 @@ inline std::vector<int64_t> parse_int_list(const std::string& s, const std::stri
   return out;
 }
 
-// An output file is checked before any work starts, so a long run is not lost at the end: its folder exists and is
-// writable, it is not read-only or a folder; a device, FIFO or `-` is fine, a link is checked at its target.
 // --host-time's value (replay, analyze --measure, predict): none 0, recorded 1, else a scale in (0, 1000]; otherwise
 // a UserError that `command` begins.
 inline double parse_host_time(const std::string& text, const std::string& command) {
@@ -150,6 +148,8 @@ inline double parse_host_time(const std::string& text, const std::string& comman
   return scale;
 }
 
+// An output file is checked before any work starts, so a long run is not lost at the end: its folder exists and is
+// writable, it is not read-only or a folder; a device, FIFO or `-` is fine, a link is checked at its target.
 inline void check_output_path(const std::string& path) { check_output_file(path); }
 
 // Where a command's table and its "wrote ..." lines go: standard output, unless one of its outputs is `-`, which

@@ -9,15 +9,6 @@
 namespace reprise {
 namespace {
 
-// The host's waits on the device, merged into disjoint intervals in time order (microseconds).
-std::vector<std::pair<double, double>> host_waits(const Trace& t) {
-  std::vector<std::pair<double, double>> w;
-  if (!t.kineto) return w;
-  for (const KinetoEvent& e : t.kineto->events)
-    if (e.dur > 0 && is_host_sync(t, e)) w.emplace_back(e.ts, e.ts + e.dur);
-  return merge_intervals(std::move(w));
-}
-
 // The host time in [from, to] (microseconds): its length less the waits on the device within it.
 double host_time_between(double from, double to, const std::vector<std::pair<double, double>>& waits) {
   if (to <= from) return 0;
@@ -32,10 +23,20 @@ bool timed(const Node& n) { return n.ts_us >= 0 && n.dur_us >= 0; }
 
 }  // namespace
 
-RecordedGaps recorded_gaps(const Trace& t, const std::vector<uint32_t>& units, uint32_t marker, double plain_us) {
+std::vector<std::pair<double, double>> host_device_waits(const Trace& t) {
+  std::vector<std::pair<double, double>> w;
+  if (!t.kineto) return w;
+  for (const KinetoEvent& e : t.kineto->events)
+    if (e.dur > 0 && is_host_sync(t, e)) w.emplace_back(e.ts, e.ts + e.dur);
+  return merge_intervals(std::move(w));
+}
+
+bool gaps_are_framework_time(const Trace& t) { return t.kineto && t.kineto->producer == "python profiler"; }
+
+RecordedGaps recorded_gaps(const Trace& t, const std::vector<uint32_t>& units, uint32_t marker, double plain_us,
+                           const std::vector<std::pair<double, double>>& waits) {
   RecordedGaps g;
   g.before_us.assign(units.size(), 0);
-  const std::vector<std::pair<double, double>> waits = host_waits(t);
   const Node* m = marker != kNone32 && timed(t.nodes[marker]) ? &t.nodes[marker] : nullptr;
   // The latest end of a unit so far (any thread), and whether it says where the next gap begins.
   double covered = m ? m->ts_us : -INFINITY;
@@ -43,11 +44,9 @@ RecordedGaps recorded_gaps(const Trace& t, const std::vector<uint32_t>& units, u
   for (size_t k = 0; k < units.size(); ++k) {
     const Node& n = t.nodes[units[k]];
     if (!timed(n)) {
-      ++g.untimed;
       known = false;  // where it began and ended is unknown: so are the gaps on both sides of it
       continue;
     }
-    ++g.timed;
     if (known) g.before_us[k] = host_time_between(covered, n.ts_us, waits);
     covered = std::max(covered, n.ts_us + n.dur_us);
     known = true;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "reprise/trace/trace.h"
@@ -16,16 +17,24 @@ struct RecordedGaps {
   // to its start, less the host's waits on the device in between (Kineto's synchronize calls). 0 where a neighbour
   // has no times: where it began or ended is unknown.
   std::vector<double> before_us;
-  double tail_us = 0;   // after the last unit to the marker's end (0 without a timed marker)
-  double keep = 1;      // the share to re-spend: the plain step over the recorded marker when that ran longer
-  int64_t timed = 0;    // units with times
-  int64_t untimed = 0;  // units without
+  double tail_us = 0;  // after the last unit to the marker's end (0 without a timed marker)
+  double keep = 1;     // the share to re-spend: the plain step over the recorded marker when that ran longer
 };
+
+// The host's waits on the device (Kineto's synchronize calls), merged into disjoint intervals in time order
+// (microseconds): what recorded_gaps leaves out. Computed once per trace.
+std::vector<std::pair<double, double>> host_device_waits(const Trace& t);
 
 // `units` are a step's ops in execution order (node indices), `marker` its ProfilerStep node (kNone32: none), and
 // `plain_us` how long the same step ran without the observers (a capture manifest's time; 0: unknown). The observers'
 // callbacks run inside the recorded spans and between them, so the gaps are scaled by the plain step over the
 // recorded one: an estimate (docs/replay.md).
-RecordedGaps recorded_gaps(const Trace& t, const std::vector<uint32_t>& units, uint32_t marker, double plain_us);
+RecordedGaps recorded_gaps(const Trace& t, const std::vector<uint32_t>& units, uint32_t marker, double plain_us,
+                           const std::vector<std::pair<double, double>>& waits);
+
+// Whether the trace's op times come from steps profiled without the ET observer (the Python helper's, docs/capture.md),
+// so that its gaps are the framework's own host time: replay and predict re-spend them on a CPU by default only then
+// (other CPU traces' gaps hold the observer's cost).
+bool gaps_are_framework_time(const Trace& t);
 
 }  // namespace reprise
