@@ -18,6 +18,7 @@
 #include "reprise/predict/cluster.h"
 #include "reprise/predict/cost_model.h"
 #include "reprise/trace/builder.h"
+#include "test_clusters.h"
 #include "test_util.h"
 
 namespace reprise::predict {
@@ -155,24 +156,6 @@ Calibration known_calibration() {
   return fit_calibration(samples_from_trace(tr, measure(tr)));
 }
 
-const char* kCpu = R"Y(name: test-cpu
-device:
-  kind: cpu
-  peak_flops:
-    vector:
-      fp32: 100e9
-  memory_bandwidth: 20e9
-  op_overhead: 1e-6
-topology:
-  devices_per_node: 1
-  nodes: 1
-  levels:
-    - name: shm
-      span: 1
-      bandwidth: 5e9
-      latency: 1e-6
-)Y";
-
 TEST(FitCalibration, RecoversOverheadsAndRatesOfAKnownModel) {
   const Calibration c = known_calibration();
   ASSERT_EQ(c.samples.size(), 10u);
@@ -193,7 +176,7 @@ TEST(FitCalibration, RecoversOverheadsAndRatesOfAKnownModel) {
 
 TEST(FitCalibration, CostModelPredictsSizesItDidNotMeasure) {
   const Calibration cal = known_calibration();
-  const Cluster cluster = parse_cluster(kCpu, "<test>");
+  const Cluster cluster = parse_cluster(test::kCpuCluster, "<test>");
   const CostModel m(cluster, &cal);
   Ops x;
   x.mm(384, 200, 300);
@@ -214,7 +197,7 @@ TEST(FitCalibration, CostModelPredictsSizesItDidNotMeasure) {
 
 TEST(FitCalibration, AnOpItDidNotMeasureTakesItsFamilysRate) {
   const Calibration cal = known_calibration();
-  const CostModel m(parse_cluster(kCpu, "<test>"), &cal);
+  const CostModel m(parse_cluster(test::kCpuCluster, "<test>"), &cal);
   Ops x;
   x.b.op("aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
          {x.t({200}), x.t({384, 300}), x.t({300, 200}), x.b.integer(1), x.b.integer(1)}, {x.t({384, 200})});
@@ -374,25 +357,6 @@ TEST(CalibrationFile, RoundTrips) {
   EXPECT_EQ(a.points, b.points);
 }
 
-const char* kGpuCluster = R"Y(name: test-gpu
-device:
-  kind: gpu
-  peak_flops:
-    matrix:
-      fp32: 100e12
-  memory_bandwidth: 1e12
-  op_overhead: 9e-6
-  launch_overhead: 4e-6
-topology:
-  devices_per_node: 1
-  nodes: 1
-  levels:
-    - name: nvlink
-      span: 1
-      bandwidth: 100e9
-      latency: 1e-6
-)Y";
-
 // A GPU's per-op pass also times each call until it returned: mm returns after 4 us whatever its size (it only
 // launches), add only once its kernel is done (it waits for the device). The fit keeps each op's host part and which
 // ops wait; the cost model then issues an op for its host part alone (not the calibration's overhead, which holds
@@ -424,7 +388,7 @@ TEST(FitCalibration, AGpusHostPartsGiveEachOpsDispatchAndWhichOpsWait) {
   ASSERT_EQ(r.samples.size(), c.samples.size());
   for (size_t i = 0; i < c.samples.size(); ++i) EXPECT_EQ(r.samples[i].host_seconds, c.samples[i].host_seconds);
 
-  const CostModel m(parse_cluster(kGpuCluster, "<test>"), &r);
+  const CostModel m(parse_cluster(test::kGpuCluster, "<test>"), &r);
   Ops y;
   y.mm(384, 384, 384);
   y.add(512, 512);
@@ -432,7 +396,7 @@ TEST(FitCalibration, AGpusHostPartsGiveEachOpsDispatchAndWhichOpsWait) {
   const Trace t2 = y.b.finish();
   const uint32_t mm = static_cast<uint32_t>(t2.nodes.size() - 3);
   const OpCost cm = m.op(t2, mm), ca = m.op(t2, mm + 1), cr = m.op(t2, mm + 2);
-  EXPECT_NEAR(cm.host, 4e-6, 1e-12);  // not overhead (5 us) + the cluster's launch (4 us)
+  EXPECT_NEAR(cm.host, 4e-6, 1e-12);  // not overhead (5 us) + the cluster's launch (1 us)
   EXPECT_FALSE(cm.waits_device);
   EXPECT_NEAR(cm.device, mm_truth(cm.work) - 5e-6, 1e-9);
   EXPECT_TRUE(ca.waits_device);
@@ -442,7 +406,7 @@ TEST(FitCalibration, AGpusHostPartsGiveEachOpsDispatchAndWhichOpsWait) {
   // A CPU calibration (no host parts) keeps the overheads and the cluster's launch.
   const Calibration cpu = known_calibration();
   EXPECT_TRUE(cpu.dispatch.empty());
-  EXPECT_NEAR(CostModel(parse_cluster(kGpuCluster, "<test>"), &cpu).op(t2, mm).host, 5e-6 + 4e-6, 1e-12);
+  EXPECT_NEAR(CostModel(parse_cluster(test::kGpuCluster, "<test>"), &cpu).op(t2, mm).host, 5e-6 + 1e-6, 1e-12);
 }
 
 // Grid points as near as each other around a key are all taken: the first three in sample order were, and a key
@@ -462,7 +426,7 @@ TEST(FitCalibration, EveryGridPointAroundAKeyCounts) {
     }
   Calibration c = fit_calibration(samples_from_trace(tr, measured));
   c.overheads["aten::mm"] = 1e-6;
-  const CostModel model(parse_cluster(kCpu, "<test>"), &c);
+  const CostModel model(parse_cluster(test::kCpuCluster, "<test>"), &c);
   Ops y;
   y.mm(512, 512, 512);  // the centre of the cell: all eight corners as near
   const Trace t2 = y.b.finish();

@@ -19,6 +19,7 @@
 #include "reprise/trace/builder.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/write.h"
+#include "test_clusters.h"
 #include "test_util.h"
 
 namespace reprise::predict {
@@ -276,25 +277,6 @@ TEST(HostOverheads, ATraceWithoutKinetoIsAOneLineError) {
   }
 }
 
-const char* kGpu = R"Y(name: test-gpu
-device:
-  kind: gpu
-  peak_flops:
-    matrix:
-      fp32: 100e12
-  memory_bandwidth: 1e12
-  op_overhead: 1e-6
-  launch_overhead: 1e-6
-topology:
-  devices_per_node: 1
-  nodes: 1
-  levels:
-    - name: nvlink
-      span: 1
-      bandwidth: 100e9
-      latency: 1e-6
-)Y";
-
 // The cost model times a measured op's host side by its kinds (the gap included) and launches its kernel at the end
 // of its first launch call; an op it has no kinds for keeps the cluster's overheads.
 TEST(HostOverheads, TheCostModelAndTheSimulatorUseThem) {
@@ -313,7 +295,7 @@ TEST(HostOverheads, TheCostModelAndTheSimulatorUseThem) {
   const uint32_t mm = static_cast<uint32_t>(t.nodes.size() - 2), other = mm + 1;
   Calibration c;
   c.host = fit_host_overheads(host_samples(test::read_back(one_step().text(), "k.json")));
-  const Cluster cluster = parse_cluster(kGpu, "<test>");
+  const Cluster cluster = parse_cluster(test::kGpuCluster, "<test>");
   const CostModel with(cluster, &c), without(cluster);
   const OpCost a = with.op(t, mm), plain = without.op(t, mm);
   const HostKinds& k = c.host.by_shape.at("aten::addmm [8] [4,16] [16,8]");
@@ -391,24 +373,6 @@ TEST(HostOverheads, TheCostModelAndTheSimulatorUseThem) {
   EXPECT_EQ(detail::scaled_program(built, 1).ops[1].launch_at, -1);
 }
 
-const char* kCpuCluster = R"Y(name: test-cpu
-device:
-  kind: cpu
-  peak_flops:
-    vector:
-      fp32: 100e9
-  memory_bandwidth: 20e9
-  op_overhead: 1e-6
-topology:
-  devices_per_node: 1
-  nodes: 1
-  levels:
-    - name: shm
-      span: 1
-      bandwidth: 5e9
-      latency: 1e-6
-)Y";
-
 // The host time the trace recorded between its ops (20 us apart, 4 us long: 16 us gaps, and 20 us after the last)
 // is added before each op on a GPU cluster, as replay re-spends it; none leaves it out, a scale scales it, a capture
 // manifest's plain step scales it by the plain step over the recorded one, measured host overheads (which hold each
@@ -416,7 +380,7 @@ topology:
 TEST(HostTime, PredictAddsTheRecordedHostTimeBetweenOps) {
   const std::string dir = capture_folder(test::test_dir() + "/job", 4);
   PredictOptions o;
-  o.cluster = parse_cluster(kGpu, "<test>");
+  o.cluster = parse_cluster(test::kGpuCluster, "<test>");
   const Prediction recorded = predict(dir, o);
   EXPECT_EQ(recorded.host_time_scale, 1);
   ASSERT_GT(recorded.host_time_seconds, 0);
@@ -441,7 +405,7 @@ TEST(HostTime, PredictAddsTheRecordedHostTimeBetweenOps) {
   const std::string timed = capture_folder(test::test_dir() + "/timed", 4, "reprise capture", 0.5);
   EXPECT_NEAR(predict(timed, o).host_time_seconds, 0.5 * recorded.host_time_seconds, 1e-9);
 
-  o.cluster = parse_cluster(kCpuCluster, "<test>");
+  o.cluster = parse_cluster(test::kCpuCluster, "<test>");
   EXPECT_EQ(predict(dir, o).host_time_seconds, 0);
   const std::string python = capture_folder(test::test_dir() + "/python", 4, "python profiler");
   const Prediction cpu = predict(python, o);
