@@ -412,7 +412,8 @@ TEST(HostTime, PredictAddsTheRecordedHostTimeBetweenOps) {
   EXPECT_NEAR(cpu.host_time_seconds, recorded.host_time_seconds, 1e-12);
   // Measured op times (a replay's --per-op) replace the ops' own time, not the host time before them.
   std::string ids, secs;
-  for (const Node& n : load_traces({python}).ranks[0].nodes)
+  const TraceSet loaded = load_traces({python});
+  for (const Node& n : loaded.ranks[0].nodes)
     if (n.kind == NodeKind::Operator) {
       ids += (ids.empty() ? "" : ", ") + std::to_string(n.id);
       secs += (secs.empty() ? "" : ", ") + std::string("1e-5");
