@@ -303,6 +303,17 @@ TEST(MeasuredCluster, TheTableNamesEachFamilyAndCurve) {
   EXPECT_NE(text.find("50.0 GFLOP/s"), std::string::npos) << text;
   EXPECT_NE(text.find("10.00 GB/s"), std::string::npos) << text;
   EXPECT_NE(text.find("all_reduce"), std::string::npos) << text;
+  EXPECT_EQ(text.find("host part"), std::string::npos) << "a CPU's calibration measures no host part apart";
+  cal.dispatch = {{"aten::mm", 4e-6}, {"aten::add", 6e-6}, {"aten::sum", 8e-6}};
+  cal.waits_device = {"aten::sum"};
+  f = std::fopen(path.c_str(), "w");
+  print_calibration(f, cal);
+  std::fclose(f);
+  std::ifstream again(path);
+  const std::string gpu((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+  EXPECT_NE(gpu.find("host part   6.0 us a call (median of 3 op kinds); waiting for their kernels: aten::sum"),
+            std::string::npos)
+      << gpu;
 }
 
 TEST(FitCalibration, NothingToFitIsAUserError) {
