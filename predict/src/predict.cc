@@ -338,6 +338,7 @@ Prediction Predictor::run() {
   p_.unmodeled = b.unmodeled;
   p_.host_time_scale = zero.host_time_scale;
   p_.host_time_seconds = b.host_time_seconds;
+  p_.host_time_known = b.op_times;
   for (const auto& [label, tot] : b.per_op) {
     FamilyTime& f = p_.families[family_name(tot.family)];
     f.count += tot.count;

@@ -50,7 +50,7 @@ std::string prediction_json(const Prediction& p) {
                      {"comm_busy_seconds", r.sim.comm_busy},
                      {"exposed_comm_seconds", r.sim.exposed_comm}});
   j["ranks"] = ranks;
-  j["host_time"] = {{"mode", host_time_mode(p.host_time_scale)},
+  j["host_time"] = {{"mode", host_time_mode(p.host_time_known ? p.host_time_scale : 0)},
                     {"scale", p.host_time_scale},
                     {"seconds_per_iteration", p.host_time_seconds}};
   j["launch"] = p.launch;
@@ -134,10 +134,13 @@ void print_prediction(std::FILE* out, const Prediction& p) {
                  human_seconds(r.sim.host_busy).c_str(), human_seconds(r.sim.compute_busy).c_str(),
                  human_seconds(r.sim.comm_busy).c_str(), human_seconds(r.sim.exposed_comm).c_str());
   }
-  if (p.host_time_scale > 0)
+  if (p.host_time_scale > 0 && p.host_time_known)
     std::fprintf(out,
                  "  host time    %s (--host-time): %s per iteration between rank 0's ops, as the trace recorded it\n",
                  host_time_mode(p.host_time_scale), human_seconds(p.host_time_seconds).c_str());
+  else if (p.host_time_scale > 0)
+    std::fprintf(out,
+                 "  host time    none: the trace has no op times (no Kineto trace or capture timeline linked to it)\n");
   if (p.ranks.size() > 1) {
     auto [fast, slow] =
         std::minmax_element(p.ranks.begin(), p.ranks.end(),

@@ -211,6 +211,7 @@ BuiltProgram Builder::run() {
     for (size_t k = 0; k < units.size(); ++k) {
       const uint32_t node = units[k];
       const NodeKind kind = t_.nodes[node].kind;
+      b_.op_times = b_.op_times || (t_.nodes[node].ts_us >= 0 && t_.nodes[node].dur_us >= 0);
       pending += gaps.before_us[k] * scale;
       if (kind == NodeKind::Collective || kind == NodeKind::Wait || kind == NodeKind::CommOp) {
         if (comm(node, pending)) pending = 0;

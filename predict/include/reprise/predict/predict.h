@@ -73,8 +73,9 @@ struct Prediction {
   int64_t ops = 0, modeled = 0, fallback = 0, measured = 0;  // rank 0's ops per iteration
   double host_time_scale = 0;                                // of the recorded host time added (rank 0's trace)
   double host_time_seconds = 0;                              // rank 0: the recorded host time added per iteration
-  std::map<std::string, int64_t> unmodeled;                  // rank 0: op -> calls
-  int programs = 0;                                          // distinct programs built (roles)
+  bool host_time_known = false;              // rank 0's trace has op times (a linked Kineto trace, a capture timeline)
+  std::map<std::string, int64_t> unmodeled;  // rank 0: op -> calls
+  int programs = 0;                          // distinct programs built (roles)
   int64_t simulated_ops = 0;
   double build_seconds = 0, simulate_seconds = 0;
   std::vector<SimEvent> critical_path, timeline;
