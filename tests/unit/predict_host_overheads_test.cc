@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "kineto_builder.h"
 #include "program.h"
@@ -426,6 +428,45 @@ TEST(HostTime, PredictAddsTheRecordedHostTimeBetweenOps) {
   EXPECT_NEAR(timed_ops.host_time_seconds, cpu.host_time_seconds, 1e-12);
   o.host_time_scale = 0;
   EXPECT_NEAR(timed_ops.seconds - predict(python, o).seconds, timed_ops.host_time_seconds, 1e-9);  // one host thread
+}
+
+// A unit that issues nothing (here a c10d op with no record of its collective, which is left unmodeled) passes its
+// recorded gap to the next op, as replay passes a skipped unit's: no host time is lost or counted twice.
+TEST(HostTime, AUnitThatIssuesNothingLeavesItsGapToTheNext) {
+  TraceBuilder b;
+  b.roots();
+  const int64_t step = b.annotation("ProfilerStep#1");
+  b.set_parent(step);
+  auto tensor = [&b](std::vector<int64_t> shape) {
+    TensorSpec s;
+    s.id = b.next_id();
+    s.storage_id = s.id;
+    s.shape = std::move(shape);
+    return b.tensor(s);
+  };
+  const int64_t first = b.op("aten::relu(Tensor self) -> Tensor", {tensor({64})}, {tensor({64})});
+  const int64_t comm = b.op("c10d::allreduce_", {b.list({tensor({64})})}, {});
+  const int64_t second = b.op("aten::relu(Tensor self) -> Tensor", {tensor({64})}, {tensor({64})});
+  Trace t = b.finish();
+  // The step spans 0-70 us: the first op 0-10, the c10d op 30-31, the second 50-60.
+  const std::map<int64_t, std::pair<double, double>> times{
+      {step, {0, 70}}, {first, {0, 10}}, {comm, {30, 1}}, {second, {50, 10}}};
+  for (Node& n : t.nodes)
+    if (auto it = times.find(n.id); it != times.end()) std::tie(n.ts_us, n.dur_us) = it->second;
+  ASSERT_EQ(t.nodes[t.find(comm)].kind, NodeKind::CommOp);
+  const CostModel model(parse_cluster(test::kGpuCluster, "<test>"));
+  detail::BuildOptions o;
+  o.group_of = [](const Collective&) { return 0; };
+  const std::vector<int64_t> world{0};
+  o.members = [&world](int32_t) -> const std::vector<int64_t>& { return world; };
+  const detail::BuiltProgram none = detail::build_program(t, model, o);
+  o.host_time_scale = 1;
+  const detail::BuiltProgram recorded = detail::build_program(t, model, o);
+  ASSERT_EQ(recorded.program.ops.size(), 3u);  // the two relus and the step's end
+  EXPECT_NEAR(recorded.program.ops[0].host - none.program.ops[0].host, 0, 1e-12);
+  EXPECT_NEAR(recorded.program.ops[1].host - none.program.ops[1].host, (20 + 19) * kUs, 1e-12);
+  EXPECT_NEAR(recorded.program.ops[2].host, 10 * kUs, 1e-12);  // after the last op
+  EXPECT_NEAR(recorded.host_time_seconds, 49 * kUs, 1e-12);
 }
 
 }  // namespace
