@@ -95,25 +95,23 @@ tail -3 "$W/two_streams.txt"
 
 section3() {
 stamp "3. analyze --measure: an injected sync (issue 14's bar: measured / real within 20%), unfused chains, Adam per tensor"
+# One case: bench/analyze_measure.py's Python mlp with that anti-pattern at that batch, 3 pairs, in /tmp/measure_CASE.
+measure() {
+  timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern "$1" --device cuda --batch "$2" \
+    --hidden 1024 --pairs 3 --bin $B --work "/tmp/measure_$1" --json "$W/analyze_measure_$1.json" 2>&1 | tail -6
+}
 local c
 for c in ${GPU_CHECK_ANTI:-sync unfused loop}; do  # GPU_CHECK_ANTI="sync": that case alone
   case $c in
   sync)
-    timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern sync --device cuda --batch 4096 \
-      --hidden 1024 --pairs 3 --bin $B --work /tmp/analyze_measure --json "$W/analyze_measure_sync.json" 2>&1 | tail -6
-    timeout 60 $B/reprise analyze /tmp/analyze_measure/capture-0 --json "$W/analyze_sync_capture.json" 2>&1 | head -30
-    tar czf "$W/sync_capture.tgz" -C /tmp/analyze_measure capture-0 2>/dev/null ;;
-  unfused)
-    # The fused-chain fix on a GPU, where elementwise kernels are memory-bound and "a chain costs its longest
-    # member" should hold (on a CPU core it overstates: docs/performance.md).
-    timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern unfused --device cuda --batch 4096 \
-      --hidden 1024 --pairs 3 --bin $B --work /tmp/analyze_measure_unfused \
-      --json "$W/analyze_measure_unfused.json" 2>&1 | tail -6 ;;
-  loop)
-    # Single-tensor Adam against foreach Adam: the foreach fix with out-of-place ops, where a launch per tensor costs.
-    timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern loop --device cuda --batch 256 \
-      --hidden 1024 --pairs 3 --bin $B --work /tmp/analyze_measure_loop --json "$W/analyze_measure_loop.json" 2>&1 |
-      tail -6 ;;
+    measure sync 4096
+    timeout 60 $B/reprise analyze /tmp/measure_sync/capture-0 --json "$W/analyze_sync_capture.json" 2>&1 | head -30
+    tar czf "$W/sync_capture.tgz" -C /tmp/measure_sync capture-0 2>/dev/null ;;
+  # The fused-chain fix on a GPU, where elementwise kernels are memory-bound and "a chain costs its longest member"
+  # should hold (on a CPU core it overstates: docs/performance.md).
+  unfused) measure unfused 4096 ;;
+  # Single-tensor Adam against foreach Adam: the foreach fix with out-of-place ops, where a launch per tensor costs.
+  loop) measure loop 256 ;;
   *) echo "GPU_CHECK_ANTI: no case $c (sync, unfused, loop)" ;;
   esac
 done

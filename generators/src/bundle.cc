@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reprise/common/error.h"
+#include "reprise/common/files.h"
 #include "reprise/trace/summary.h"
 #include "reprise/trace/write.h"
 #include "sha256.h"
@@ -394,6 +395,17 @@ std::optional<CaptureFacts> read_capture_manifest_if_ours(const std::string& tex
   const nlohmann::json m = parse_manifest(text, where);
   if (!m.is_object() || !m.contains("reprise_capture")) return std::nullopt;  // another tool's manifest.json
   return facts_of(m, where);
+}
+
+std::optional<CaptureFacts> read_capture_folder_manifest(const std::string& folder, std::string* text) {
+  const std::filesystem::path manifest = std::filesystem::path(folder) / "manifest.json";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec) || !std::filesystem::is_regular_file(manifest, ec))
+    return std::nullopt;
+  std::string read = read_text_file(manifest.string());
+  std::optional<CaptureFacts> facts = read_capture_manifest_if_ours(read, manifest.string());
+  if (facts && text) *text = std::move(read);
+  return facts;
 }
 
 }  // namespace reprise::gen

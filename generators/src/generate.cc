@@ -131,17 +131,12 @@ Loaded load_source(const std::string& source, const GenerateOptions& o) {
               ": the bundle's ranks 0 to " + std::to_string(src.ranks - 1) +
               " replay them in that order (benchmark.yaml names each role's source_rank)");
     if (l.ws.roles.size() == 1) l.ws.role_of_rank.assign(static_cast<size_t>(spanned_world(l.ws.roles[0])), 0);
-    const fs::path manifest = fs::path(source) / "manifest.json";
-    if (fs::is_directory(source, ec) && fs::is_regular_file(manifest, ec)) {
-      const std::string text = read_text_file(manifest.string());
-      // Checked before it is bundled; another tool's manifest.json is not ours to read, text that is not JSON no
-      // tool's (one line, as replay gives for it).
-      if (std::optional<CaptureFacts> facts = read_capture_manifest_if_ours(text, manifest.string())) {
-        l.capture = std::move(*facts);
-        l.meta.capture_manifest = text;
-        const std::string& device = l.capture.device;
-        if (!device.empty()) l.meta.replay.device = device.rfind("cuda", 0) == 0 ? "cuda" : device;
-      }
+    // Checked before it is bundled; another tool's manifest.json is not ours to read, text that is not JSON no
+    // tool's (one line, as replay gives for it).
+    if (std::optional<CaptureFacts> facts = read_capture_folder_manifest(source, &l.meta.capture_manifest)) {
+      l.capture = std::move(*facts);
+      const std::string& device = l.capture.device;
+      if (!device.empty()) l.meta.replay.device = device.rfind("cuda", 0) == 0 ? "cuda" : device;
     }
   }
   if (l.ws.roles.empty()) throw UserError(source + ": no traces");
@@ -228,7 +223,7 @@ void merge_roles(Workspace& ws, std::vector<std::string>& texts) {
 }
 
 bool has_op_times(const Trace& t) {
-  return std::any_of(t.nodes.begin(), t.nodes.end(), [](const Node& n) { return n.ts_us >= 0 && n.dur_us >= 0; });
+  return std::any_of(t.nodes.begin(), t.nodes.end(), [](const Node& n) { return n.timed(); });
 }
 
 // The role's op times beside its ET, for replay's --host-time (docs/bundle.md).

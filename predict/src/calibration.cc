@@ -160,6 +160,12 @@ OpFamily family_from_name(const std::string& name, const std::string& where) {
 
 }  // namespace
 
+double Calibration::median_dispatch() const {
+  std::vector<double> d;
+  for (const auto& [op, s] : dispatch) d.push_back(s);
+  return d.empty() ? -1 : median(d);
+}
+
 double CollectiveCurve::seconds(double bytes, double factor) const {
   if (bytes <= 0 || bandwidth <= 0) return latency;
   double bw = bandwidth;

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "rate_index.h"
-#include "reprise/common/stats.h"
 #include "reprise/comms/collective.h"
 
 namespace reprise::predict {
@@ -86,9 +85,7 @@ CostModel::CostModel(const Cluster& cluster, const Calibration* calibration) : i
     std::vector<double> overhead;
     for (const OpSample& s : calibration->samples) overhead.push_back(impl_->overhead(s.op));
     impl_->index.build(calibration->samples, overhead);
-    std::vector<double> dispatch;
-    for (const auto& [op, s] : calibration->dispatch) dispatch.push_back(s);
-    if (!dispatch.empty()) impl_->default_dispatch = median(dispatch);
+    impl_->default_dispatch = calibration->median_dispatch();
   }
 }
 CostModel::~CostModel() = default;

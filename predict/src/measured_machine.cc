@@ -4,7 +4,6 @@
 #include <map>
 
 #include "rate_index.h"
-#include "reprise/common/stats.h"
 #include "reprise/predict/calibration.h"
 #include "reprise/trace/summary.h"
 
@@ -106,12 +105,11 @@ void print_calibration(std::FILE* out, const Calibration& c) {
     std::fprintf(out, "  overhead    %s per op (median of %zu op kinds)\n", human_seconds(c.default_overhead).c_str(),
                  c.overheads.size());
   if (!c.dispatch.empty()) {  // a GPU's: what a call costs the host, and the ops that wait for their kernels
-    std::vector<double> d;
-    for (const auto& [op, s] : c.dispatch) d.push_back(s);
     std::string waiting;
     for (const std::string& op : c.waits_device) waiting += (waiting.empty() ? "" : ", ") + op;
     std::fprintf(out, "  host part   %s a call (median of %zu op kinds); waiting for their kernels: %s\n",
-                 human_seconds(median(d)).c_str(), d.size(), waiting.empty() ? "none" : waiting.c_str());
+                 human_seconds(c.median_dispatch()).c_str(), c.dispatch.size(),
+                 waiting.empty() ? "none" : waiting.c_str());
   }
   if (!c.host.empty()) {
     // The host side measured from Kineto traces, the ops called most first.

@@ -10,7 +10,6 @@
 #include "program.h"
 #include "reprise/common/clock.h"
 #include "reprise/common/error.h"
-#include "reprise/common/files.h"
 #include "reprise/common/stats.h"
 #include "reprise/generators/bundle.h"
 #include "reprise/trace/host_gaps.h"
@@ -66,15 +65,15 @@ struct Built {
   detail::BuiltProgram b;
   SimProgram lo, hi;
   std::vector<int32_t> groups_used;
-  int64_t rank = 0;            // the rank whose trace it was built from
-  double host_time_scale = 0;  // of the recorded host time between its ops
+  int64_t rank = 0;  // the rank whose trace it was built from
 };
 
-// The recorded host time's scale when not given, as replay's --host-time default (docs/replay.md): recorded on a GPU,
-// where a launch-bound step's time is its host's; on a CPU only for a Python capture's profiled steps (the
-// observer's cost is in the gaps of other traces' times).
-double default_host_time_scale(const Cluster& c, const Trace& t) {
-  return c.device.kind != "cpu" || gaps_are_framework_time(t) ? 1 : 0;
+// The recorded host time's scale for a trace: the given one, else replay's --host-time default (docs/replay.md):
+// recorded on a GPU, where a launch-bound step's time is its host's; on a CPU only for a Python capture's profiled
+// steps (the observer's cost is in the gaps of other traces' times).
+double host_time_scale(const PredictOptions& o, const Trace& t) {
+  if (o.host_time_scale >= 0) return o.host_time_scale;
+  return o.cluster.device.kind != "cpu" || gaps_are_framework_time(t) ? 1 : 0;
 }
 
 bool has_p2p(const Built& b) {
@@ -148,8 +147,7 @@ Built* Predictor::build(std::unique_ptr<Trace> t, int64_t rank) {
   bo.all_steps = o_.all_steps;
   bo.op_times = op_times_for(rank);
   bo.rank = rank;
-  b->host_time_scale = bo.host_time_scale =
-      o_.host_time_scale >= 0 ? o_.host_time_scale : default_host_time_scale(o_.cluster, tr);
+  bo.host_time_scale = host_time_scale(o_, tr);
   if (auto plain = plain_step_.find(rank); plain != plain_step_.end()) bo.plain_step_seconds = plain->second;
   bo.group_of = [&](const Collective& c) {
     const int32_t g = groups_->of(tr, c, bundle_groups_);
@@ -215,12 +213,9 @@ void Predictor::load_traces() {
   TraceSet set = reprise::load_traces({input_}, ro);
   if (set.ranks.empty()) throw UserError(input_ + ": no trace");
   // A capture folder's manifest: how long each rank's step ran without the observers.
-  const std::filesystem::path manifest = std::filesystem::path(input_) / "manifest.json";
-  std::error_code ec;
-  if (std::filesystem::is_directory(input_, ec) && std::filesystem::is_regular_file(manifest, ec))
-    if (auto facts = gen::read_capture_manifest_if_ours(read_text_file(manifest.string()), manifest.string()))
-      for (const auto& [rank, seconds] : facts->iteration_seconds)
-        if (!seconds.empty()) plain_step_[rank] = median(seconds);
+  if (const auto facts = gen::read_capture_folder_manifest(input_))
+    for (const auto& [rank, seconds] : facts->iteration_seconds)
+      if (!seconds.empty()) plain_step_[rank] = median(seconds);
   for (const Trace& t : set.ranks)
     if (t.from_kineto_only)
       throw UserError(t.source + ": a Kineto trace alone has no ops to predict (an ET is needed)");
@@ -336,7 +331,7 @@ Prediction Predictor::run() {
   p_.fallback = b.fallback;
   p_.measured = b.measured;
   p_.unmodeled = b.unmodeled;
-  p_.host_time_scale = zero.host_time_scale;
+  p_.host_time_scale = host_time_scale(o_, *zero.trace);
   p_.host_time_seconds = b.host_time_seconds;
   p_.host_time_known = b.op_times;
   for (const auto& [label, tot] : b.per_op) {

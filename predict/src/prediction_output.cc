@@ -5,12 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include "reprise/predict/predict.h"
+#include "reprise/trace/host_gaps.h"
 #include "reprise/trace/summary.h"
 
 namespace reprise::predict {
 namespace {
-
-const char* host_time_mode(double scale) { return scale == 0 ? "none" : scale == 1 ? "recorded" : "scale"; }
 
 using json = nlohmann::ordered_json;
 

@@ -206,12 +206,12 @@ BuiltProgram Builder::run() {
     gaps.before_us.assign(units.size(), 0);
     if (o_.host_time_scale > 0)
       gaps = recorded_gaps(t_, units, s.step ? s.step->node : kNone32, o_.plain_step_seconds * 1e6, waits);
+    b_.op_times = b_.op_times || gaps.timed;
     const double scale = o_.host_time_scale * gaps.keep * 1e-6;  // microseconds recorded -> seconds spent
     double pending = 0;  // a unit that issues nothing leaves its gap to the next, as replay's skipped units do
     for (size_t k = 0; k < units.size(); ++k) {
       const uint32_t node = units[k];
       const NodeKind kind = t_.nodes[node].kind;
-      b_.op_times = b_.op_times || (t_.nodes[node].ts_us >= 0 && t_.nodes[node].dur_us >= 0);
       pending += gaps.before_us[k] * scale;
       if (kind == NodeKind::Collective || kind == NodeKind::Wait || kind == NodeKind::CommOp) {
         if (comm(node, pending)) pending = 0;

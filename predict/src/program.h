@@ -28,8 +28,8 @@ struct BuiltProgram {
   std::map<std::string, OpTotals> per_op;  // by op label, per iteration
   // Coverage, per iteration:
   int64_t ops = 0, modeled = 0, fallback = 0, measured = 0;
-  double host_time_seconds = 0;  // the recorded host time added, per iteration
-  bool op_times = false;         // whether any op of the steps has recorded times (else there is no host time)
+  double host_time_seconds = 0;              // the recorded host time added, per iteration
+  bool op_times = false;                     // with host time asked for: whether any op of the steps has recorded times
   std::map<std::string, int64_t> unmodeled;  // op -> count
 };
 

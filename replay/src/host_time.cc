@@ -59,7 +59,7 @@ double expected_host_time_scale(const Trace& t, const ReplayOptions& o) {
 HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
   HostTimeReport r;
   r.scale = chosen_scale(o, p.device, t, r.reason);
-  r.mode = r.scale == 0 ? "none" : r.scale == 1 ? "recorded" : "scale";
+  r.mode = host_time_mode(r.scale);
 
   std::vector<uint32_t> instr_of(t.nodes.size(), kNone32);
   for (uint32_t i = 0; i < p.instrs.size(); ++i) instr_of[p.instrs[i].node] = i;
@@ -89,12 +89,8 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
     recorded_us += step_us * g.keep;
     removed_us += step_us * (1 - g.keep);
   }
-  r.timed_ops = r.untimed_ops = 0;
   for (const StepUnit& unit : p.units)
-    if (instr_of[unit.node] != kNone32) {
-      const Node& n = t.nodes[unit.node];
-      ++(n.ts_us >= 0 && n.dur_us >= 0 ? r.timed_ops : r.untimed_ops);
-    }
+    if (instr_of[unit.node] != kNone32) ++(t.nodes[unit.node].timed() ? r.timed_ops : r.untimed_ops);
   if (r.timed_ops > 0) r.source = source_of(t);
   r.recorded_seconds = recorded_us * 1e-6 / static_cast<double>(std::max<size_t>(steps, 1));
   r.instrumentation_seconds = removed_us * 1e-6 / static_cast<double>(std::max<size_t>(steps, 1));

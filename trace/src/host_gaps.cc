@@ -19,8 +19,6 @@ double host_time_between(double from, double to, const std::vector<std::pair<dou
   return std::max(0.0, busy);
 }
 
-bool timed(const Node& n) { return n.ts_us >= 0 && n.dur_us >= 0; }
-
 }  // namespace
 
 std::vector<std::pair<double, double>> host_device_waits(const Trace& t) {
@@ -33,20 +31,23 @@ std::vector<std::pair<double, double>> host_device_waits(const Trace& t) {
 
 bool gaps_are_framework_time(const Trace& t) { return t.kineto && t.kineto->producer == "python profiler"; }
 
+const char* host_time_mode(double scale) { return scale == 0 ? "none" : scale == 1 ? "recorded" : "scale"; }
+
 RecordedGaps recorded_gaps(const Trace& t, const std::vector<uint32_t>& units, uint32_t marker, double plain_us,
                            const std::vector<std::pair<double, double>>& waits) {
   RecordedGaps g;
   g.before_us.assign(units.size(), 0);
-  const Node* m = marker != kNone32 && timed(t.nodes[marker]) ? &t.nodes[marker] : nullptr;
+  const Node* m = marker != kNone32 && t.nodes[marker].timed() ? &t.nodes[marker] : nullptr;
   // The latest end of a unit so far (any thread), and whether it says where the next gap begins.
   double covered = m ? m->ts_us : -INFINITY;
   bool known = m != nullptr;
   for (size_t k = 0; k < units.size(); ++k) {
     const Node& n = t.nodes[units[k]];
-    if (!timed(n)) {
+    if (!n.timed()) {
       known = false;  // where it began and ended is unknown: so are the gaps on both sides of it
       continue;
     }
+    g.timed = true;
     if (known) g.before_us[k] = host_time_between(covered, n.ts_us, waits);
     covered = std::max(covered, n.ts_us + n.dur_us);
     known = true;

@@ -117,5 +117,8 @@ CaptureFacts read_capture_manifest(const std::string& text, const std::string& w
 // The same for a manifest.json found beside traces: nullopt for valid JSON of another tool's (no "reprise_capture"
 // key); text that is not JSON is an error all the same.
 std::optional<CaptureFacts> read_capture_manifest_if_ours(const std::string& text, const std::string& where);
+// The manifest.json of a capture folder (read_capture_manifest_if_ours): nullopt when `folder` is not a folder or
+// holds none or another tool's. `text`, when given, receives the file's text.
+std::optional<CaptureFacts> read_capture_folder_manifest(const std::string& folder, std::string* text = nullptr);
 
 }  // namespace reprise::gen

@@ -86,6 +86,7 @@ struct Calibration {
   // part grows with it: a count read back, a sort's size). `overheads` then only separates device time from a call.
   std::map<std::string, double> dispatch;
   std::set<std::string> waits_device;
+  double median_dispatch() const;  // over the ops of `dispatch`; -1 when it is empty (not a GPU's)
   std::vector<CollectiveCurve> collectives;
   // A GPU's ops' host side, measured from Kineto traces (calibrate --host-from): when the cost model has an op's
   // kinds, they time its host side and its launch instead of `overheads` and the cluster's launch overhead.

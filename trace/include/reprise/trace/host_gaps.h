@@ -19,6 +19,7 @@ struct RecordedGaps {
   std::vector<double> before_us;
   double tail_us = 0;  // after the last unit to the marker's end (0 without a timed marker)
   double keep = 1;     // the share to re-spend: the plain step over the recorded marker when that ran longer
+  bool timed = false;  // whether any unit has times (else there is no host time to speak of)
 };
 
 // The host's waits on the device (Kineto's synchronize calls), merged into disjoint intervals in time order
@@ -36,5 +37,8 @@ RecordedGaps recorded_gaps(const Trace& t, const std::vector<uint32_t>& units, u
 // so that its gaps are the framework's own host time: replay and predict re-spend them on a CPU by default only then
 // (other CPU traces' gaps hold the observer's cost).
 bool gaps_are_framework_time(const Trace& t);
+
+// --host-time's mode for a scale: "none" (0), "recorded" (1), else "scale".
+const char* host_time_mode(double scale);
 
 }  // namespace reprise

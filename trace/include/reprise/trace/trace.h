@@ -132,6 +132,7 @@ struct Node {
   int32_t collective = -1;                  // index in Trace::collectives
   // Filled by link_kineto: the CPU op's time and the GPU work it launched itself (not its children's).
   double ts_us = -1, dur_us = -1;
+  bool timed() const { return ts_us >= 0 && dur_us >= 0; }
   double gpu_us = 0;
   uint32_t num_gpu_events = 0;
 };
