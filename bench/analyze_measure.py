@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`reprise analyze --measure` against the real saving, on the mlp with an anti-pattern built in.
 
-  bench/analyze_measure.py [--case cpp|python] [--anti-pattern casts|sync|unfused|loop] [--device cpu|cuda] [--pairs N]
+  bench/analyze_measure.py [--case cpp|python] [--anti-pattern casts|sync|unfused|loop|unaligned]
+                           [--dtype float32|bfloat16] [--device cpu|cuda] [--pairs N]
                            [--ranks R] [--batch B] [--hidden H] [--layers L] [--bin build/bin] [--work DIR]
                            [--json FILE]
 
@@ -21,7 +22,8 @@ as eight elementwise ops against the fused one (unfused_elementwise; its fix rep
 loop is an optimizer one parameter at a time against its foreach form (single_tensor_optimizer, which needs 32 or more
 ops a step): in the cpp case SGD (--layers 16 or more), in the python case torch.optim.Adam(foreach=False) against
 Adam(foreach=True), 10 ops per parameter (the fix rewrites its out-of-place sqrt and div, and leaves .item() one per
-parameter).
+parameter); unaligned is a hidden size off a multiple of 8 (H - 1) against H (unaligned_gemm, whose fix pads every
+such size of the trace with `scale: dims`; --dtype bfloat16 puts the python case's GEMMs on a GPU's tensor cores).
 
 Each pair is one capture. The real saving is measured in its process: its timed steps alternate with and without
 the anti-pattern (the manifest's without_anti_pattern_seconds; train_mlp.py's anti_pattern_steps.json), and the
@@ -46,7 +48,7 @@ from truth import ROOT, launcher, run  # noqa: E402
 
 PYTHON = os.environ.get("REPRISE_PYTHON", "/usr/bin/python3")
 DETECTOR = {"casts": "dtype_churn", "sync": "host_sync", "unfused": "unfused_elementwise",
-            "loop": "single_tensor_optimizer"}
+            "loop": "single_tensor_optimizer", "unaligned": "unaligned_gemm"}
 
 
 def real_in_process(case, out):
@@ -67,7 +69,7 @@ def real_in_process(case, out):
 def capture(a, out):
     if a.case == "python":
         cmd = [PYTHON, os.path.join(ROOT, "capture", "python", "examples", "train_mlp.py"), out, "--device", a.device,
-               "--batch", str(a.batch), "--hidden", str(a.hidden)]
+               "--batch", str(a.batch), "--hidden", str(a.hidden), "--dtype", a.dtype]
     else:
         cmd = launcher(a.ranks) + [
             f"{a.bin}/reprise", "capture", "--workload", "mlp", "--out", out, "--threads", "1", "--device",
@@ -97,7 +99,9 @@ def spread(xs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--case", choices=["cpp", "python"], default="cpp")
-    ap.add_argument("--anti-pattern", choices=["casts", "sync", "unfused", "loop"], default="casts")
+    ap.add_argument("--anti-pattern", choices=["casts", "sync", "unfused", "loop", "unaligned"], default="casts")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                    help="python: the model's dtype (bfloat16: GEMMs on a GPU's tensor cores)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--pairs", type=int, default=7)
     ap.add_argument("--ranks", type=int, default=1, help="cpp: capture and measure on this many ranks (mpirun)")
@@ -110,6 +114,8 @@ def main():
     a = ap.parse_args()
     if a.ranks > 1 and a.case != "cpp":
         ap.error("--ranks: the cpp case only (the Python helper's example runs one process)")
+    if a.dtype != "float32" and a.case != "python":
+        ap.error("--dtype: the python case only (the C++ mlp trains in float32)")
     os.environ["OMP_NUM_THREADS"] = "1"
     if a.case == "python" and a.device == "cpu":
         # The Python process otherwise hands freed activations back to the system and faults them in again every

@@ -12,8 +12,8 @@
 #   7. (named only: GPU_CHECK_ONLY=7) issue 13's distributed CPU bar on the machine's cores, a core per rank.
 # --full adds the older checks: every test binary, NCCL sweeps on one rank, the fidelity, replay-overhead and
 # capture-overhead benchmarks. Writes everything under ${GPU_CHECK_DIR:-bench/out/gpu}. GPU_CHECK_ONLY="5 3 6" runs
-# those sections in that order; GPU_CHECK_ANTI="sync" runs that case alone of section 3's (sync, unfused, loop);
-# GPU_CHECK_QUICK= (empty) gives section 5 every workload size, not the first of each.
+# those sections in that order; GPU_CHECK_ANTI="sync" runs that case alone of section 3's (sync, unfused, loop; and
+# unaligned, only when named); GPU_CHECK_QUICK= (empty) gives section 5 every workload size, not the first of each.
 #   scripts/gpu-check.sh [--full]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -96,9 +96,10 @@ tail -3 "$W/two_streams.txt"
 section3() {
 stamp "3. analyze --measure: an injected sync (issue 14's bar: measured / real within 20%), unfused chains, Adam per tensor"
 # One case: bench/analyze_measure.py's Python mlp with that anti-pattern at that batch, 3 pairs, in /tmp/measure_CASE.
-measure() {
+measure() {  # CASE BATCH [DTYPE]
   timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern "$1" --device cuda --batch "$2" \
-    --hidden 1024 --pairs 3 --bin $B --work "/tmp/measure_$1" --json "$W/analyze_measure_$1.json" 2>&1 | tail -6
+    --hidden 1024 --dtype "${3:-float32}" --pairs 3 --bin $B --work "/tmp/measure_$1" \
+    --json "$W/analyze_measure_$1.json" 2>&1 | tail -6
 }
 local c
 for c in ${GPU_CHECK_ANTI:-sync unfused loop}; do  # GPU_CHECK_ANTI="sync": that case alone
@@ -112,7 +113,10 @@ for c in ${GPU_CHECK_ANTI:-sync unfused loop}; do  # GPU_CHECK_ANTI="sync": that
   unfused) measure unfused 4096 ;;
   # Single-tensor Adam against foreach Adam: the foreach fix with out-of-place ops, where a launch per tensor costs.
   loop) measure loop 256 ;;
-  *) echo "GPU_CHECK_ANTI: no case $c (sync, unfused, loop)" ;;
+  # Hidden 1023 against 1024 in bf16 on tensor cores; the fix pads 1023 to 1024 (scale: dims). Not in the default
+  # list: GPU_CHECK_ANTI=unaligned.
+  unaligned) measure unaligned 4096 bfloat16 ;;
+  *) echo "GPU_CHECK_ANTI: no case $c (sync, unfused, loop, unaligned)" ;;
   esac
 done
 }

@@ -25,6 +25,9 @@ struct Detector {
   // Puts in something that looks like the pattern to a cause-blind measure but is not it (a hard negative: syncs
   // that wait for nothing, overlapped communication, pinned copies); nullptr: none.
   bool (*decoy)(Editor& e, const InjectSite& site) = nullptr;
+  // The fix's generator step made from the sizes a class's findings name (Finding::sizes, merged and sorted), for a
+  // fix that depends on the trace; "" when none can be built from them. nullptr: info.transform as it is.
+  std::string (*fix)(const std::vector<int64_t>& sizes) = nullptr;
 };
 
 extern const Detector kGpuIdle, kHostSync, kLaunchBound, kPageableCopy, kUnfusedElementwise, kDtypeChurn, kFp32Gemm,

@@ -26,6 +26,7 @@ nlohmann::json finding_json(const Finding& f) {
                    {"kernels", f.kernels},     {"instances", nlohmann::json::array()}};
   for (const Instance& i : f.instances)
     j["instances"].push_back({{"begin_us", i.begin_us}, {"end_us", i.end_us}, {"what", i.what}});
+  if (!f.sizes.empty()) j["sizes"] = f.sizes;
   return j;
 }
 
@@ -233,7 +234,7 @@ void print_detectors(std::FILE* out) {
   for (const DetectorInfo& d : detectors()) {
     std::fprintf(out, "%-24s %s\n%-24s   looks for: %s\n%-24s   fix: %s\n%-24s   fixed variant: %s\n", d.id.c_str(),
                  d.title.c_str(), "", d.looks_for.c_str(), "", d.fix.c_str(), "", d.fixed_variant.c_str());
-    if (!d.transform.empty()) std::fprintf(out, "%-24s   --measure builds it: perturb: %s\n", "", d.transform.c_str());
+    if (!d.transform.empty()) std::fprintf(out, "%-24s   --measure builds it: %s\n", "", d.transform.c_str());
   }
 }
 

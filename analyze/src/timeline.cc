@@ -159,9 +159,12 @@ WorkClass classify_op(std::string_view name) {
   return WorkClass::Other;
 }
 
+double unaligned_gemm_share(const Timeline& tl) { return tl.gpu ? 0.8 : 0.97; }
+
 double aligned_gemm_us(const Timeline& tl, const GemmOp& g) {
   auto ref = tl.aligned_gemm_rate.find(g.dtype);
-  return ref != tl.aligned_gemm_rate.end() && ref->second > 0 ? g.flops / ref->second : 0.8 * g.device_us;
+  return ref != tl.aligned_gemm_rate.end() && ref->second > 0 ? g.flops / ref->second
+                                                              : unaligned_gemm_share(tl) * g.device_us;
 }
 
 const char* gap_cause_name(GapCause c) {

@@ -121,8 +121,11 @@ struct GemmOp {  // a matmul-like CPU op with known shapes, or a GEMM kernel by 
   std::string dtype;
 };
 
-// The time a GEMM would take at the rate this trace's aligned GEMMs of its dtype reach (0.8 of its own time when
-// the trace has none): what unaligned_gemm holds an unaligned one to.
+// The time a GEMM would take at the rate this trace's aligned GEMMs of its dtype reach, or, when the trace has none,
+// unaligned_gemm_share() of its own time: what unaligned_gemm holds an unaligned one to. The share is 0.8 on a GPU
+// (tensor cores want aligned tiles) and 0.97 on a CPU, where padding a hidden size from 511 to 512 saved 2-3% of the
+// C++ and Python mlps' steps (bench/analyze_measure.py --anti-pattern unaligned, docs/performance.md).
+double unaligned_gemm_share(const Timeline& tl);
 double aligned_gemm_us(const Timeline& tl, const GemmOp& g);
 
 struct ScopeUse {  // an optimizer, zero_grad or data loader call inside the window, and what ran under it

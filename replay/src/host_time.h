@@ -6,10 +6,6 @@
 
 namespace reprise::replay::detail {
 
-// The scale a replay of `t` with `o` will re-spend host time at, before its plan is compiled (the time limit needs it):
-// the options', else the default for the device the options or the trace name.
-double expected_host_time_scale(const Trace& t, const ReplayOptions& o);
-
 // Sets each instruction's host_ns and each step's tail from the trace's op times (Node::ts_us/dur_us) at the options'
 // scale, else the device's default, and returns what the results report. Re-spent: on the step's timeline, the time
 // in which no unit (Plan::units) of any thread ran, less the host's waits on the device (is_host_sync), each gap

@@ -539,6 +539,20 @@ TEST(Capture, AntiPatternStepsAreTimedWithAndWithoutIt) {
   const std::string m = workloads::manifest_json(o, {rep}, 1);
   EXPECT_NE(m.find("\"anti_pattern\": \"casts\""), std::string::npos) << m;
   EXPECT_NE(m.find("\"without_anti_pattern_seconds\": ["), std::string::npos) << m;
+  // unaligned: the recorded model's hidden size is off a multiple of 8; the one timed without it is padded.
+  o.anti_pattern = "unaligned";
+  o.out_dir = test::temp_dir() + "/unaligned";
+  const workloads::CaptureReport u = workloads::capture_workload(o);
+  EXPECT_NE(u.description.find("hidden 15 (without the anti-pattern 16)"), std::string::npos) << u.description;
+  EXPECT_EQ(u.without_anti_pattern_seconds.size(), 3u);
+  const TraceSet us = load_traces({o.out_dir});
+  const Trace& ut = us.ranks[0];
+  const std::vector<uint32_t> addmm = ops_named(ut, "aten::addmm");
+  ASSERT_FALSE(addmm.empty());
+  for (uint32_t n : addmm) {
+    const Span<int64_t> d = ut.dims(input_tensor(ut, n, 2));
+    EXPECT_EQ(std::vector<int64_t>(d.begin(), d.end()), (std::vector<int64_t>{15, 15})) << n;
+  }
   o.anti_pattern = "slow";
   EXPECT_THROW(workloads::check_options(o, 1), std::invalid_argument);
   // The other options capture refuses before it builds anything (reprise capture turns these into one line).

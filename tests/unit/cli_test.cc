@@ -573,6 +573,21 @@ TEST(Cli, AnalyzeMeasureReplaysEachFixAgainstTheOriginal) {
   for (const char* b : {"/variants/original/benchmark.yaml", "/variants/fixed-dtype_churn/benchmark.yaml"})
     EXPECT_TRUE(std::filesystem::exists(dir + b)) << b;
 
+  // A fix made from the trace's own sizes: the unaligned hidden size padded to a multiple of 8 (scale: dims).
+  c =
+      run("capture --workload mlp --anti-pattern unaligned --batch 256 --hidden 256 --layers 2 --warmup 0 --steps 1 "
+          "--threads 1 --out " +
+          dir + "/unaligned -q");
+  ASSERT_EQ(c.status, 0) << c.out;
+  m = run("analyze " + dir + "/unaligned --measure --pairs 1 --iterations 1 --warmup 0 --only unaligned_gemm --keep " +
+          dir + "/padded --json " + dir + "/u.json");
+  ASSERT_EQ(m.status, 0) << m.out;
+  j = nlohmann::json::parse(std::ifstream(dir + "/u.json"));
+  ASSERT_EQ(j["measured"].size(), 1u) << j.dump(1);
+  EXPECT_EQ(j["measured"][0]["transform"], "scale: {dims: {d255: {from: 255, to: 256}}}") << j.dump(1);
+  EXPECT_EQ(j["measured"][0]["pairs"], 1) << j.dump(1);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/padded/fixed-unaligned_gemm/benchmark.yaml"));
+
   // Nothing found, nothing to measure (host_sync fires on GPU timelines only); bad input is one line, exit 2.
   Result none = run("analyze " + dir + "/cap --measure --only host_sync");
   EXPECT_EQ(none.status, 0) << none.out;

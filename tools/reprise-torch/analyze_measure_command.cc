@@ -175,7 +175,7 @@ int cmd_analyze_measure(int argc, char** argv) {
           write_text_file(config.string(), "name: fixed-" + m.detector + "\ndescription: " + inputs[0] +
                                                " without its " + m.detector +
                                                " findings (reprise analyze --measure)\nsource: " + yaml_quoted(source) +
-                                               "\ntransforms:\n  - perturb: " + m.transform + "\n");
+                                               "\ntransforms:\n  - " + m.transform + "\n");
           go.out = (work->path / ("fixed-" + m.detector)).string();
           try {
             gen::generate_from_config(config.string(), go);
@@ -267,7 +267,7 @@ int cmd_analyze_measure(int argc, char** argv) {
         const gen::Bundle b = gen::read_bundle((work_path / ("fixed-" + detectors[v])).string());
         fixed = gen::load_bundle_rank(b, my_rank);
         timed = !b.roles[0].timeline.empty();
-        untimed = original_timed && !timed && rep.host_time_scale != 0;
+        untimed = original_timed && !timed && replay::expected_host_time_scale(original, rep) != 0;
         if (untimed) side.host_time_scale = 0;  // the variant has no op times: neither side re-spends them
         for (int p = 0; p < pairs; ++p) {
           double t[2];

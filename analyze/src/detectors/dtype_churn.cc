@@ -92,7 +92,7 @@ const Detector kDtypeChurn{
      "4 or more aten::_to_copy conversions of floating tensors in the window, from two or more dtypes",
      "keep one dtype through the region (autocast, parameters and inputs in the compute "
      "dtype), convert once at its boundary",
-     "the conversions dropped: the tensor keeps its dtype", "{drop: '^aten::(to|_to_copy)$|ToCopyBackward'}"},
+     "the conversions dropped: the tensor keeps its dtype", "perturb: {drop: '^aten::(to|_to_copy)$|ToCopyBackward'}"},
     find,
     inject,
     decoy};

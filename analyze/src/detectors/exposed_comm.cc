@@ -70,7 +70,7 @@ const Detector kExposedComm{{"exposed_comm", "exposed communication",
                              "waited later, a separate stream)",
                              "each collective made asynchronous, waited for right before the first op that uses its "
                              "tensors (or at the step's end): the work in between overlaps it",
-                             "{overlap: '.'}"},
+                             "perturb: {overlap: '.'}"},
                             find,
                             inject,
                             decoy};

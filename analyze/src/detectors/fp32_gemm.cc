@@ -57,7 +57,7 @@ const Detector kFp32Gemm{{"fp32_gemm", "fp32 GEMMs on CUDA cores",
                           "GEMM kernels named sgemm without tensor-op, 1688, tf32 or xmma in the name",
                           "allow TF32 (torch.backends.cuda.matmul.allow_tf32 = True) or train in bf16 (autocast)",
                           "the GEMMs cast to bf16: half their time",
-                          "{dtype: {from: fp32, to: bf16, ops: '^aten::(mm|addmm|bmm|matmul|linear)$'}}"},
+                          "perturb: {dtype: {from: fp32, to: bf16, ops: '^aten::(mm|addmm|bmm|matmul|linear)$'}}"},
                          find,
                          inject,
                          decoy};

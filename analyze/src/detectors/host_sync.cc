@@ -71,7 +71,7 @@ const Detector kHostSync{
      "synchronize calls, cuda_sync events and blocking cudaMemcpy followed by a GPU idle gap",
      "keep values on the device (no .item()/.cpu()/print in the step), use non_blocking copies, log every N steps",
      "the syncs dropped: the host no longer waits, so the work after them is queued behind the work before",
-     "{drop: '^aten::(item|_local_scalar_dense)$'}"},
+     "perturb: {drop: '^aten::(item|_local_scalar_dense)$'}"},
     find,
     inject,
     decoy};

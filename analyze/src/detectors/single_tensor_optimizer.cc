@@ -77,7 +77,7 @@ const Detector kSingleTensorOptimizer{
      "an optimizer step of 32 or more launches without any _foreach_, fused or multi_tensor_apply op or kernel",
      "use the foreach or fused implementation (torch.optim.AdamW(..., foreach=True) or fused=True)",
      "the step's kernels as a few multi-tensor launches: its device time without the launch gaps",
-     "{foreach: 'Optimizer\\.step#'}"},
+     "perturb: {foreach: 'Optimizer\\.step#'}"},
     find,
     inject,
     decoy};

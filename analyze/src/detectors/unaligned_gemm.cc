@@ -2,6 +2,7 @@
 // the same trace's aligned GEMMs reach.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "../detector.h"
 
@@ -12,10 +13,15 @@ bool find(const WindowStats& s, Finding& f) {
   double unaligned_us = 0, gemm_us = 0, saving = 0;
   std::vector<Instance> all;
   size_t n = 0;
+  std::vector<int64_t> sizes;
+  size_t unreferenced = 0;  // unaligned GEMMs of a dtype the trace has no aligned GEMM of
   for (const GemmOp& g : s.gemm_ops) {
     gemm_us += g.device_us;
     if (g.aligned) continue;
     ++n;
+    unreferenced += !s.tl->aligned_gemm_rate.count(g.dtype);
+    for (int64_t d : {g.m, g.n, g.k})
+      if (d % 8 != 0) sizes.push_back(d);
     unaligned_us += g.device_us;
     saving += std::max(0.0, g.device_us - aligned_gemm_us(*s.tl, g));
     const KinetoEvent& e = s.tl->event(g.event);
@@ -27,12 +33,35 @@ bool find(const WindowStats& s, Finding& f) {
   f.score = unaligned_us / at;
   if (n == 0 || unaligned_us < at || saving < 10) return false;
   f.saving_us = saving;
+  char share[16];
+  std::snprintf(share, sizeof share, "%.2f", unaligned_gemm_share(*s.tl));
   f.evidence = std::to_string(n) + " GEMM(s) with M, N or K not a multiple of 8, " + time_text(unaligned_us) +
-               "; at the rate of this trace's aligned GEMMs they would take " + time_text(unaligned_us - saving);
+               (unreferenced == n ? "; the trace has no aligned GEMM of their dtype, so aligned they are assumed to "
+                                    "take " +
+                                        std::string(share) + " of that, "
+                                  : "; at the rate of this trace's aligned GEMMs they would take ") +
+               time_text(unaligned_us - saving);
   for (const Instance& i : all)
     if (f.ops.size() < 3 && std::find(f.ops.begin(), f.ops.end(), i.what) == f.ops.end()) f.ops.push_back(i.what);
   keep_instances(f, std::move(all));
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  f.sizes = std::move(sizes);
   return true;
+}
+
+// Each unaligned dimension N rounded up to a multiple of 8 wherever a tensor has it, propagated through every op by
+// shape inference (`scale: dims`): what padding the hidden or vocabulary size does to the model. Dimensions below 8
+// are left (a GEMV's 1 is not padded to 8 rows).
+std::string fix(const std::vector<int64_t>& sizes) {
+  std::string dims;
+  for (int64_t d : sizes) {
+    if (d < 8) continue;
+    const std::string from = std::to_string(d);
+    dims += (dims.empty() ? "" : ", ") + ("d" + from) + ": {from: " + from +
+            ", to: " + std::to_string((d + 7) / 8 * 8) + "}";
+  }
+  return dims.empty() ? "" : "scale: {dims: {" + dims + "}}";
 }
 
 // Four aligned fp16 GEMMs (rows x 1024 x 1024) and four with every dimension off a multiple of 8, queued behind the
@@ -85,9 +114,12 @@ bool decoy(Editor& e, const InjectSite& s) { return gemms(e, s, 1.0, true); }
 const Detector kUnalignedGemm{{"unaligned_gemm", "GEMM dimensions not multiples of 8",
                                "mm/addmm/bmm/baddbmm with recorded shapes where M, N or K is not a multiple of 8",
                                "pad the hidden, vocabulary or batch size to a multiple of 8 (64 is better)",
-                               "the GEMMs padded to multiples of 8: their FLOPs at the aligned GEMMs' rate"},
+                               "the GEMMs padded to multiples of 8: their FLOPs at the aligned GEMMs' rate",
+                               "scale: {dims: {dN: {from: N, to: N rounded up to a multiple of 8}, ...}}, for each "
+                               "dimension N (8 or more) of the findings' GEMMs that is not a multiple of 8"},
                               find,
                               inject,
-                              decoy};
+                              decoy,
+                              fix};
 
 }  // namespace reprise::analyze::detail

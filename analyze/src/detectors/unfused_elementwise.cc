@@ -84,7 +84,7 @@ const Detector kUnfusedElementwise{
      "3 or more elementwise kernels in a row on one stream, between GEMMs, reductions or copies",
      "fuse the chain (torch.compile, a fused op such as F.gelu/addcmul/a fused optimizer, a custom kernel)",
      "each chain as one op costing its longest member",
-     "{fuse: {ops: '" + elementwise_op_regex() + "', min: " + std::to_string(kMinChain) +
+     "perturb: {fuse: {ops: '" + elementwise_op_regex() + "', min: " + std::to_string(kMinChain) +
          ", outside: '[Oo]ptimizer|OPTIMIZER'}}"},
     find,
     inject,

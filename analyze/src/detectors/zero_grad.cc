@@ -92,7 +92,8 @@ bool decoy(Editor& e, const InjectSite& s) {
 const Detector kZeroGrad{
     {"zero_grad", "gradients zeroed rather than set to None", "zero_ / fill_ ops or memsets under a zero_grad call",
      "optimizer.zero_grad(set_to_none=True) (the default since PyTorch 2.0)",
-     "the zero_grad call without its zeroing ops", "{drop: {ops: '^aten::(zero_|fill_)$', within: 'zero_grad'}}"},
+     "the zero_grad call without its zeroing ops",
+     "perturb: {drop: {ops: '^aten::(zero_|fill_)$', within: 'zero_grad'}}"},
     find,
     inject,
     decoy};

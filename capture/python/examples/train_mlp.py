@@ -1,12 +1,15 @@
 """A small MLP training loop under reprise_capture: python3 train_mlp.py OUT_DIR, then reprise replay OUT_DIR.
 
-  train_mlp.py OUT_DIR [--device cpu|cuda] [--batch B] [--hidden H] [--anti-pattern sync|casts|unfused|loop] [--pairs N]
+  train_mlp.py OUT_DIR [--device cpu|cuda] [--dtype float32|bfloat16] [--batch B] [--hidden H]
+               [--anti-pattern sync|casts|unfused|loop|unaligned] [--pairs N]
 
 --anti-pattern builds one in, for `reprise analyze --measure` to be checked against (bench/analyze_measure.py): sync
 reads the loss on the host (loss.item()) between forward and backward; casts round-trips each hidden activation
 through bf16; unfused uses a tanh GELU written out as eight elementwise ops where the step without it calls
 F.gelu(h, approximate="tanh") (each in place of the ReLUs); loop steps with torch.optim.Adam(foreach=False), one
-parameter at a time, where the step without it uses Adam(foreach=True). Before the captured steps, N pairs of steps with and without it run in alternating order, timed
+parameter at a time, where the step without it uses Adam(foreach=True); unaligned trains a model of hidden size H - 1
+(off a multiple of 8, with 16 classes so that only the hidden size is) where the step without it trains one of
+hidden size H (a multiple of 8; --dtype bfloat16 puts the GEMMs on tensor cores, which want aligned sizes). Before the captured steps, N pairs of steps with and without it run in alternating order, timed
 (OUT_DIR/anti_pattern_steps.json): the real saving, measured in one process.
 """
 import argparse
@@ -28,28 +31,41 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--hidden", type=int, default=1024)
-    ap.add_argument("--anti-pattern", choices=["sync", "casts", "unfused", "loop"], default=None)
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    ap.add_argument("--anti-pattern", choices=["sync", "casts", "unfused", "loop", "unaligned"], default=None)
     ap.add_argument("--pairs", type=int, default=20, help="steps with and without the anti-pattern, timed first")
     a = ap.parse_args()
+    if a.anti_pattern == "unaligned" and a.hidden % 8:
+        ap.error("--anti-pattern unaligned: --hidden must be a multiple of 8 (the step without it)")
     torch.manual_seed(0)
     torch.set_num_threads(1)
     dev = torch.device(a.device)
-    layers = [torch.nn.Linear(512, a.hidden), torch.nn.ReLU(), torch.nn.Linear(a.hidden, a.hidden), torch.nn.ReLU()]
-    head = torch.nn.Linear(a.hidden, 10)
-    model = torch.nn.Sequential(*layers, head).to(dev)
+    dtype = getattr(torch, a.dtype)
+    classes = 16 if a.anti_pattern == "unaligned" else 10
+
+    def make_model(hidden):
+        layers = [torch.nn.Linear(512, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden), torch.nn.ReLU()]
+        head = torch.nn.Linear(hidden, classes)
+        return layers, head, torch.nn.Sequential(*layers, head).to(dev, dtype)
+
+    # The model of each side (with the anti-pattern: True): one model but for unaligned.
+    models = {True: make_model(a.hidden - 1 if a.anti_pattern == "unaligned" else a.hidden)}
+    models[False] = make_model(a.hidden) if a.anti_pattern == "unaligned" else models[True]
     if a.anti_pattern == "loop":  # two Adams over the same parameters: one tensor at a time, and foreach
-        opts = {True: torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False),
-                False: torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)}
+        params = list(models[True][2].parameters())
+        opts = {True: torch.optim.Adam(params, lr=1e-3, foreach=False),
+                False: torch.optim.Adam(params, lr=1e-3, foreach=True)}
     else:
-        opts = {True: torch.optim.SGD(model.parameters(), lr=0.01)}
-        opts[False] = opts[True]
-    x, y = torch.randn(a.batch, 512, device=dev), torch.randint(0, 10, (a.batch,), device=dev)
+        opts = {side: torch.optim.SGD(models[side][2].parameters(), lr=0.01) for side in (True, False)}
+    x = torch.randn(a.batch, 512, device=dev, dtype=dtype)
+    y = torch.randint(0, classes, (a.batch,), device=dev)
 
     def unfused_gelu(h):
         inner = (h + h.pow(3) * 0.044715) * math.sqrt(2.0 / math.pi)
         return h * 0.5 * (inner.tanh() + 1)
 
     def forward(with_anti_pattern):
+        layers, head, _ = models[with_anti_pattern]
         h = x
         for m in layers:
             if a.anti_pattern == "unfused" and isinstance(m, torch.nn.ReLU):
@@ -57,7 +73,7 @@ def main():
                 continue
             h = m(h)
             if with_anti_pattern and a.anti_pattern == "casts" and isinstance(m, torch.nn.ReLU):
-                h = h.to(torch.bfloat16).to(torch.float32)
+                h = h.to(torch.bfloat16 if dtype == torch.float32 else torch.float32).to(dtype)
         return head(h)
 
     def step(with_anti_pattern=True):

@@ -22,8 +22,10 @@ struct DetectorInfo {
   std::string looks_for;      // the evidence it reads
   std::string fix;            // what a person would change
   std::string fixed_variant;  // how the fixed trace is built (what a measured saving replays)
-  // The generator step that builds it from the trace's ET (a `perturb` in YAML flow text, docs/configs.md), which
-  // `reprise analyze --measure` replays against the original; empty where no generator transform builds it yet.
+  // The generator step that builds it from the trace's ET (a transform in YAML flow text, `perturb: {...}` or
+  // `scale: {...}`, docs/configs.md), which `reprise analyze --measure` replays against the original; empty where no
+  // generator transform builds it yet. A fix made from the findings' own sizes (unaligned_gemm's padding) is
+  // described here and written out per run in MeasuredFix::transform.
   std::string transform = {};
 };
 const std::vector<DetectorInfo>& detectors();
@@ -59,6 +61,8 @@ struct Finding {
   std::string evidence;  // one line a person reads
   std::vector<std::string> ops, kernels;  // the most involved CPU ops and kernels, by time
   std::vector<Instance> instances;        // the worst few, by time
+  std::vector<int64_t> sizes;             // what the fix changes, where it depends on the trace (unaligned_gemm:
+                                          // the GEMM dimensions that are not multiples of 8)
 };
 
 // Every detector's verdict on one judged window (a step or segment), parallel to detectors(): whether it fired and
@@ -95,7 +99,8 @@ struct RankInfo {
 // replays (docs/analyze.md, "Measured savings").
 struct MeasuredFix {
   std::string detector;
-  std::string transform;  // DetectorInfo::transform; empty: the generators cannot build this fix yet
+  std::string transform;  // the generator step (DetectorInfo::transform, or the one made from the findings' sizes);
+                          // empty: the generators cannot build this fix yet
   int rank = 0;           // -1: every rank at once (measured under a launch; the step is the slowest rank's)
   size_t findings = 0;
   // The findings' estimated saving per step (their sum over the rank's steps); for every rank, the largest rank's.

@@ -204,6 +204,10 @@ struct ReplayResult {
 // Skipped ops are reported in the result, never thrown: `reprise replay --strict` turns them into exit status 1.
 ReplayResult replay_trace(const Trace& trace, const ReplayOptions& options);
 
+// The host-time scale a replay of `trace` with `options` re-spends at (0 none, 1 as recorded), known before it runs:
+// the options' host_time_scale, else the default for the device the options or the trace name (docs/replay.md).
+double expected_host_time_scale(const Trace& trace, const ReplayOptions& options);
+
 // Runs every selected op of every iteration (or of `steps`, ProfilerStep numbers) once on the `meta` device (shapes and
 // dtypes only, no data) and throws UserError("LABEL: node ID (OP): why") for the first op that refuses its inputs. Ops
 // this LibTorch has no meta kernel for, and ops it does not know, are not failures: they are counted in the returned

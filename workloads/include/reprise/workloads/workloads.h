@@ -90,7 +90,8 @@ struct WorkloadOptions {
   bool zero = false;
   // mlp: an anti-pattern built in, for measuring what fixing it saves (`reprise analyze --measure`): "" none,
   // "sync" (loss.item() between forward and backward: the host waits for the device), "casts" (each hidden
-  // activation round-tripped through bf16: dtype churn).
+  // activation round-tripped through bf16: dtype churn), "unfused" (a tanh GELU as eight elementwise ops),
+  // "loop" (SGD one parameter at a time), "unaligned" (a hidden size off a multiple of 8, against it padded).
   std::string anti_pattern;
   int warmup = 2;  // untimed steps first
   int steps = 5;   // timed uninstrumented steps
