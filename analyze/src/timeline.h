@@ -121,10 +121,13 @@ struct GemmOp {  // a matmul-like CPU op with known shapes, or a GEMM kernel by 
   std::string dtype;
 };
 
-// The time a GEMM would take at the rate this trace's aligned GEMMs of its dtype reach, or, when the trace has none,
-// unaligned_gemm_share() of its own time: what unaligned_gemm holds an unaligned one to. The share is 0.8 on a GPU
-// (tensor cores want aligned tiles) and 0.97 on a CPU, where padding a hidden size from 511 to 512 saved 2-3% of the
-// C++ and Python mlps' steps (bench/analyze_measure.py --anti-pattern unaligned, docs/performance.md).
+// The time a GEMM would take padded (each dimension rounded up to a multiple of 8, so more FLOPs): on a GPU at the
+// rate this trace's aligned GEMMs of its dtype reach; on a CPU, or on a GPU trace without aligned GEMMs of that
+// dtype, at unaligned_gemm_share() of its own time per FLOP. What unaligned_gemm holds an unaligned one to. The share
+// is 0.8 on a GPU (tensor cores want aligned tiles) and 0.97 on a CPU, where padding a hidden size from 511 to 512
+// saved 2-3% of the C++ and Python mlps' steps (bench/analyze_measure.py --anti-pattern unaligned,
+// docs/performance.md); a CPU's rates differ by shape far more than by alignment (a DLRM's batched 9x64x9 GEMMs run at
+// a sixteenth of its large ones' rate), so a CPU GEMM is not held to another's.
 double unaligned_gemm_share(const Timeline& tl);
 double aligned_gemm_us(const Timeline& tl, const GemmOp& g);
 

@@ -340,8 +340,8 @@ TEST(Analyze, UnalignedGemmIsHeldToTheAlignedGemmsRate) {
   const analyze::Analysis a = run(k, {"unaligned_gemm"});
   const analyze::Finding* f = finding(a, "unaligned_gemm");
   ASSERT_NE(f, nullptr);
-  // 63x64x64 at the 64x64x64 GEMM's rate takes 100 * 63/64 us.
-  EXPECT_NEAR(f->saving_us, 200 - 100.0 * 63 / 64, 1e-6);
+  // Padded to 64x64x64, at the 64x64x64 GEMM's rate, it takes 100 us.
+  EXPECT_NEAR(f->saving_us, 200 - 100, 1e-6);
   EXPECT_NE(f->evidence.find("1 GEMM(s) with M, N or K not a multiple of 8"), std::string::npos) << f->evidence;
   ASSERT_FALSE(f->instances.empty());
   EXPECT_EQ(f->instances[0].what, "aten::mm 63x64x64");
@@ -351,25 +351,35 @@ TEST(Analyze, UnalignedGemmIsHeldToTheAlignedGemmsRate) {
   ASSERT_EQ(plan.size(), 1u);
   EXPECT_EQ(plan[0].transform, "scale: {dims: {d63: {from: 63, to: 64}}}");
   EXPECT_TRUE(plan[0].note.empty()) << plan[0].note;
-  // Without an aligned GEMM of its dtype to compare with, an unaligned one is held to 0.8 of its time.
+  // Without an aligned GEMM of its dtype to compare with, an unaligned one is held to 0.8 of its time per FLOP,
+  // padded (64/63 the FLOPs).
   Kineto alone;
   alone.op("ProfilerStep#1", 0, 2000);
   alone.op("aten::mm", 60, 50, R"({"Input Dims": [[63, 64], [64, 64]], "Input type": ["float", "float"]})");
   alone.gpu("gemm_b", 70, 5, 300, 200);
-  const analyze::Finding* g = finding(run(alone, {"unaligned_gemm"}), "unaligned_gemm");
+  const analyze::Analysis ga = run(alone, {"unaligned_gemm"});
+  const analyze::Finding* g = finding(ga, "unaligned_gemm");
   ASSERT_NE(g, nullptr);
-  EXPECT_NEAR(g->saving_us, 40, 1e-6);
-  EXPECT_NE(g->evidence.find("no aligned GEMM of their dtype, so aligned they are assumed to take 0.80"),
+  EXPECT_NEAR(g->saving_us, 200 - 0.8 * 200 * 64 / 63, 1e-6);
+  EXPECT_NE(g->evidence.find("no aligned GEMM of their dtype, so padded they are assumed to take 0.80"),
             std::string::npos)
       << g->evidence;
-  // On a CPU timeline (no GPU work) the assumed share is 0.97: what padding measured on the CPU mlps.
+  // On a CPU timeline (no GPU work) always 0.97 per FLOP, what padding measured on the CPU mlps, even beside an
+  // aligned GEMM (a CPU's rates differ by shape); and a GEMM that padding makes slower (9 -> 16) is left out.
   Kineto cpu;
-  cpu.op("ProfilerStep#1", 0, 2000);
+  cpu.op("ProfilerStep#1", 0, 5000);
+  cpu.op("aten::mm", 0, 50, R"({"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]})");
   cpu.op("aten::mm", 60, 1000, R"({"Input Dims": [[63, 64], [64, 64]], "Input type": ["float", "float"]})");
-  const analyze::Finding* c = finding(run(cpu, {"unaligned_gemm"}), "unaligned_gemm");
+  cpu.op("aten::bmm", 1100, 2000, R"({"Input Dims": [[64, 9, 64], [64, 64, 9]], "Input type": ["float", "float"]})");
+  const analyze::Analysis ca = run(cpu, {"unaligned_gemm"});
+  const analyze::Finding* c = finding(ca, "unaligned_gemm");
   ASSERT_NE(c, nullptr);
-  EXPECT_NEAR(c->saving_us, 30, 1e-6);
-  EXPECT_NE(c->evidence.find("assumed to take 0.97"), std::string::npos) << c->evidence;
+  EXPECT_NEAR(c->saving_us, 1000 - 0.97 * 1000 * 64 / 63, 1e-6);
+  EXPECT_NE(c->evidence.find("2 GEMM(s) with M, N or K not a multiple of 8, 3.00 ms; on a CPU padded they are "
+                             "assumed to take 0.97"),
+            std::string::npos)
+      << c->evidence;
+  EXPECT_EQ(c->sizes, std::vector<int64_t>{63});
 }
 
 // A fix made from the findings' sizes: one padding per size over the class's findings (a job's over every rank's),

@@ -14,16 +14,18 @@ bool find(const WindowStats& s, Finding& f) {
   std::vector<Instance> all;
   size_t n = 0;
   std::vector<int64_t> sizes;
-  size_t unreferenced = 0;  // unaligned GEMMs of a dtype the trace has no aligned GEMM of
+  size_t unreferenced = 0;  // unaligned GEMMs not held to an aligned rate (a CPU's, or no aligned GEMM of the dtype)
   for (const GemmOp& g : s.gemm_ops) {
     gemm_us += g.device_us;
     if (g.aligned) continue;
     ++n;
-    unreferenced += !s.tl->aligned_gemm_rate.count(g.dtype);
+    unreferenced += !s.tl->gpu || !s.tl->aligned_gemm_rate.count(g.dtype);
+    unaligned_us += g.device_us;
+    const double gain = g.device_us - aligned_gemm_us(*s.tl, g);
+    if (gain <= 0) continue;  // padding it costs more FLOPs than it saves (a 9 padded to 16): not the fix's
+    saving += gain;
     for (int64_t d : {g.m, g.n, g.k})
       if (d % 8 != 0) sizes.push_back(d);
-    unaligned_us += g.device_us;
-    saving += std::max(0.0, g.device_us - aligned_gemm_us(*s.tl, g));
     const KinetoEvent& e = s.tl->event(g.event);
     all.push_back({e.ts, e.ts + e.dur,
                    std::string(s.tl->name(g.event)) + " " + std::to_string(g.m) + "x" + std::to_string(g.k) + "x" +
@@ -35,11 +37,11 @@ bool find(const WindowStats& s, Finding& f) {
   f.saving_us = saving;
   char share[16];
   std::snprintf(share, sizeof share, "%.2f", unaligned_gemm_share(*s.tl));
+  const std::string assumed = std::string(" padded they are assumed to take ") + share + " of their time per FLOP: ";
   f.evidence = std::to_string(n) + " GEMM(s) with M, N or K not a multiple of 8, " + time_text(unaligned_us) +
-               (unreferenced == n ? "; the trace has no aligned GEMM of their dtype, so aligned they are assumed to "
-                                    "take " +
-                                        std::string(share) + " of that, "
-                                  : "; at the rate of this trace's aligned GEMMs they would take ") +
+               (unreferenced < n ? "; padded, at the rate of this trace's aligned GEMMs, they would take "
+                : s.tl->gpu      ? "; the trace has no aligned GEMM of their dtype, so" + assumed
+                                 : "; on a CPU" + assumed) +
                time_text(unaligned_us - saving);
   for (const Instance& i : all)
     if (f.ops.size() < 3 && std::find(f.ops.begin(), f.ops.end(), i.what) == f.ops.end()) f.ops.push_back(i.what);
