@@ -2,13 +2,14 @@
 """Predictions against measured replays (issue 13's bars), on this machine's CPU, one thread.
 
   bench/predict.py [--case accuracy|distributed|parallel|speed|ranking|ranking_generated|variants|gpu ...]
-                   [--quick] [--repeats N] [--from PLAN] [--bin build/bin] [--work DIR] [--json FILE]
+                   [--quick] [--repeats N] [--from PLAN] [--dist-batch B] [--bin build/bin] [--work DIR]
+                   [--json FILE]
 
 accuracy     calibrate this machine once (reprise calibrate, as one rank and under mpirun on every core), then for mlp, dlrm and gpt at three sizes each and the
              shared traces that replay on a CPU: capture, replay (--repeats replays, the median of their medians),
              predict with the calibration; errors and their geometric mean (reprise validate's definitions).
-distributed  the built-in DLRM captured on 2 ranks, generated to 4 and 8 ranks (tables: reshard), replayed under
-             mpirun and predicted.
+distributed  the built-in DLRM captured on 2 ranks (--dist-batch, default 2048), generated to 4 and 8 ranks (tables:
+             reshard), replayed under mpirun and predicted.
 parallel     gpt with 2 pipeline stages (send/recv) and with 2 tensor-parallel ranks, each on 2 ranks: replayed under
              mpirun and predicted.
 speed        a GPT captured on 2 ranks, scaled to 1,024 ranks, predicted: wall time and simulated ops per second.
@@ -234,7 +235,9 @@ def case_gpu(b):
 
 
 def case_distributed(b):
-    src = b.capture("dlrm-2", "dlrm", ["--batch", "32", "--rows", "2000"], 2)
+    # At batch 2048 a step (tens of milliseconds a rank) outlasts the scheduler's time slices, so 4 and 8 ranks
+    # sharing the cores take turns evenly; at the batch 32 of earlier runs (2 ms steps) their replays moved by 2x.
+    src = b.capture("dlrm-2", "dlrm", ["--batch", str(b.a.dist_batch)], 2)
     items = [("dlrm-2-ranks", src, 2)]
     for world in (4, 8):
         cfg = os.path.join(b.work, f"dlrm-{world}.yaml")
@@ -419,6 +422,7 @@ def main():
                              "gpu"])
     ap.add_argument("--quick", action="store_true", help="fewer sizes, a quick calibration")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--dist-batch", type=int, default=2048, help="distributed: the DLRM's batch per rank")
     ap.add_argument("--from", dest="source_plan", default="all-on-0", choices=list(sharding_plans()),
                     help="ranking_generated: the plan whose capture the others are generated from")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))

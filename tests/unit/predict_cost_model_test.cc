@@ -126,7 +126,8 @@ TEST_F(H100Ops, ACpuRunsEverythingOnTheHost) {
 }
 
 // A calibration measured under mpirun knows how much slower memory-bound work runs with every core streaming: on a
-// CPU node running that many ranks, memory and embedding work slows by it; compute does not, nor does a GPU.
+// CPU node running that many ranks, streaming (memory-family) work slows by it; compute does not, nor embedding
+// lookups (latency-bound gathers), nor a GPU.
 TEST_F(H100Ops, MemoryContentionSlowsMemoryBoundWorkWhenTheNodeIsBusy) {
   Calibration cal;  // no samples: the roofline times the ops, with the cluster's overhead
   cal.memory_contention[2] = 1.5;
@@ -143,6 +144,24 @@ TEST_F(H100Ops, MemoryContentionSlowsMemoryBoundWorkWhenTheNodeIsBusy) {
   const double dev = gpu.op(tr, add).device;
   gpu.set_ranks_per_node(2);
   EXPECT_DOUBLE_EQ(gpu.op(tr, add).device, dev);
+}
+
+// Embedding lookups gather and scatter rows: latency, not bandwidth, so a busy node's contention leaves them.
+TEST(CostModelEmbedding, LookupsAreNotSlowedByMemoryContention) {
+  Ops x;
+  const uint32_t bag = x.op(
+      "aten::embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, bool "
+      "sparse=False) -> Tensor",
+      {x.t({50000, 64}), x.t({40960}, "long", 8), x.b.integer(-1), x.b.boolean(false), x.b.boolean(false)},
+      {x.t({40960, 64})});
+  const Trace tr = x.b.finish();
+  Calibration cal;
+  cal.memory_contention[2] = 1.5;
+  CostModel m(shipped("cpu-2core-example"), &cal);
+  const OpCost alone = m.op(tr, operator_node(tr, bag));
+  ASSERT_EQ(alone.work.family, OpFamily::Embedding);
+  m.set_ranks_per_node(2);
+  EXPECT_DOUBLE_EQ(m.op(tr, operator_node(tr, bag)).host, alone.host);
 }
 
 TEST(CostModelEmbedding, TablesPastTheLargestCacheReadAtTheRandomAccessRate) {

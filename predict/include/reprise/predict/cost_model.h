@@ -37,8 +37,8 @@ class CostModel {
   CostModel(CostModel&&) noexcept;
 
   OpCost op(const Trace& t, uint32_t node) const;
-  // `ranks` run at once on each CPU node: memory-bound work (memory and embedding families) slows by the
-  // calibration's measured memory contention for that many, when it has one.
+  // `ranks` run at once on each CPU node: streaming work (the memory family) slows by the calibration's measured
+  // memory contention for that many, when it has one; embedding lookups (latency-bound gathers) do not.
   void set_ranks_per_node(int64_t ranks);
   // A collective's time over a group of global ranks (their link level picks the curve), and its sigma.
   double collective(const Collective& c, const std::vector<int64_t>& group, double* sigma = nullptr) const;
