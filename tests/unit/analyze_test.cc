@@ -135,14 +135,20 @@ TEST(Analyze, EachClassOfFindingsIsPlannedForMeasurementWithItsTransformOrWhyNot
   }
 }
 
-TEST(Analyze, AJobsPlanHasOneFixPerClassWithTheLargestRanksEstimate) {
+// An analysis of ranks 0 and 1 with `steps` steps each and no findings yet: what plan_fixes reads.
+analyze::Analysis two_ranks(size_t steps) {
   analyze::Analysis a;
   for (int r : {0, 1}) {
     analyze::RankInfo info;
     info.rank = r;
-    info.steps = 2;
+    info.steps = steps;
     a.ranks.push_back(info);
   }
+  return a;
+}
+
+TEST(Analyze, AJobsPlanHasOneFixPerClassWithTheLargestRanksEstimate) {
+  analyze::Analysis a = two_ranks(2);
   auto add = [&](const char* detector, int rank, double saving) {
     analyze::Finding f;
     f.detector = detector;
@@ -385,13 +391,7 @@ TEST(Analyze, UnalignedGemmIsHeldToTheAlignedGemmsRate) {
 // A fix made from the findings' sizes: one padding per size over the class's findings (a job's over every rank's),
 // sizes below 8 left (a GEMV's 1 row is not padded to 8), and a note when nothing is left to pad.
 TEST(Analyze, UnalignedGemmFixPadsEverySizeOfTheClassesFindings) {
-  analyze::Analysis a;
-  for (int r : {0, 1}) {
-    analyze::RankInfo info;
-    info.rank = r;
-    info.steps = 1;
-    a.ranks.push_back(info);
-  }
+  analyze::Analysis a = two_ranks(1);
   auto add = [&](int rank, std::vector<int64_t> sizes) {
     analyze::Finding f;
     f.detector = "unaligned_gemm";
