@@ -1,9 +1,11 @@
 // reprise calibrate: microbenchmarks (a sweep trace replayed op by op) or earlier replays' per-op times, fitted into a
 // calibration file for `reprise predict`.
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/version.h>
 
 #include <boost/program_options.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -130,33 +132,26 @@ std::vector<CommPoint> sweep_collectives(comms::Communicator& world, size_t max_
 }
 
 // How much slower a memory-bound op runs when every rank of the launch streams memory at once than when one does:
-// a 64 MiB copy on rank 0 alone, then on every rank together (ranks of a data- or model-parallel step run their
-// memory-bound ops in lockstep), in 5 alternating rounds; the median of the rounds' ratios (one round moved between
-// 1.4 and 2.0 on a shared VM). Rank 0's figure; 1 elsewhere.
-double memory_contention(comms::Communicator& world, const std::string& device, int threads) {
-  TraceBuilder b("<memory contention>");
-  b.roots();
-  TensorSpec t;
-  t.shape = {int64_t{16} << 20};  // 64 MiB of floats
-  t.device = device == "cuda" ? "cuda:0" : device;
-  t.id = t.storage_id = b.next_id();
-  const Value dst = b.tensor(t);
-  t.id = t.storage_id = b.next_id();
-  const Value src = b.tensor(t);
-  b.op("aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)", {dst, src, b.boolean(false)},
-       {dst});
-  const Trace copy = b.finish();
-  replay::ReplayOptions ro;
-  ro.device = device;
-  ro.iterations = 10;
-  ro.warmup = 2;
-  ro.threads = threads;
-  auto seconds = [&] { return median(replay::replay_trace(copy, ro).iteration_seconds); };
+// 10 copies of 64 MiB on rank 0 alone, then on every rank together (ranks of a data- or model-parallel step run their
+// memory-bound ops in lockstep), in 5 alternating rounds; the median of the rounds' ratios. The tensors are made once
+// and each timed block starts at a barrier, so the ranks' copies overlap (timed inside whole replays, whose set-up
+// differs from rank to rank, they overlapped by chance). Rank 0's figure; 1 elsewhere. CPU only.
+double memory_contention(comms::Communicator& world) {
+  const at::Tensor src = at::rand({int64_t{16} << 20}), dst = at::empty_like(src);  // 64 MiB of floats each
+  auto seconds = [&] {
+    std::vector<double> each;
+    for (int k = 0; k < 12; ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      dst.copy_(src);
+      if (k >= 2) each.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return median(each);
+  };
   std::vector<double> ratios;
   for (int round = 0; round < 5; ++round) {
     world.exchange("");
     const double alone = world.rank() == 0 ? seconds() : 0;
-    world.exchange("");  // the others waited for rank 0
+    world.exchange("");  // the others waited for rank 0; now all start together
     const double together = seconds();
     std::vector<double> all;
     for (const std::string& x : world.exchange(std::to_string(together))) all.push_back(std::stod(x));
@@ -303,7 +298,7 @@ int cmd_calibrate(int argc, char** argv) {
   if (launch.size > 1) {
     std::unique_ptr<comms::Communicator> world = comms::make_world();
     const bool gpu = device.rfind("cuda", 0) == 0;
-    if (!gpu) contention = memory_contention(*world, device, threads);
+    if (!gpu) contention = memory_contention(*world);
     if (comms_max > 0) {
       std::vector<CommPoint> swept = sweep_collectives(*world, comms_max, gpu, launch.local_rank, !vm.count("quiet"));
       points.insert(points.end(), swept.begin(), swept.end());
