@@ -10,7 +10,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 need_shared() { [ -f "$SHARED/$1" ] || { echo "shared trace $1 not found (../shared/traces absent): skipped"; exit 77; }; }
 check_json() {  # check_json FILE PYTHON-EXPRESSION-ON-r
   python3 - "$1" "$2" <<'PY' || exit 1
-import json, sys
+import json, os, sys
 r = json.load(open(sys.argv[1]))
 ok = eval(sys.argv[2])
 if not ok:
@@ -80,6 +80,13 @@ case $CASE in
     "$BIN/reprise" predict "$WORK/t" --cluster "$WORK/machine.yaml" --calibration "$WORK/cal.json" \
       --out "$WORK/p.json" -q >/dev/null || fail "predict exited $?"
     check_json "$WORK/p.json" 'r["world_size"] == 2 and r["families"]["collective"] > 0 and all(e["comm_busy_seconds"] > 0 for e in r["ranks"])'
+    ;;
+  calibrate_contention_np4)
+    # Memory contention at 2 and 4 ranks at once (K = 2, 4, ... and the node's ranks): both keys, each at least 1;
+    # with 4 ranks on 2 cores or fewer the 4 take turns, so theirs is well above 1.
+    "${MPI[@]}" -np 4 "$BIN/reprise" calibrate --family view --quick --passes 1 --comms-max-bytes 0 \
+      --out "$WORK/cal4.json" -q >/dev/null || fail "calibrate exited $?"
+    check_json "$WORK/cal4.json" 'set(r["memory_contention"]) == {"2", "4"} and all(f >= 1 for f in r["memory_contention"].values()) and (os.cpu_count() > 2 or r["memory_contention"]["4"] > 1.3)'
     ;;
   capture_dlrm_np4)
     # An uneven sharding plan (rank 2 holds no table, rank 3 three) of tables with their own sizes and pooling: the

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include "bundle_commands.h"
@@ -131,12 +132,14 @@ std::vector<CommPoint> sweep_collectives(comms::Communicator& world, size_t max_
   return points;
 }
 
-// How much slower a memory-bound op runs when every rank of the launch streams memory at once than when one does:
-// 10 copies of 64 MiB on rank 0 alone, then on every rank together (ranks of a data- or model-parallel step run their
-// memory-bound ops in lockstep), in 5 alternating rounds; the median of the rounds' ratios. The tensors are made once
-// and each timed block starts at a barrier, so the ranks' copies overlap (timed inside whole replays, whose set-up
-// differs from rank to rank, they overlapped by chance). Rank 0's figure; 1 elsewhere. CPU only.
-double memory_contention(comms::Communicator& world) {
+// How much slower a memory-bound op runs when K ranks of a node stream memory at once than when one does, for K = 2,
+// 4, 8, ... and the node's ranks: 10 copies of 64 MiB on rank 0 alone, then on ranks 0..K-1 together (ranks of a
+// data- or model-parallel step run their memory-bound ops in lockstep), in 5 alternating rounds; the median of the
+// rounds' ratios. Ranks 0..K-1 are taken to share rank 0's node (mpirun's by-slot mapping, srun's block
+// distribution). The tensors are made once and each timed block starts at a barrier, so the ranks' copies overlap
+// (timed inside whole replays, whose set-up differs from rank to rank, they overlapped by chance). Rank 0's figures
+// (1 where the copies did not slow); none elsewhere. CPU only.
+std::map<int, double> memory_contention(comms::Communicator& world, int node_ranks) {
   const at::Tensor src = at::rand({int64_t{16} << 20}), dst = at::empty_like(src);  // 64 MiB of floats each
   auto seconds = [&] {
     std::vector<double> each;
@@ -147,17 +150,25 @@ double memory_contention(comms::Communicator& world) {
     }
     return median(each);
   };
-  std::vector<double> ratios;
-  for (int round = 0; round < 5; ++round) {
-    world.exchange("");
-    const double alone = world.rank() == 0 ? seconds() : 0;
-    world.exchange("");  // the others waited for rank 0; now all start together
-    const double together = seconds();
-    std::vector<double> all;
-    for (const std::string& x : world.exchange(std::to_string(together))) all.push_back(std::stod(x));
-    if (alone > 0) ratios.push_back(median(all) / alone);
+  std::vector<int> counts;
+  for (int k = 2; k < node_ranks; k *= 2) counts.push_back(k);
+  if (node_ranks >= 2) counts.push_back(node_ranks);
+  std::map<int, double> out;
+  for (int k : counts) {
+    std::vector<double> ratios;
+    for (int round = 0; round < 5; ++round) {
+      world.exchange("");
+      const double alone = world.rank() == 0 ? seconds() : 0;
+      world.exchange("");  // the others waited for rank 0; now the first k start together
+      const double together = world.rank() < k ? seconds() : 0;
+      std::vector<double> all;
+      for (const std::string& x : world.exchange(std::to_string(together)))
+        if (std::stod(x) > 0) all.push_back(std::stod(x));
+      if (alone > 0 && !all.empty()) ratios.push_back(median(all) / alone);
+    }
+    if (world.rank() == 0 && !ratios.empty()) out[k] = std::max(1.0, median(ratios));
   }
-  return world.rank() == 0 && !ratios.empty() ? std::max(1.0, median(ratios)) : 1.0;
+  return out;
 }
 
 }  // namespace
@@ -294,11 +305,11 @@ int cmd_calibrate(int argc, char** argv) {
     cal.device = r.device;
   }
   std::vector<CommPoint> points = read_comm_sweeps(comms);
-  double contention = 1;
+  std::map<int, double> contention;
   if (launch.size > 1) {
     std::unique_ptr<comms::Communicator> world = comms::make_world();
     const bool gpu = device.rfind("cuda", 0) == 0;
-    if (!gpu) contention = memory_contention(*world);
+    if (!gpu) contention = memory_contention(*world, std::min(launch.local_size, launch.size));
     if (comms_max > 0) {
       std::vector<CommPoint> swept = sweep_collectives(*world, comms_max, gpu, launch.local_rank, !vm.count("quiet"));
       points.insert(points.end(), swept.begin(), swept.end());
@@ -316,7 +327,7 @@ int cmd_calibrate(int argc, char** argv) {
   fitted.torch_version = TORCH_VERSION;
   fitted.threads = threads;
   fitted.concurrent_ranks = std::max(launch.local_size, 1);
-  if (launch.size > 1 && contention > 1) fitted.memory_contention[launch.local_size] = contention;
+  fitted.memory_contention = contention;
   write_calibration(fitted, out);
   std::FILE* report = report_stream({out, cluster_out});
   print_calibration(report, fitted);
