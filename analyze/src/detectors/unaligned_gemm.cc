@@ -116,7 +116,7 @@ bool decoy(Editor& e, const InjectSite& s) { return gemms(e, s, 1.0, true); }
 const Detector kUnalignedGemm{{"unaligned_gemm", "GEMM dimensions not multiples of 8",
                                "mm/addmm/bmm/baddbmm with recorded shapes where M, N or K is not a multiple of 8",
                                "pad the hidden, vocabulary or batch size to a multiple of 8 (64 is better)",
-                               "the GEMMs padded to multiples of 8: their FLOPs at the aligned GEMMs' rate",
+                               "the sizes padded to multiples of 8 throughout: more FLOPs, at the aligned rate",
                                "scale: {dims: {dN: {from: N, to: N rounded up to a multiple of 8}, ...}}, for each "
                                "dimension N (8 or more) of the findings' GEMMs that is not a multiple of 8"},
                               find,
