@@ -33,6 +33,8 @@ struct Detector {
 extern const Detector kGpuIdle, kHostSync, kLaunchBound, kPageableCopy, kUnfusedElementwise, kDtypeChurn, kFp32Gemm,
     kUnalignedGemm, kExposedComm, kStraggler, kSingleTensorOptimizer, kZeroGrad, kDataLoader;
 const std::vector<const Detector*>& detector_table();
+// The detector of that id (DetectorInfo::id); nullptr when none has it.
+const Detector* find_detector(const std::string& id);
 
 // A threshold: the larger of an absolute time and a share of the window.
 inline double threshold(const WindowStats& s, double at_least_us, double share) {

@@ -13,6 +13,12 @@ const std::vector<const Detector*>& detector_table() {
   return table;
 }
 
+const Detector* find_detector(const std::string& id) {
+  for (const Detector* d : detector_table())
+    if (d->info.id == id) return d;
+  return nullptr;
+}
+
 void keep_instances(Finding& f, std::vector<Instance> all, size_t n) {
   if (all.empty()) return;
   f.begin_us = all.front().begin_us;

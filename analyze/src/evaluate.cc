@@ -390,12 +390,10 @@ CorpusData read_corpus(const std::string& dir, const std::function<void(const st
     throw UserError(path + ": not a reprise-corpus/1 file");
   CorpusData data;
   data.dir = dir;
-  const auto& table = detector_table();
   try {
     for (const auto& c : corpus.at("classes")) {
       const std::string id = c.get<std::string>();
-      if (std::none_of(table.begin(), table.end(), [&](const Detector* d) { return d->info.id == id; }))
-        throw UserError(path + ": unknown class '" + id + "'");
+      if (!find_detector(id)) throw UserError(path + ": unknown class '" + id + "'");
       data.classes.push_back(id);
     }
   } catch (const nlohmann::json::exception& e) {

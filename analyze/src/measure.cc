@@ -43,15 +43,12 @@ std::vector<MeasuredFix> plan_fixes(const Analysis& a, bool every_rank) {
     for (auto& [id, m] : job) out.push_back(std::move(m));
   }
   for (MeasuredFix& m : out) {
-    for (const detail::Detector* d : detail::detector_table()) {
-      if (d->info.id != m.detector) continue;
-      if (d->fix) {
-        const std::set<int64_t>& s = sizes[{m.rank, m.detector}];
-        m.transform = d->fix(std::vector<int64_t>(s.begin(), s.end()));
-        if (m.transform.empty()) m.note = "no size of the findings can be fixed by the generators";
-      } else {
-        m.transform = d->info.transform;
-      }
+    if (const detail::Detector* d = detail::find_detector(m.detector); d && d->fix) {
+      const std::set<int64_t>& s = sizes[{m.rank, m.detector}];
+      m.transform = d->fix(std::vector<int64_t>(s.begin(), s.end()));
+      if (m.transform.empty()) m.note = "no size of the findings can be fixed by the generators";
+    } else if (d) {
+      m.transform = d->info.transform;
     }
     if (m.transform.empty() && m.note.empty()) m.note = "no generator transform builds this fix yet";
   }

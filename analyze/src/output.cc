@@ -31,10 +31,9 @@ nlohmann::json finding_json(const Finding& f) {
 }
 
 const DetectorInfo& info_of(const std::string& id) {
-  for (const DetectorInfo& d : detectors())
-    if (d.id == id) return d;
   static const DetectorInfo none;
-  return none;
+  const detail::Detector* d = detail::find_detector(id);
+  return d ? d->info : none;
 }
 
 std::string pct(double part, double whole) {

@@ -161,11 +161,15 @@ WorkClass classify_op(std::string_view name) {
 
 double unaligned_gemm_share(const Timeline& tl) { return tl.gpu ? 0.8 : 0.97; }
 
-double aligned_gemm_us(const Timeline& tl, const GemmOp& g) {
-  auto padded = [](int64_t d) { return double((d + 7) / 8 * 8) / double(d); };
-  const double growth = padded(g.m) * padded(g.n) * padded(g.k);  // the padded GEMM's FLOPs over its own
+bool held_to_aligned_rate(const Timeline& tl, const GemmOp& g) {
   auto ref = tl.aligned_gemm_rate.find(g.dtype);
-  if (tl.gpu && ref != tl.aligned_gemm_rate.end() && ref->second > 0) return growth * g.flops / ref->second;
+  return tl.gpu && ref != tl.aligned_gemm_rate.end() && ref->second > 0;
+}
+
+double aligned_gemm_us(const Timeline& tl, const GemmOp& g) {
+  auto padded = [](int64_t d) { return double(padded_dim(d)) / double(d); };
+  const double growth = padded(g.m) * padded(g.n) * padded(g.k);  // the padded GEMM's FLOPs over its own
+  if (held_to_aligned_rate(tl, g)) return growth * g.flops / tl.aligned_gemm_rate.at(g.dtype);
   return growth * unaligned_gemm_share(tl) * g.device_us;
 }
 

@@ -129,6 +129,10 @@ struct GemmOp {  // a matmul-like CPU op with known shapes, or a GEMM kernel by 
 // docs/performance.md); a CPU's rates differ by shape far more than by alignment (a DLRM's batched 9x64x9 GEMMs run at
 // a sixteenth of its large ones' rate), so a CPU GEMM is not held to another's.
 double unaligned_gemm_share(const Timeline& tl);
+// Whether aligned_gemm_us holds `g` to the rate of the trace's aligned GEMMs (a GPU trace with one of its dtype).
+bool held_to_aligned_rate(const Timeline& tl, const GemmOp& g);
+// A GEMM dimension padded: rounded up to a multiple of 8.
+inline int64_t padded_dim(int64_t d) { return (d + 7) / 8 * 8; }
 double aligned_gemm_us(const Timeline& tl, const GemmOp& g);
 
 struct ScopeUse {  // an optimizer, zero_grad or data loader call inside the window, and what ran under it

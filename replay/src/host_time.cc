@@ -47,23 +47,6 @@ double chosen_scale(const ReplayOptions& o, const at::Device& device, const Trac
 
 }  // namespace
 
-}  // namespace reprise::replay::detail
-
-namespace reprise::replay {
-
-double expected_host_time_scale(const Trace& t, const ReplayOptions& o) {
-  std::string reason;
-  try {
-    return detail::chosen_scale(o, at::Device(o.device.empty() ? detail::trace_main_device(t) : o.device), t, reason);
-  } catch (const std::exception&) {
-    return 0;  // not a device: the replay says so
-  }
-}
-
-}  // namespace reprise::replay
-
-namespace reprise::replay::detail {
-
 HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
   HostTimeReport r;
   r.scale = chosen_scale(o, p.device, t, r.reason);
@@ -116,3 +99,16 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
 }
 
 }  // namespace reprise::replay::detail
+
+namespace reprise::replay {
+
+double expected_host_time_scale(const Trace& t, const ReplayOptions& o) {
+  std::string reason;
+  try {
+    return detail::chosen_scale(o, at::Device(o.device.empty() ? detail::trace_main_device(t) : o.device), t, reason);
+  } catch (const std::exception&) {
+    return 0;  // not a device: the replay says so
+  }
+}
+
+}  // namespace reprise::replay

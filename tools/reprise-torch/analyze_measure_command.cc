@@ -216,11 +216,11 @@ int cmd_analyze_measure(int argc, char** argv) {
     // Each rank replays its own rank of the original and of each fixed variant.
     replay::ReplayOptions rep;
     Trace original;
-    bool original_timed = false;
+    bool original_respends = false;  // the original's op times are re-spent as host time (so a variant without them
+                                     // would be measured unevenly)
     try {
       const gen::Bundle original_bundle = gen::read_bundle((work_path / "original").string());
       original = gen::load_bundle_rank(original_bundle, my_rank);
-      original_timed = !original_bundle.roles[0].timeline.empty();
       rep.device = device.empty() ? original_bundle.replay.device : device;
       rep.all_iterations = true;
       rep.warmup = warmup;
@@ -238,6 +238,8 @@ int cmd_analyze_measure(int argc, char** argv) {
       for (const gen::RankExpectation& x : original_bundle.expected)
         if (x.rank == my_rank && !x.iteration_seconds.empty())
           rep.original_iteration_seconds = {median(x.iteration_seconds)};
+      original_respends =
+          !original_bundle.roles[0].timeline.empty() && replay::expected_host_time_scale(original, rep) != 0;
     } catch (const std::exception& e) {
       if (!world) throw;
       std::cerr << "reprise: analyze: rank " << my_rank << ": " << e.what() << "\n";
@@ -267,7 +269,7 @@ int cmd_analyze_measure(int argc, char** argv) {
         const gen::Bundle b = gen::read_bundle((work_path / ("fixed-" + detectors[v])).string());
         fixed = gen::load_bundle_rank(b, my_rank);
         timed = !b.roles[0].timeline.empty();
-        untimed = original_timed && !timed && replay::expected_host_time_scale(original, rep) != 0;
+        untimed = original_respends && !timed;
         if (untimed) side.host_time_scale = 0;  // the variant has no op times: neither side re-spends them
         for (int p = 0; p < pairs; ++p) {
           double t[2];

@@ -19,7 +19,7 @@ bool find(const WindowStats& s, Finding& f) {
     gemm_us += g.device_us;
     if (g.aligned) continue;
     ++n;
-    unreferenced += !s.tl->gpu || !s.tl->aligned_gemm_rate.count(g.dtype);
+    unreferenced += !held_to_aligned_rate(*s.tl, g);
     unaligned_us += g.device_us;
     const double gain = g.device_us - aligned_gemm_us(*s.tl, g);
     if (gain <= 0) continue;  // padding it costs more FLOPs than it saves (a 9 padded to 16): not the fix's
@@ -60,8 +60,8 @@ std::string fix(const std::vector<int64_t>& sizes) {
   for (int64_t d : sizes) {
     if (d < 8) continue;
     const std::string from = std::to_string(d);
-    dims += (dims.empty() ? "" : ", ") + ("d" + from) + ": {from: " + from +
-            ", to: " + std::to_string((d + 7) / 8 * 8) + "}";
+    dims +=
+        (dims.empty() ? "" : ", ") + ("d" + from) + ": {from: " + from + ", to: " + std::to_string(padded_dim(d)) + "}";
   }
   return dims.empty() ? "" : "scale: {dims: {" + dims + "}}";
 }
