@@ -10,6 +10,7 @@
 
 #include "reprise/common/error.h"
 #include "reprise/common/files.h"
+#include "reprise/common/stats.h"
 #include "reprise/trace/summary.h"
 #include "reprise/trace/write.h"
 #include "sha256.h"
@@ -406,6 +407,15 @@ std::optional<CaptureFacts> read_capture_folder_manifest(const std::string& fold
   std::optional<CaptureFacts> facts = read_capture_manifest_if_ours(read, manifest.string());
   if (facts && text) *text = std::move(read);
   return facts;
+}
+
+double plain_step_seconds(const Bundle& b, const CaptureFacts& capture, int64_t rank) {
+  if (std::any_of(b.expected.begin(), b.expected.end(), [&](const RankExpectation& x) { return x.rank == rank; }))
+    return 0;  // the original's iteration times say it
+  const BundleRole& role = b.role_of(rank);
+  const auto it = capture.iteration_seconds.find(role.source_rank);
+  if (role.timeline.empty() || it == capture.iteration_seconds.end() || it->second.empty()) return 0;
+  return median(it->second);
 }
 
 }  // namespace reprise::gen

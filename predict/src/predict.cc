@@ -185,6 +185,12 @@ void Predictor::load_bundle() {
   bundle_groups_ = bundle.process_groups;
   for (const gen::RankExpectation& x : bundle.expected)
     if (!x.iteration_seconds.empty()) plain_step_[x.rank] = median(x.iteration_seconds);
+  if (!bundle.capture_manifest.empty()) {  // op times kept through other sizes or dtypes: the source's plain step
+    const gen::CaptureFacts facts =
+        gen::read_capture_manifest(bundle.capture_manifest, input_ + "/benchmark.yaml: capture_manifest");
+    for (int64_t r = 0; r < bundle.world_size; ++r)
+      if (const double s = gen::plain_step_seconds(bundle, facts, r); s > 0) plain_step_[r] = s;
+  }
   set_world(bundle.world_size);
   ReadOptions ro;
   ro.warn = o_.warn;

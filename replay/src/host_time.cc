@@ -59,7 +59,8 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
   std::vector<std::vector<uint32_t>> units(steps);
   for (const StepUnit& unit : p.units) units[unit.step].push_back(unit.node);
   // The plain step (the capture manifest's time) against the recorded marker: recorded_gaps scales by their ratio.
-  const double plain_us = o.original_iteration_seconds.empty() ? 0 : median(o.original_iteration_seconds) * 1e6;
+  const double plain_us =
+      o.original_iteration_seconds.empty() ? o.plain_step_seconds * 1e6 : median(o.original_iteration_seconds) * 1e6;
   double recorded_us = 0, removed_us = 0;
   const std::vector<std::pair<double, double>> waits = host_device_waits(t);
   for (size_t s = 0; s < steps; ++s) {

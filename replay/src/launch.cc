@@ -191,8 +191,12 @@ Trace bundle_trace(const LaunchOptions& job, const comms::Launch& launch, Replay
   o.trace_ranks = b.world_size;
   for (const gen::RankExpectation& x : b.expected)
     if (x.rank == rank && !x.iteration_seconds.empty()) o.original_iteration_seconds = {median(x.iteration_seconds)};
-  if (job.threads_from_manifest && !b.capture_manifest.empty())
-    o.threads = gen::read_capture_manifest(b.capture_manifest, b.dir + "/benchmark.yaml: capture_manifest").threads;
+  if (!b.capture_manifest.empty()) {
+    const gen::CaptureFacts facts =
+        gen::read_capture_manifest(b.capture_manifest, b.dir + "/benchmark.yaml: capture_manifest");
+    if (job.threads_from_manifest) o.threads = facts.threads;
+    o.plain_step_seconds = gen::plain_step_seconds(b, facts, rank);
+  }
   ReadOptions ro;
   ro.warn = job.warn;
   return gen::load_bundle_rank(b, rank, ro);

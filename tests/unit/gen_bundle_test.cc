@@ -306,8 +306,56 @@ TEST(Bundle, KeepsTheOpTimesUnlessATransformChangesTheOps) {
     EXPECT_GT(checked, 10);
   }
 
+  // A dtype, across the trace or for some ops with casts at their seams, keeps them: the same ops, the host's gaps
+  // between them as they were (a cast is timed at its op's start, in no time). The original's iteration times go;
+  // the capture's plain step stays for host time's observers' share (plain_step_seconds).
+  {
+    const std::string cap = test::temp_dir() + "/timed_capture";
+    fs::create_directories(cap);
+    for (const char* f : {"rank-0.et.json.gz", "rank-0.kineto.json"})
+      fs::copy_file(fs::path(job) / f, fs::path(cap) / f, fs::copy_options::overwrite_existing);
+    write_text_file(cap + "/manifest.json", R"({"reprise_capture": 1, "world_size": 1, "ranks": [{"rank": 0, )"
+                                            R"("trace": "rank-0.et.json.gz", "iteration_seconds": [0.004, 0.006]}]})");
+    for (const std::string transform :
+         {"perturb: {dtype: {to: bf16}}", "perturb: {dtype: {to: bf16, ops: '^aten::mm$'}}"}) {
+      const std::string out4 = test::temp_dir() + "/retyped";
+      GenerateOptions o = quiet(out4);
+      o.force = true;
+      r = generate_from_config(config("retyped", "source: " + cap + "\ntransforms:\n  - " + transform + "\n"), o);
+      const Bundle d = read_bundle(out4);
+      EXPECT_EQ(d.roles[0].timeline, "traces/role-0.kineto.json.gz") << transform;
+      EXPECT_TRUE(d.expected.empty()) << transform << ": the original's times are of other work";
+      EXPECT_TRUE(std::none_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+        return n.rfind("host time: ", 0) == 0;
+      })) << transform;
+      EXPECT_NEAR(plain_step_seconds(d, read_capture_manifest(d.capture_manifest, "manifest"), 0), 0.005, 1e-12)
+          << transform;
+      const Trace dt = load_bundle_rank(d, 0);
+      int64_t kept = 0, casts = 0;
+      for (const Node& n : dt.nodes) {
+        if (n.kind != NodeKind::Operator) continue;
+        if (dt.name(n) == "aten::to") {
+          const Node& op = dt.nodes[dt.find(n.id + 1)];  // the op it casts for follows it
+          EXPECT_EQ(n.ts_us, op.ts_us) << transform << ": node " << n.id;
+          EXPECT_EQ(n.dur_us, op.timed() ? 0 : -1)
+              << transform << ": node " << n.id << " (untimed before an untimed op)";
+          casts += op.timed();
+        } else {
+          kept += n.dur_us == 5;
+        }
+      }
+      EXPECT_GT(kept, 10) << transform;
+      EXPECT_EQ(casts > 0, transform.find("ops") != std::string::npos) << transform;
+    }
+    // Without the capture's manifest, or with the original's times, there is no plain step to take.
+    Bundle d = read_bundle(test::temp_dir() + "/retyped");
+    EXPECT_EQ(plain_step_seconds(d, CaptureFacts{}, 0), 0);
+    d.expected.push_back({0, {0.01}});
+    EXPECT_EQ(plain_step_seconds(d, read_capture_manifest(d.capture_manifest, "manifest"), 0), 0);
+  }
+
   // Dropping ops of the kept step (or changing them) leaves the times behind, with a note.
-  for (const char* transform : {"select: {ops: [\"aten::mm\"]}", "perturb: {dtype: {to: bf16}}"}) {
+  for (const char* transform : {"select: {ops: [\"aten::mm\"]}", "perturb: {jitter: {seed: 7, fraction: 0.5}}"}) {
     const std::string out2 = test::temp_dir() + "/untimed";
     GenerateOptions o = quiet(out2);
     o.force = true;

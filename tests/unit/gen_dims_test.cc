@@ -25,8 +25,9 @@ std::vector<int64_t> ints(const Trace& t, const Value& list) {
 
 const Node& node(const Trace& t, int64_t id) { return t.nodes[t.find(id)]; }
 
-// Applies `scale: PARAMS` (YAML flow text) to `t` as generation does.
-void scale(Trace& t, const std::string& params) {
+// Applies `scale: PARAMS` (YAML flow text) to `t` as generation does; `done`, when given, receives the workspace's
+// verdicts (timing_valid, op_times_valid).
+void scale(Trace& t, const std::string& params, gen::Workspace* done = nullptr) {
   gen::YamlFile f("cfg.yaml", "scale:\n  " + params + "\n");
   gen::TransformStep step = gen::kScale.parse(f.root()["scale"], {f, "."});
   gen::Workspace ws;
@@ -36,6 +37,7 @@ void scale(Trace& t, const std::string& params) {
   ws.infer_shapes = replay::infer_shapes;
   step(ws);
   t = std::move(ws.roles[0]);
+  if (done) done->timing_valid = ws.timing_valid, done->op_times_valid = ws.op_times_valid;
 }
 
 TensorSpec spec(TraceBuilder& b, std::vector<int64_t> shape) {
@@ -85,6 +87,16 @@ TEST(GenDims, ScalesBatchThroughLinearViewRelu) {
   EXPECT_EQ(shape(t, t.outputs(node(t, m.relu))[0]), (std::vector<int64_t>{64, 16}));
   EXPECT_EQ(t.tensors[t.outputs(node(t, m.relu))[0].ref].numel, 64 * 16);
   EXPECT_NO_THROW(replay::dry_run(t, "scaled"));
+}
+
+TEST(GenDims, KeepsTheOpTimesNotTheIterationTimes) {
+  // The same ops at other sizes: the host's gaps between them stay (replay's --host-time re-spends them), the
+  // original's step times do not describe the work any more.
+  Mlp m = mlp();
+  gen::Workspace ws;
+  scale(m.t, "dims: {batch: {from: 4, to: 8}}", &ws);
+  EXPECT_TRUE(ws.op_times_valid);
+  EXPECT_FALSE(ws.timing_valid);
 }
 
 TEST(GenDims, FactorWorksLikeTo) {

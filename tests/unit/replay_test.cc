@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -962,6 +963,24 @@ TEST(ReplayHostTime, AStepRecordedSlowerThanItRanKeepsItsShareOfTheGaps) {
   EXPECT_EQ(planned({0.030}, h), 20'000'000);
   EXPECT_EQ(h.instrumentation_seconds, 0);
   EXPECT_EQ(planned({}, h), 20'000'000);
+}
+
+TEST(ReplayHostTime, APlainStepTimeAloneTakesTheObserversShareOut) {
+  // A bundle of other sizes or dtypes keeps the op times but not the original's iteration times: the capture's plain
+  // step (plain_step_seconds) scales the gaps as the iteration times would, and the iteration times win when given.
+  const Trace t = trace_with_host_gaps();  // the recorded step: 20.04 ms, 20 ms of it between ops
+  auto planned = [&t](std::vector<double> original, double plain) {
+    ReplayOptions o = quick();
+    o.host_time_scale = 1;
+    o.original_iteration_seconds = std::move(original);
+    o.plain_step_seconds = plain;
+    Plan p = detail::compile_plan(t, o);
+    const HostTimeReport h = detail::plan_host_time(t, o, p);
+    return std::llround(h.seconds * 1e9);
+  };
+  EXPECT_EQ(planned({}, 0.00501), 5'000'000);
+  EXPECT_EQ(planned({}, 0), 20'000'000) << "unknown: the gaps stay whole";
+  EXPECT_EQ(planned({0.01002}, 0.00501), 10'000'000) << "the original's iteration times win";
 }
 
 TEST(ReplayHostTime, ReplayedIterationsTakeTheRespentTime) {

@@ -286,9 +286,10 @@ TransformStep parse_perturb(const YAML::Node& p, const ConfigContext& cx) {
       s->inserts.push_back(parse_insert(f, in));
   }
   return [s](Workspace& ws) {
-    // Dropping, fusing, foreach or overlap alone keeps the op times true (closed over what went; a wait issued where
-    // its reader was, in no time); the other keys add or change ops whose times the source does not have.
-    ws.work_changed(!s->to && s->collective_where.empty() && !s->jitter && s->inserts.empty() && !s->stream_ops);
+    // Dropping, fusing, foreach, overlap or a dtype alone keeps the op times true for host time (closed over what
+    // went; a wait issued where its reader was, a cast where its op was, in no time; the gaps between ops are the
+    // framework's whatever the dtype); the other keys add or change ops whose times the source does not have.
+    ws.work_changed(s->collective_where.empty() && !s->jitter && s->inserts.empty() && !s->stream_ops);
     for (Trace& t : ws.roles) {
       auto note = [&](const std::string& what) { ws.note("perturb: " + t.source + ": " + what); };
       if (s->drop) drop_ops(t, *s->drop, s->drop_within.get(), ws);

@@ -153,7 +153,9 @@ void scale_dims(Workspace& ws, const ScaleSpec& s) {
     for (const std::string& n : notes)
       if (ws.warn) ws.warn("scale: dims: role " + std::to_string(role) + ": " + n);
   }
-  ws.work_changed();
+  // The same ops at other sizes: the host's gaps between them (Python, autograd, launches) are what they were, so the
+  // op times stay for replay's --host-time (a host-bound step stays host-bound); the iteration times go.
+  ws.work_changed(true);
 }
 
 void parse_dims(const YAML::Node& p, const YamlFile& f, ScaleSpec& s) {

@@ -71,6 +71,10 @@ struct ReplayOptions {
   double host_time_scale = -1;
   // The original iteration times when known from elsewhere (a capture manifest); else from a linked Kineto trace.
   std::vector<double> original_iteration_seconds;
+  // The source step's time without the observers, for host time's observers' share alone, when the original's
+  // iteration times no longer describe the work but its op times still do (a bundle of other sizes or dtypes: its
+  // capture manifest's time); 0 unknown. original_iteration_seconds wins when given.
+  double plain_step_seconds = 0;
   int64_t original_peak_memory_bytes = -1;
   // Distributed replay: the launch's world (MPI, or a world of one). Collectives run through it (NCCL on GPUs,
   // bootstrapped from it); without one they are counted and skipped.
