@@ -185,6 +185,19 @@ stamp "7. the distributed CPU bar on this machine's cores (issue 13: DLRM on 2 r
 # ranks, -14% to -22% at 8; docs/performance.md, "Distributed on CPU over MPI"); a lent machine has a core per rank.
 CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 timeout 420 python3 bench/predict.py --case distributed --repeats 5 \
   --bin $B --work /tmp/predict_distributed --json "$W/predict_distributed.json" 2>&1 | tail -12
+cp /tmp/predict_distributed/*.json "$W/" 2>/dev/null
+# On an H200 machine (2026-11-28) 8 ranks under mpirun ran either 113-128 ms or 337-391 ms a step, bound to cores
+# or not, where 8 plain processes ran 67-94 ms each (docs/performance.md): Open MPI's transports, alternated.
+local k pml b=/tmp/predict_distributed/bundle-dlrm-8
+[ -d $b ] && for k in 1 2 3; do
+  for pml in default ob1; do
+    opt=(); [ $pml = ob1 ] && opt=(--mca pml ob1 --mca btl self,vader)
+    CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 timeout 60 mpiexec --allow-run-as-root --oversubscribe -np 8 "${opt[@]}" \
+      $B/reprise replay $b --threads 1 --iterations 5 -q --out "$W/pml_${pml}_$k.json" >/dev/null 2>&1
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('8 ranks, pml', sys.argv[2], '%.1f ms' % (1e3 * d['median_iteration_seconds_max_over_ranks']))" \
+      "$W/pml_${pml}_$k.json" $pml 2>/dev/null || echo "8 ranks, pml $pml: failed"
+  done
+done
 }
 
 for n in ${GPU_CHECK_ONLY:-1 2 3 4 5 6}; do  # in the order named
