@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`reprise analyze --measure` against the real saving, on the mlp with an anti-pattern built in.
 
-  bench/analyze_measure.py [--case cpp|python] [--anti-pattern casts|sync|unfused|loop|unaligned]
+  bench/analyze_measure.py [--case cpp|python] [--anti-pattern casts|sync|unfused|loop|unaligned|loader]
                            [--dtype float32|bfloat16] [--device cpu|cuda] [--pairs N]
                            [--ranks R] [--batch B] [--hidden H] [--layers L] [--bin build/bin] [--work DIR]
                            [--json FILE]
@@ -23,7 +23,10 @@ loop is an optimizer one parameter at a time against its foreach form (single_te
 ops a step): in the cpp case SGD (--layers 16 or more), in the python case torch.optim.Adam(foreach=False) against
 Adam(foreach=True), 10 ops per parameter (the fix rewrites its out-of-place sqrt and div, and leaves .item() one per
 parameter); unaligned is a hidden size off a multiple of 8 (H - 1) against H (unaligned_gemm, whose fix pads every
-such size of the trace with `scale: dims`; --dtype bfloat16 puts the python case's GEMMs on a GPU's tensor cores).
+such size of the trace with `scale: dims`; --dtype bfloat16 puts the python case's GEMMs on a GPU's tensor cores);
+loader (python only) is each step's batch from a DataLoader without workers whose samples are made in Python, against
+a batch made beforehand (data_loader, whose fix the replay makes: the original re-spends its DataLoader calls' time,
+replay --data-loader recorded, the fixed side does not).
 
 Each pair is one capture. The real saving is measured in its process: its timed steps alternate with and without
 the anti-pattern (the manifest's without_anti_pattern_seconds; train_mlp.py's anti_pattern_steps.json), and the
@@ -48,7 +51,7 @@ from truth import ROOT, launcher, run  # noqa: E402
 
 PYTHON = os.environ.get("REPRISE_PYTHON", "/usr/bin/python3")
 DETECTOR = {"casts": "dtype_churn", "sync": "host_sync", "unfused": "unfused_elementwise",
-            "loop": "single_tensor_optimizer", "unaligned": "unaligned_gemm"}
+            "loop": "single_tensor_optimizer", "unaligned": "unaligned_gemm", "loader": "data_loader"}
 
 
 def real_in_process(case, out):
@@ -99,7 +102,7 @@ def spread(xs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--case", choices=["cpp", "python"], default="cpp")
-    ap.add_argument("--anti-pattern", choices=["casts", "sync", "unfused", "loop", "unaligned"], default="casts")
+    ap.add_argument("--anti-pattern", choices=list(DETECTOR), default="casts")
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                     help="python: the model's dtype (bfloat16: GEMMs on a GPU's tensor cores)")
     ap.add_argument("--device", default="cpu")
@@ -114,6 +117,8 @@ def main():
     a = ap.parse_args()
     if a.ranks > 1 and a.case != "cpp":
         ap.error("--ranks: the cpp case only (the Python helper's example runs one process)")
+    if a.anti_pattern == "loader" and a.case != "python":
+        ap.error("--anti-pattern loader: the python case only (the C++ mlp has no DataLoader)")
     if a.dtype != "float32" and a.case != "python":
         ap.error("--dtype: the python case only (the C++ mlp trains in float32)")
     os.environ["OMP_NUM_THREADS"] = "1"

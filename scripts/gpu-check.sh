@@ -107,6 +107,9 @@ for c in ${GPU_CHECK_ANTI:-sync unfused loop}; do  # GPU_CHECK_ANTI="sync": that
   sync)
     measure sync 4096
     timeout 60 $B/reprise analyze /tmp/measure_sync/capture-0 --json "$W/analyze_sync_capture.json" 2>&1 | head -30
+    # gpu_idle's fix, which the replay makes (the host's gaps left out): what the host-bound step would gain.
+    timeout 90 $B/reprise analyze /tmp/measure_sync/capture-0 --measure --only gpu_idle --pairs 3 \
+      --json "$W/measure_gpu_idle.json" 2>&1 | grep -A4 "measured savings" 
     tar czf "$W/sync_capture.tgz" -C /tmp/measure_sync capture-0 2>/dev/null ;;
   # The fused-chain fix on a GPU, where elementwise kernels are memory-bound and "a chain costs its longest member"
   # should hold (on a CPU core it overstates: docs/performance.md).
@@ -186,16 +189,25 @@ stamp "7. the distributed CPU bar on this machine's cores (issue 13: DLRM on 2 r
 CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 timeout 420 python3 bench/predict.py --case distributed --repeats 5 \
   --bin $B --work /tmp/predict_distributed --json "$W/predict_distributed.json" 2>&1 | tail -12
 cp /tmp/predict_distributed/*.json "$W/" 2>/dev/null
-# On an H200 machine (2026-11-28) 8 ranks under mpirun ran either 113-128 ms or 337-391 ms a step, bound to cores
-# or not, where 8 plain processes ran 67-94 ms each (docs/performance.md): Open MPI's transports, alternated.
-local k pml b=/tmp/predict_distributed/bundle-dlrm-8
-[ -d $b ] && for k in 1 2 3; do
-  for pml in default ob1; do
-    opt=(); [ $pml = ob1 ] && opt=(--mca pml ob1 --mca btl self,vader)
-    CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 timeout 60 mpiexec --allow-run-as-root --oversubscribe -np 8 "${opt[@]}" \
-      $B/reprise replay $b --threads 1 --iterations 5 -q --out "$W/pml_${pml}_$k.json" >/dev/null 2>&1
-    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('8 ranks, pml', sys.argv[2], '%.1f ms' % (1e3 * d['median_iteration_seconds_max_over_ranks']))" \
-      "$W/pml_${pml}_$k.json" $pml 2>/dev/null || echo "8 ranks, pml $pml: failed"
+# On an H200 machine (2026-11-28) 2 and 4 ranks under mpirun ran 1.3-1.4x a role alone, and 8 ranks either 113-128
+# ms or 337-391 ms a step, bound to cores or not, where 8 plain processes ran 67-94 ms each (docs/performance.md):
+# Open MPI's transport (its default, UCX there, against ob1 over shared memory) and its binding (a core each at 2
+# ranks), alternated.
+local k opt np bundle
+for k in 1 2; do
+  for opt in default "--bind-to none" "--mca pml ob1 --mca btl self,vader"; do
+    for np in 2 8; do
+      bundle=/tmp/predict_distributed/bundle-dlrm-8
+      [ $np = 2 ] && bundle=/tmp/predict_distributed/dlrm-2
+      [ -d $bundle ] || continue
+      # shellcheck disable=SC2086
+      CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 timeout 60 mpiexec --allow-run-as-root --oversubscribe -np $np \
+        $([ "$opt" = default ] || echo $opt) $B/reprise replay $bundle --threads 1 --iterations 5 -q \
+        --out /tmp/mpi_opt.json >/dev/null 2>&1
+      python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('%d ranks, %s: %.1f ms' % (int(sys.argv[2]), sys.argv[3], 1e3 * d['median_iteration_seconds_max_over_ranks']))" \
+        /tmp/mpi_opt.json $np "$opt" 2>/dev/null || echo "$np ranks, $opt: failed"
+      rm -f /tmp/mpi_opt.json
+    done
   done
 done
 }

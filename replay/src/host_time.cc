@@ -61,22 +61,37 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
   // The plain step (the capture manifest's time) against the recorded marker: recorded_gaps scales by their ratio.
   const double plain_us =
       o.original_iteration_seconds.empty() ? o.plain_step_seconds * 1e6 : median(o.original_iteration_seconds) * 1e6;
-  double recorded_us = 0, removed_us = 0;
+  double recorded_us = 0, removed_us = 0, loader_us = 0;
   const std::vector<std::pair<double, double>> waits = host_device_waits(t);
+  // A DataLoader call (a unit replay leaves out): its own span, re-spent with --data-loader.
+  auto loader_span = [&t](uint32_t node) {
+    const Node& n = t.nodes[node];
+    return n.kind == NodeKind::Annotation && n.timed() && t.name(n).find("DataLoader") != std::string_view::npos
+               ? n.dur_us
+               : 0.0;
+  };
+  auto loader_ns = [&o](double us) { return static_cast<int64_t>(std::llround(us * 1e3 * o.data_loader_scale)); };
   for (size_t s = 0; s < steps; ++s) {
     // A truncated step (--max-ops): what followed its last op is not replayed, nor is the plain step its time.
     const RecordedGaps g = recorded_gaps(t, units[s], p.step_nodes[s], p.truncated ? 0 : plain_us, waits);
     double pending = 0, step_us = 0;  // a unit not replayed (skipped) leaves its gap to the next instruction
+    double loader = 0;                // DataLoader time since the last instruction
     for (size_t k = 0; k < units[s].size(); ++k) {
       pending += g.before_us[k];
       const uint32_t in = instr_of[units[s][k]];
-      if (in == kNone32) continue;
-      p.instrs[in].host_ns = ns(pending * g.keep);
+      if (in == kNone32) {
+        loader += loader_span(units[s][k]) * g.keep;
+        continue;
+      }
+      p.instrs[in].host_ns = ns(pending * g.keep) + loader_ns(loader);
       step_us += pending;
-      pending = 0;
+      loader_us += loader;
+      pending = loader = 0;
     }
+    if (p.truncated) loader = 0;
     const double tail = p.truncated ? 0 : pending + g.tail_us;
-    p.step_tail_ns[s] = ns(tail * g.keep);
+    p.step_tail_ns[s] = ns(tail * g.keep) + loader_ns(loader);
+    loader_us += loader;
     step_us += tail;
     recorded_us += step_us * g.keep;
     removed_us += step_us * (1 - g.keep);
@@ -87,14 +102,17 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
   r.recorded_seconds = recorded_us * 1e-6 / static_cast<double>(std::max<size_t>(steps, 1));
   r.instrumentation_seconds = removed_us * 1e-6 / static_cast<double>(std::max<size_t>(steps, 1));
   r.seconds = r.recorded_seconds * r.scale;
+  r.data_loader_recorded_seconds = loader_us * 1e-6 / static_cast<double>(std::max<size_t>(steps, 1));
+  r.data_loader_seconds = r.data_loader_recorded_seconds * o.data_loader_scale;
   if (r.timed_ops == 0) {
     for (Instr& in : p.instrs) in.host_ns = 0;
     std::fill(p.step_tail_ns.begin(), p.step_tail_ns.end(), 0);
     r.recorded_seconds = r.seconds = r.instrumentation_seconds = 0;
-    if (r.scale > 0)
+    r.data_loader_recorded_seconds = r.data_loader_seconds = 0;
+    if (r.scale > 0 || o.data_loader_scale > 0)
       p.warnings.push_back(
-          "host time cannot be re-spent: the trace has no op times (no Kineto trace or capture "
-          "timeline linked to it)");
+          std::string(r.scale > 0 ? "host time" : "the DataLoader's time") +
+          " cannot be re-spent: the trace has no op times (no Kineto trace or capture timeline linked to it)");
   }
   return r;
 }

@@ -26,6 +26,8 @@ json host_time_json(const HostTimeReport& h) {
           {"seconds_per_iteration", h.seconds},
           {"recorded_seconds_per_iteration", h.recorded_seconds},
           {"instrumentation_seconds_per_iteration", h.instrumentation_seconds},
+          {"data_loader_seconds_per_iteration", h.data_loader_seconds},
+          {"data_loader_recorded_seconds_per_iteration", h.data_loader_recorded_seconds},
           {"timed_ops", h.timed_ops},
           {"untimed_ops", h.untimed_ops},
           {"reason", h.reason}};
@@ -244,6 +246,19 @@ void print_times(std::FILE* out, const ReplayResult& r) {
   std::fprintf(out, "; setup %s\n", human_seconds(r.setup_seconds).c_str());
 }
 
+// The DataLoader calls' time (--data-loader): re-spent, or what the trace shows of it, left out.
+void print_data_loader(std::FILE* out, const HostTimeReport& h) {
+  if (h.data_loader_recorded_seconds <= 0) return;
+  if (h.data_loader_seconds > 0)
+    std::fprintf(out, "  data loader  %s per iteration re-spent (--data-loader)\n",
+                 human_seconds(h.data_loader_seconds).c_str());
+  else
+    std::fprintf(out,
+                 "  data loader  left out: the trace's DataLoader calls took %s per iteration (--data-loader recorded "
+                 "re-spends them)\n",
+                 human_seconds(h.data_loader_recorded_seconds).c_str());
+}
+
 void print_host_time(std::FILE* out, const HostTimeReport& h) {
   const std::string why = h.reason == "given" ? "--host-time" : "default: " + h.reason;
   if (h.source == "none") {
@@ -301,6 +316,7 @@ void print_summary(std::FILE* out, const ReplayResult& r) {
   print_coverage(out, r);
   print_times(out, r);
   print_host_time(out, r.host_time);
+  print_data_loader(out, r.host_time);
   print_collectives(out, r);
   print_slowest_ops(out, r);
   for (const std::string& w : r.warnings) std::fprintf(out, "  warning: %s\n", w.c_str());

@@ -41,4 +41,25 @@ grep -q "aten::_foreach_sqrt" <<<"$out" || { echo "FAIL: no _foreach_sqrt in: $o
 out=$("$BIN/reprise" replay "$WORK/adam-foreach" --strict --iterations 1 --warmup 0 -q 2>&1) ||
   { echo "FAIL: replay the foreach bundle: $out"; exit 1; }
 grep -q "coverage 100.0%" <<<"$out" || { echo "FAIL: foreach bundle coverage: $out"; exit 1; }
+# A DataLoader in the step: its call is left out of the replay, and re-spent when asked (--data-loader); analyze
+# finds it and --measure replays its fix (the original with the loader's time, against the same without).
+"$PY" "$SRC/capture/python/examples/train_mlp.py" "$WORK/loader" --anti-pattern loader --pairs 1 --batch 256 \
+  --hidden 64 >/dev/null || { echo "FAIL: train_mlp.py --anti-pattern loader"; exit 1; }
+out=$("$BIN/reprise" replay "$WORK/loader" --iterations 1 --warmup 0 -q 2>&1) || { echo "FAIL: replay loader: $out"; exit 1; }
+grep -q "data loader  left out: the trace's DataLoader calls took .* per iteration" <<<"$out" ||
+  { echo "FAIL: the DataLoader's time is not reported: $out"; exit 1; }
+out=$("$BIN/reprise" replay "$WORK/loader" --data-loader recorded --iterations 1 --warmup 0 -q 2>&1) ||
+  { echo "FAIL: replay --data-loader recorded: $out"; exit 1; }
+grep -q "data loader  .* per iteration re-spent (--data-loader)" <<<"$out" || { echo "FAIL: --data-loader: $out"; exit 1; }
+out=$("$BIN/reprise" replay "$WORK/loader" --data-loader sometimes -q 2>&1) && { echo "FAIL: a bad --data-loader ran"; exit 1; }
+grep -q "replay: --data-loader must be none, recorded or a scale" <<<"$out" || { echo "FAIL: --data-loader error: $out"; exit 1; }
+"$BIN/reprise" analyze "$WORK/loader" --measure --only data_loader --pairs 1 --iterations 1 --warmup 0 \
+  --json "$WORK/loader.json" -q || { echo "FAIL: analyze --measure data_loader"; exit 1; }
+"$PY" - "$WORK/loader.json" <<'PY' || exit 1
+import json, sys
+m = [x for x in json.load(open(sys.argv[1]))["measured"] if x["detector"] == "data_loader"]
+if len(m) != 1 or m[0]["pairs"] != 1 or m[0]["transform"] != "replay: {data_loader: none}" \
+        or "re-spends its DataLoader calls'" not in m[0]["note"] or not m[0]["saving_us"] > 0:
+    sys.exit("FAIL: data_loader measured: %s" % m)
+PY
 echo "ok"

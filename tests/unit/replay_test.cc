@@ -965,6 +965,73 @@ TEST(ReplayHostTime, AStepRecordedSlowerThanItRanKeepsItsShareOfTheGaps) {
   EXPECT_EQ(planned({}, h), 20'000'000);
 }
 
+TEST(ReplayHostTime, DataLoaderTimeIsRespentOnlyWhenAsked) {
+  // Four 10 us ops 4 ms apart in a 20.04 ms step; a 2 ms DataLoader call (its op not replayed) in the gap before the
+  // third, 1 ms after the second op ends and 1 ms before the third starts.
+  MiniTrace m;
+  std::vector<int64_t> ops;
+  for (int k = 0; k < 2; ++k)
+    ops.push_back(m.op("aten::relu(Tensor self) -> Tensor", {{m.tensor({4}), F}}, {{m.tensor({4}), F}}));
+  const int64_t loader = m.b().annotation("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+  const int64_t fetch =
+      m.op("aten::relu(Tensor self) -> Tensor", {{m.tensor({4}), F}}, {{m.tensor({4}), F}}, "", loader);
+  for (int k = 2; k < 4; ++k)
+    ops.push_back(m.op("aten::relu(Tensor self) -> Tensor", {{m.tensor({4}), F}}, {{m.tensor({4}), F}}));
+  Trace t = m.finish();
+  t.nodes[t.iterations.front().node].ts_us = 1000;
+  t.nodes[t.iterations.front().node].dur_us = 20040;
+  for (int k = 0; k < 4; ++k) {
+    Node& n = t.nodes[t.find(ops[k])];
+    n.ts_us = 1000 + 4000 + k * 4010;
+    n.dur_us = 10;
+  }
+  t.nodes[t.find(loader)].ts_us = 10020;
+  t.nodes[t.find(loader)].dur_us = 2000;
+  t.nodes[t.find(fetch)].ts_us = 10100;
+  t.nodes[t.find(fetch)].dur_us = 1500;
+
+  struct Planned {
+    int64_t total_ns = 0, before_third_ns = 0;
+    HostTimeReport h;
+    int64_t excluded = 0;
+  };
+  auto planned = [&](double host, double data_loader) {
+    ReplayOptions o = quick();
+    o.host_time_scale = host;
+    o.data_loader_scale = data_loader;
+    Plan p = detail::compile_plan(t, o);
+    Planned r;
+    r.h = detail::plan_host_time(t, o, p);
+    r.excluded = p.excluded_dataloader;
+    for (const detail::Instr& in : p.instrs) {
+      r.total_ns += in.host_ns;
+      if (in.node == t.find(ops[2])) r.before_third_ns = in.host_ns;
+    }
+    for (int64_t tail : p.step_tail_ns) r.total_ns += tail;
+    return r;
+  };
+  Planned r = planned(1, 0);  // the default: the loader's call is not host time, and not re-spent
+  EXPECT_EQ(r.excluded, 1);
+  EXPECT_EQ(r.total_ns, 18'000'000);
+  EXPECT_EQ(r.before_third_ns, 2'000'000);
+  EXPECT_NEAR(r.h.data_loader_recorded_seconds, 0.002, 1e-12);
+  EXPECT_EQ(r.h.data_loader_seconds, 0);
+  r = planned(1, 1);
+  EXPECT_EQ(r.total_ns, 20'000'000);
+  EXPECT_EQ(r.before_third_ns, 4'000'000) << "where the call was: before the op after it";
+  EXPECT_NEAR(r.h.data_loader_seconds, 0.002, 1e-12);
+  r = planned(0, 0.5);  // independent of --host-time
+  EXPECT_EQ(r.total_ns, 1'000'000);
+  EXPECT_NEAR(r.h.data_loader_seconds, 0.001, 1e-12);
+  auto j = nlohmann::json::parse(result_json([&] {
+    ReplayResult x;
+    x.host_time = r.h;
+    return x;
+  }()));
+  EXPECT_NEAR(j["host_time"]["data_loader_seconds_per_iteration"].get<double>(), 0.001, 1e-12);
+  EXPECT_NEAR(j["host_time"]["data_loader_recorded_seconds_per_iteration"].get<double>(), 0.002, 1e-12);
+}
+
 TEST(ReplayHostTime, APlainStepTimeAloneTakesTheObserversShareOut) {
   // A bundle of other sizes or dtypes keeps the op times but not the original's iteration times: the capture's plain
   // step (plain_step_seconds) scales the gaps as the iteration times would, and the iteration times win when given.

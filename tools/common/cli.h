@@ -128,9 +128,10 @@ inline std::vector<int64_t> parse_int_list(const std::string& s, const std::stri
   return out;
 }
 
-// --host-time's value (replay, analyze --measure, predict): none 0, recorded 1, else a scale in (0, 1000]; otherwise
-// a UserError that `command` begins.
-inline double parse_host_time(const std::string& text, const std::string& command) {
+// --host-time's value (replay, analyze --measure, predict), or another option's of the same form (`option`, such as
+// --data-loader): none 0, recorded 1, else a scale in (0, 1000]; otherwise a UserError that `command` begins.
+inline double parse_host_time(const std::string& text, const std::string& command,
+                              const std::string& option = "--host-time") {
   if (text == "none") return 0;
   if (text == "recorded") return 1;
   double scale = 0;
@@ -142,9 +143,8 @@ inline double parse_host_time(const std::string& text, const std::string& comman
   }
   const bool decimal = text.find_first_of("xXpP") == std::string::npos;  // stod reads 0x10 as 16
   if (!(decimal && used > 0 && used == text.size() && std::isfinite(scale) && scale > 0 && scale <= 1000))
-    throw UserError(command +
-                    ": --host-time must be none, recorded or a scale above 0, at most 1000 (such as 0.5), not '" +
-                    text + "'");
+    throw UserError(command + ": " + option +
+                    " must be none, recorded or a scale above 0, at most 1000 (such as 0.5), not '" + text + "'");
   return scale;
 }
 

@@ -22,6 +22,7 @@
 #include "reprise/generators/generate.h"
 #include "reprise/replay/replay.h"
 #include "reprise/trace/read.h"
+#include "reprise/trace/summary.h"
 #include "reprise/trace/write.h"
 
 namespace po = boost::program_options;
@@ -52,6 +53,26 @@ std::string yaml_quoted(const std::string& s) {
   return q + "'";
 }
 
+// A fix replay makes itself (DetectorInfo::transform `replay: {...}`): the original on both sides, replayed on the
+// fixed side without what the fix removes; no bundle of its own.
+enum class ReplayFix {
+  None,        // a generator step: the fixed variant is a bundle
+  DataLoader,  // replay: {data_loader: none}: the original re-spends its DataLoader calls, the fixed side does not
+  HostTime,    // replay: {host_time: none}: the original re-spends its host time, the fixed side none of it
+};
+
+bool replay_side(const std::string& transform) { return transform.rfind("replay:", 0) == 0; }
+
+ReplayFix replay_fix_of(const std::string& detector) {
+  for (const analyze::DetectorInfo& d : analyze::detectors()) {
+    if (d.id != detector || !replay_side(d.transform)) continue;
+    if (d.transform == "replay: {data_loader: none}") return ReplayFix::DataLoader;
+    if (d.transform == "replay: {host_time: none}") return ReplayFix::HostTime;
+    throw std::logic_error("analyze: " + detector + ": no replay builds '" + d.transform + "'");
+  }
+  return ReplayFix::None;
+}
+
 }  // namespace
 
 int cmd_analyze_measure(int argc, char** argv) {
@@ -60,8 +81,10 @@ int cmd_analyze_measure(int argc, char** argv) {
       "Analyzes TRACE (a capture folder, or one rank's ET with its Kineto trace beside it), then, for each class\n"
       "of findings whose fix the generators can build (--list shows the transform), generates the fixed variant,\n"
       "replays it against the original in interleaved pairs (original, fixed, fixed, original, ...) and reports\n"
-      "the measured saving per step beside the estimated one. Both replay every step of the trace with the same\n"
-      "--host-time: on one process, or, under mpirun/srun with as many ranks as the trace has, on every rank at\n"
+      "the measured saving per step beside the estimated one. A fix the replay makes itself (replay: {...}: the\n"
+      "data loader's time or the host's gaps left out) replays the original on both sides. Both replay every step\n"
+      "of the trace with the same --host-time: on one process, or, under mpirun/srun with as many ranks as the trace "
+      "has, on every rank at\n"
       "once with its collectives (the step is the slowest rank's; the bundles go to a folder every rank reads: the\n"
       "system's temporary folder, or --keep's on several nodes).\n\noptions");
   std::vector<std::string> inputs;
@@ -171,6 +194,11 @@ int cmd_analyze_measure(int argc, char** argv) {
         gen::generate_from_trace(source, go);
         for (analyze::MeasuredFix& m : a.measured) {
           if (m.transform.empty()) continue;
+          if (replay_side(m.transform)) {  // the original again, replayed otherwise: no bundle of its own
+            built.push_back(&m);
+            plan += "\n" + m.detector;
+            continue;
+          }
           const fs::path config = work->path / (m.detector + ".yaml");
           write_text_file(config.string(), "name: fixed-" + m.detector + "\ndescription: " + inputs[0] +
                                                " without its " + m.detector +
@@ -265,17 +293,39 @@ int cmd_analyze_measure(int argc, char** argv) {
       replay::ReplayResult last_orig, last_fixed;
       replay::ReplayOptions side = rep;
       bool untimed = false;
+      const ReplayFix fix = replay_fix_of(detectors[v]);
+      const bool by_replay = fix != ReplayFix::None;
+      replay::ReplayOptions fixed_side;
+      if (fix == ReplayFix::HostTime && !original_respends) {  // every rank alike: nothing to take away
+        if (m)
+          m->note =
+              "nothing to measure: the original re-spends no host time (--host-time none, or no op times); "
+              "give --host-time recorded";
+        done += 2 * pairs;
+        continue;
+      }
       try {
-        const gen::Bundle b = gen::read_bundle((work_path / ("fixed-" + detectors[v])).string());
-        fixed = gen::load_bundle_rank(b, my_rank);
-        timed = !b.roles[0].timeline.empty();
-        untimed = original_respends && !timed;
-        if (untimed) side.host_time_scale = 0;  // the variant has no op times: neither side re-spends them
+        if (fix == ReplayFix::DataLoader) {
+          side.data_loader_scale = 1;
+          fixed_side = side;
+          fixed_side.data_loader_scale = 0;
+        } else if (fix == ReplayFix::HostTime) {
+          fixed_side = side;
+          fixed_side.host_time_scale = 0;
+        } else {
+          const gen::Bundle b = gen::read_bundle((work_path / ("fixed-" + detectors[v])).string());
+          fixed = gen::load_bundle_rank(b, my_rank);
+          timed = !b.roles[0].timeline.empty();
+          untimed = original_respends && !timed;
+          if (untimed) side.host_time_scale = 0;  // the variant has no op times: neither side re-spends them
+          fixed_side = side;
+        }
         for (int p = 0; p < pairs; ++p) {
           double t[2];
           for (int k = 0; k < 2; ++k) {
             const bool fix_side = (k == 1) != (p % 2 == 1);  // original first on even pairs, fixed first on odd
-            replay::ReplayResult r = replay::replay_trace(fix_side ? fixed : original, side);
+            replay::ReplayResult r =
+                replay::replay_trace(fix_side && !by_replay ? fixed : original, fix_side ? fixed_side : side);
             t[fix_side] = 1e6 * median(r.iteration_seconds);  // one entry per step replayed
             (fix_side ? last_fixed : last_orig) = std::move(r);
             phase("measure", ++done, total, false, "");
@@ -318,6 +368,15 @@ int cmd_analyze_measure(int argc, char** argv) {
       if (untimed)
         note += std::string(note.empty() ? "" : "; ") +
                 "no host time re-spent: the transform leaves the variant without the original's op times";
+      const std::string sep = note.empty() ? "" : "; ";
+      if (fix == ReplayFix::DataLoader && last_orig.host_time.data_loader_seconds <= 0)
+        note += sep + "nothing re-spent: the trace's DataLoader calls in the replayed steps have no times";
+      else if (fix == ReplayFix::DataLoader)
+        note += sep + "the original re-spends its DataLoader calls' " +
+                human_seconds(last_orig.host_time.data_loader_seconds) + " a step; the fixed side leaves them out";
+      else if (fix == ReplayFix::HostTime)
+        note += sep + "the original re-spends " + human_seconds(last_orig.host_time.seconds) +
+                " of host time a step, the fixed side none (each op still dispatched)";
       m->note = note;
     }
     phase("measure", done, total, true,

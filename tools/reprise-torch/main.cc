@@ -115,7 +115,7 @@ int finish_replay(const reprise::replay::LaunchReport& report, const reprise::re
 struct ReplayNumbers {
   double timeout = -1;
   int64_t seed = 0;
-  std::string host_time;
+  std::string host_time, data_loader;
 };
 
 void require(bool ok, const std::string& what) {
@@ -185,6 +185,10 @@ po::options_description replay_options(reprise::replay::LaunchOptions& job, Repl
       "none, recorded or SCALE: re-spend the host time the original spent between ops (Python, autograd, the "
       "optimizer's loop) as a busy wait before each op, times SCALE; default: recorded on cuda and for a Python "
       "capture's profiled steps, else none (docs/replay.md)")(
+      "data-loader", po::value(&n.data_loader)->default_value("none"),
+      "none, recorded or SCALE: re-spend the time the original's DataLoader calls took (their ops are not "
+      "replayed) as a busy wait where they were; none benchmarks the step's own work, recorded a loader-bound step "
+      "as it ran")(
       "emulate-tbe", po::bool_switch(&o.emulate_tbe),
       "run fbgemm's table-batched embedding lookups (without FBGEMM loaded) and their fused-optimizer backward as "
       "ATen lookups and row updates over tables of the recorded size (memory: the tables and optimizer state)")(
@@ -213,6 +217,7 @@ int cmd_replay(int argc, char** argv) {
   check_replay_numbers(vm, job, numbers);
   job.replay.seed = static_cast<uint64_t>(numbers.seed);
   job.replay.host_time_scale = host_time_scale(vm, numbers.host_time);
+  job.replay.data_loader_scale = reprise::cli::parse_host_time(numbers.data_loader, "replay", "--data-loader");
   if (!vm["per-op-passes"].defaulted()) job.replay.per_op = true;
   job.check_output = reprise::cli::check_output_path;
   const bool quiet = vm.count("quiet") > 0;

@@ -49,7 +49,10 @@ const Detector kDataLoader{{"data_loader", "data loader stalls the step",
                             "GPU idle during DataLoader / load_batch / wait_for_batch calls: 5% of the window or more",
                             "more loader workers (num_workers), pin_memory, prefetch_factor, or move preprocessing "
                             "to the GPU",
-                            "the loader call's idle time removed"},
+                            "the loader calls' time removed: the original replayed with its DataLoader calls' "
+                            "recorded time re-spent where they were (replay --data-loader recorded), against the same "
+                            "without it",
+                            "replay: {data_loader: none}"},
                            find,
                            inject};
 

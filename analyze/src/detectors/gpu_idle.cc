@@ -39,7 +39,10 @@ bool inject(Editor& e, const InjectSite& s) {
 const Detector kGpuIdle{{"gpu_idle", "GPU idle, waiting for the host",
                          "GPU idle gaps of 10 us or more whose next kernel was launched after the GPU ran dry",
                          "move host work off the step (precompute, fewer small ops, CUDA graphs, torch.compile)",
-                         "the gaps removed: each kernel after a gap starts when the previous work ends"},
+                         "the host's time between ops removed: the original replayed without its recorded host "
+                         "gaps (replay --host-time none) against the same with them; each op still dispatched, so "
+                         "what CUDA graphs save beyond it is not in the figure",
+                         "replay: {host_time: none}"},
                         find,
                         inject};
 

@@ -1,7 +1,7 @@
 """A small MLP training loop under reprise_capture: python3 train_mlp.py OUT_DIR, then reprise replay OUT_DIR.
 
   train_mlp.py OUT_DIR [--device cpu|cuda] [--dtype float32|bfloat16] [--batch B] [--hidden H]
-               [--anti-pattern sync|casts|unfused|loop|unaligned] [--pairs N]
+               [--anti-pattern sync|casts|unfused|loop|unaligned|loader] [--pairs N]
 
 --anti-pattern builds one in, for `reprise analyze --measure` to be checked against (bench/analyze_measure.py): sync
 reads the loss on the host (loss.item()) between forward and backward; casts round-trips each hidden activation
@@ -9,7 +9,10 @@ through bf16; unfused uses a tanh GELU written out as eight elementwise ops wher
 F.gelu(h, approximate="tanh") (each in place of the ReLUs); loop steps with torch.optim.Adam(foreach=False), one
 parameter at a time, where the step without it uses Adam(foreach=True); unaligned trains a model of hidden size H - 1
 (off a multiple of 8, with 16 classes so that only the hidden size is) where the step without it trains one of
-hidden size H (a multiple of 8; --dtype bfloat16 puts the GEMMs on tensor cores, which want aligned sizes). Before the captured steps, N pairs of steps with and without it run in alternating order, timed
+hidden size H (a multiple of 8; --dtype bfloat16 puts the GEMMs on tensor cores, which want aligned sizes); loader
+takes each step's batch from a torch DataLoader (no workers) whose samples are made one at a time in Python, where
+the step without it trains on a batch made beforehand (what prefetching workers give a step). Before the captured
+steps, N pairs of steps with and without it run in alternating order, timed
 (OUT_DIR/anti_pattern_steps.json): the real saving, measured in one process.
 """
 import argparse
@@ -32,7 +35,8 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    ap.add_argument("--anti-pattern", choices=["sync", "casts", "unfused", "loop", "unaligned"], default=None)
+    ap.add_argument("--anti-pattern", choices=["sync", "casts", "unfused", "loop", "unaligned", "loader"],
+                    default=None)
     ap.add_argument("--pairs", type=int, default=20, help="steps with and without the anti-pattern, timed first")
     a = ap.parse_args()
     if a.anti_pattern == "unaligned" and a.hidden % 8:
@@ -59,14 +63,29 @@ def main():
         opts = {side: torch.optim.SGD(models[side][2].parameters(), lr=0.01) for side in (True, False)}
     x = torch.randn(a.batch, 512, device=dev, dtype=dtype)
     y = torch.randint(0, classes, (a.batch,), device=dev)
+    if a.anti_pattern == "loader":
+        class Samples(torch.utils.data.Dataset):
+            # Each sample made on the host in Python, as a decoding or augmenting loader makes it: the step waits.
+            def __len__(self):
+                return 1 << 30
+
+            def __getitem__(self, i):
+                return torch.randn(512, generator=torch.Generator().manual_seed(i)), i % classes
+
+        loader = iter(torch.utils.data.DataLoader(Samples(), batch_size=a.batch, num_workers=0))
+
+    def batch(with_anti_pattern):
+        if not (with_anti_pattern and a.anti_pattern == "loader"):
+            return x, y
+        xb, yb = next(loader)
+        return xb.to(dev, dtype), yb.to(dev)
 
     def unfused_gelu(h):
         inner = (h + h.pow(3) * 0.044715) * math.sqrt(2.0 / math.pi)
         return h * 0.5 * (inner.tanh() + 1)
 
-    def forward(with_anti_pattern):
+    def forward(with_anti_pattern, h):
         layers, head, _ = models[with_anti_pattern]
-        h = x
         for m in layers:
             if a.anti_pattern == "unfused" and isinstance(m, torch.nn.ReLU):
                 h = unfused_gelu(h) if with_anti_pattern else torch.nn.functional.gelu(h, approximate="tanh")
@@ -77,7 +96,8 @@ def main():
         return head(h)
 
     def step(with_anti_pattern=True):
-        loss = torch.nn.functional.cross_entropy(forward(with_anti_pattern), y)
+        xb, yb = batch(with_anti_pattern)
+        loss = torch.nn.functional.cross_entropy(forward(with_anti_pattern, xb), yb)
         if with_anti_pattern and a.anti_pattern == "sync" and math.isnan(loss.item()):
             sys.exit("the loss is NaN")
         opt = opts[with_anti_pattern]

@@ -25,7 +25,9 @@ struct DetectorInfo {
   // The generator step that builds it from the trace's ET (a transform in YAML flow text, `perturb: {...}` or
   // `scale: {...}`, docs/configs.md), which `reprise analyze --measure` replays against the original; empty where no
   // generator transform builds it yet. A fix made from the findings' own sizes (unaligned_gemm's padding) is
-  // described here and written out per run in MeasuredFix::transform.
+  // described here and written out per run in MeasuredFix::transform. `replay: {data_loader: none}` and `replay:
+  // {host_time: none}`: a fix replay makes itself, with no bundle of its own (the original on both sides, its
+  // DataLoader calls' time, or its host time, re-spent on the original side only).
   std::string transform = {};
 };
 const std::vector<DetectorInfo>& detectors();

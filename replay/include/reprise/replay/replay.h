@@ -69,6 +69,10 @@ struct ReplayOptions {
   // re-spent as a busy wait before each op, times this: 0 none, 1 as recorded; < 0 the replay device's default
   // (docs/replay.md, "Host time").
   double host_time_scale = -1;
+  // --data-loader: the time the original's DataLoader calls took (the scopes whose ops replay leaves out), re-spent
+  // as a busy wait where they were, times this: 0 none (the default: a benchmark of the step's own work), 1 as
+  // recorded (a loader-bound step as it ran). Independent of host_time_scale.
+  double data_loader_scale = 0;
   // The original iteration times when known from elsewhere (a capture manifest); else from a linked Kineto trace.
   std::vector<double> original_iteration_seconds;
   // The source step's time without the observers, for host time's observers' share alone, when the original's
@@ -142,7 +146,10 @@ struct HostTimeReport {
   // Per iteration: the gaps' share of the observers' cost, left out. The gaps are scaled by the original
   // uninstrumented step (a capture's manifest) over the recorded one when that ran longer; 0 when either is unknown.
   double instrumentation_seconds = 0;
-  double seconds = 0;                      // re-spent per iteration: scale x recorded_seconds
+  double seconds = 0;  // re-spent per iteration: scale x recorded_seconds
+  // The DataLoader calls' time per iteration (less the observers' share, as the gaps), and what --data-loader re-spent
+  // of it.
+  double data_loader_recorded_seconds = 0, data_loader_seconds = 0;
   int64_t timed_ops = 0, untimed_ops = 0;  // replayed ops with and without their original times
   std::string reason;                      // "given", or why the device's default is what it is
 };
