@@ -850,6 +850,17 @@ TEST(ReplayShared, Pt2TritonKernelsAreSkippedWithAReason) {
 
 // --host-time: four ops of 10 us with 4 ms of host time before, between and after them (20 ms in all), one op nested
 // in the second (its gap inside the op is the op's own time), and a wait on the device in the first gap.
+// A 20.04 ms step (from 1 ms) whose four 10 us ops start 4 ms in, 4.01 ms apart: 20 ms of it between ops.
+void time_four_ops(Trace& t, const std::vector<int64_t>& ops) {
+  t.nodes[t.iterations.front().node].ts_us = 1000;
+  t.nodes[t.iterations.front().node].dur_us = 20040;
+  for (int k = 0; k < 4; ++k) {
+    Node& n = t.nodes[t.find(ops[k])];
+    n.ts_us = 1000 + 4000 + k * 4010;
+    n.dur_us = 10;
+  }
+}
+
 Trace trace_with_host_gaps(bool with_times = true, bool with_sync = false) {
   MiniTrace m;
   std::vector<int64_t> ops;
@@ -859,13 +870,7 @@ Trace trace_with_host_gaps(bool with_times = true, bool with_sync = false) {
       m.op("aten::relu(Tensor self) -> Tensor", {{m.tensor({4}), F}}, {{m.tensor({4}), F}}, "", ops[1]);
   Trace t = m.finish();
   if (!with_times) return t;
-  t.nodes[t.iterations.front().node].ts_us = 1000;
-  t.nodes[t.iterations.front().node].dur_us = 20040;
-  for (int k = 0; k < 4; ++k) {
-    Node& n = t.nodes[t.find(ops[k])];
-    n.ts_us = 1000 + 4000 + k * 4010;
-    n.dur_us = 10;
-  }
+  time_four_ops(t, ops);
   t.nodes[t.find(inner)].ts_us = t.nodes[t.find(ops[1])].ts_us + 2;
   t.nodes[t.find(inner)].dur_us = 1;
   if (with_sync) {
@@ -978,13 +983,7 @@ TEST(ReplayHostTime, DataLoaderTimeIsRespentOnlyWhenAsked) {
   for (int k = 2; k < 4; ++k)
     ops.push_back(m.op("aten::relu(Tensor self) -> Tensor", {{m.tensor({4}), F}}, {{m.tensor({4}), F}}));
   Trace t = m.finish();
-  t.nodes[t.iterations.front().node].ts_us = 1000;
-  t.nodes[t.iterations.front().node].dur_us = 20040;
-  for (int k = 0; k < 4; ++k) {
-    Node& n = t.nodes[t.find(ops[k])];
-    n.ts_us = 1000 + 4000 + k * 4010;
-    n.dur_us = 10;
-  }
+  time_four_ops(t, ops);
   t.nodes[t.find(loader)].ts_us = 10020;
   t.nodes[t.find(loader)].dur_us = 2000;
   t.nodes[t.find(fetch)].ts_us = 10100;
