@@ -116,7 +116,9 @@ void print_classifier(std::FILE* out, const Analysis& a) {
 // --measure: each class's estimated saving per step beside the one replay measured.
 void print_measured(std::FILE* out, const Analysis& a) {
   if (a.measured.empty()) return;
-  std::fprintf(out, "\nmeasured savings per step (the fix built by the generators, replayed against the original)\n");
+  std::fprintf(out,
+               "\nmeasured savings per step (each fix, built by the generators or by the replay, replayed against the "
+               "original)\n");
   std::fprintf(out, "%-24s %4s %11s %11s  %-23s %11s %11s\n", "class", "rank", "estimated", "measured", "(range)",
                "original", "fixed");
   for (const MeasuredFix& m : a.measured) {
