@@ -4,12 +4,14 @@
 # time (a lent machine has 15 minutes in all, its start and this build included):
 #   1. the test binaries' exit status on torch 2.x/CUDA, and where a crash at exit comes from (issue 12);
 #   2. compute on two streams: a PyTorch program with two overlapping branches, captured and replayed (issue 12);
-#   3. analyze --measure against the real saving of a loss.item() sync (issue 14's bar), and of unfused chains;
+#   3. analyze --measure against the real saving of a loss.item() sync (issue 14's bar), and of unfused chains; the
+#      sync capture's gpu_idle fix (the host's gaps left out, a fix the replay makes);
 #   4. --host-time recorded and none against the original, on the GPU (issue 12);
 #   5. calibrate on the GPU and predict the built-in workloads at GPU-bound sizes (issue 13's goal), then again with
 #      the host overheads measured from the captures' host timelines (calibrate --host-from);
 #   6. fbgemm's table-batched embeddings emulated on the GPU (replay --emulate-tbe, PARAM's DLRM, when present);
-#   7. (named only: GPU_CHECK_ONLY=7) issue 13's distributed CPU bar on the machine's cores, a core per rank.
+#   7. (named only: GPU_CHECK_ONLY=7) issue 13's distributed CPU bar on the machine's cores, a core per rank, then
+#      2 and 8 ranks under Open MPI's default transport, --bind-to none and ob1 over shared memory, alternated.
 # --full adds the older checks: every test binary, NCCL sweeps on one rank, the fidelity, replay-overhead and
 # capture-overhead benchmarks. Writes everything under ${GPU_CHECK_DIR:-bench/out/gpu}. GPU_CHECK_ONLY="5 3 6" runs
 # those sections in that order; GPU_CHECK_ANTI="sync" runs that case alone of section 3's (sync, unfused, loop; and
