@@ -148,6 +148,7 @@ Built* Predictor::build(std::unique_ptr<Trace> t, int64_t rank) {
   bo.op_times = op_times_for(rank);
   bo.rank = rank;
   bo.host_time_scale = host_time_scale(o_, tr);
+  bo.data_loader_scale = o_.data_loader_scale;
   if (auto plain = plain_step_.find(rank); plain != plain_step_.end()) bo.plain_step_seconds = plain->second;
   bo.group_of = [&](const Collective& c) {
     const int32_t g = groups_->of(tr, c, bundle_groups_);
@@ -339,6 +340,7 @@ Prediction Predictor::run() {
   p_.unmodeled = b.unmodeled;
   p_.host_time_scale = host_time_scale(o_, *zero.trace);
   p_.host_time_seconds = b.host_time_seconds;
+  p_.data_loader_seconds = b.data_loader_seconds;
   p_.host_time_known = b.op_times;
   for (const auto& [label, tot] : b.per_op) {
     FamilyTime& f = p_.families[family_name(tot.family)];

@@ -51,7 +51,8 @@ std::string prediction_json(const Prediction& p) {
   j["ranks"] = ranks;
   j["host_time"] = {{"mode", host_time_mode(p.host_time_known ? p.host_time_scale : 0)},
                     {"scale", p.host_time_scale},
-                    {"seconds_per_iteration", p.host_time_seconds}};
+                    {"seconds_per_iteration", p.host_time_seconds},
+                    {"data_loader_seconds_per_iteration", p.data_loader_seconds}};
   j["launch"] = p.launch;
   json fam = json::object();
   for (const auto& [name, f] : p.families) fam[name] = f.seconds;
@@ -140,6 +141,9 @@ void print_prediction(std::FILE* out, const Prediction& p) {
   else if (p.host_time_scale > 0)
     std::fprintf(out,
                  "  host time    none: the trace has no op times (no Kineto trace or capture timeline linked to it)\n");
+  if (p.data_loader_seconds > 0)
+    std::fprintf(out, "  data loader  %s per iteration added where rank 0's DataLoader calls were (--data-loader)\n",
+                 human_seconds(p.data_loader_seconds).c_str());
   if (p.ranks.size() > 1) {
     auto [fast, slow] =
         std::minmax_element(p.ranks.begin(), p.ranks.end(),

@@ -47,6 +47,8 @@ class Builder {
   }
   void compute(uint32_t node, double gap);
   bool comm(uint32_t node, double gap);
+  // The DataLoader calls' time (--data-loader) due before the next op issued, measured host overheads or not.
+  double loader_due_ = 0;
   bool peer_of(const Collective& c, int32_t group, int64_t& peer) const;
 };
 
@@ -73,6 +75,8 @@ void Builder::compute(uint32_t node, double gap) {
   p2p_run_.clear();
   OpCost c = m_.op(t_, node);
   if (c.host_kinds) gap = 0;
+  gap += loader_due_;
+  loader_due_ = 0;
   b_.host_time_seconds += gap;
   c.host += gap;
   c.host_gap += gap;
@@ -127,9 +131,11 @@ bool Builder::comm(uint32_t node, double gap) {
   const Collective& c = t_.collectives[ci];
   const OpCost cost = m_.op(t_, node);
   if (cost.host_kinds) gap = 0;  // measured host overheads hold the gap before it
+  gap += loader_due_;            // cleared when the unit issues
   const double host = cost.host + gap;
   const auto issued = [&] {
     b_.host_time_seconds += gap;
+    loader_due_ = 0;
     return true;
   };
   SimOp op;
@@ -198,14 +204,19 @@ BuiltProgram Builder::run() {
   b_.program.name = t_.source;
   b_.program.host_runs_ops = m_.cluster().device.kind == "cpu";
   const std::vector<StepSpan> steps = chosen_steps(t_, o_.steps, o_.all_steps, b_.steps);
+  const bool timed = o_.host_time_scale > 0 || o_.data_loader_scale > 0;
   const std::vector<std::pair<double, double>> waits =
-      o_.host_time_scale > 0 ? host_device_waits(t_) : std::vector<std::pair<double, double>>{};
+      timed ? host_device_waits(t_) : std::vector<std::pair<double, double>>{};
+  double loader_seconds = 0;
   for (const StepSpan& s : steps) {
-    const std::vector<uint32_t> units = step_units(t_, s);
+    // The ops, and the DataLoader calls among them: units of the timeline whose time is not host time, as in replay
+    // (--data-loader adds their recorded spans where they were).
+    std::vector<uint32_t> loaders, units;
+    const std::vector<uint32_t> ops = step_units(t_, s, &loaders);
+    std::merge(ops.begin(), ops.end(), loaders.begin(), loaders.end(), std::back_inserter(units));
     RecordedGaps gaps;
     gaps.before_us.assign(units.size(), 0);
-    if (o_.host_time_scale > 0)
-      gaps = recorded_gaps(t_, units, s.step ? s.step->node : kNone32, o_.plain_step_seconds * 1e6, waits);
+    if (timed) gaps = recorded_gaps(t_, units, s.step ? s.step->node : kNone32, o_.plain_step_seconds * 1e6, waits);
     b_.op_times = b_.op_times || gaps.timed;
     const double scale = o_.host_time_scale * gaps.keep * 1e-6;  // microseconds recorded -> seconds spent
     double pending = 0;  // a unit that issues nothing leaves its gap to the next, as replay's skipped units do
@@ -213,6 +224,13 @@ BuiltProgram Builder::run() {
       const uint32_t node = units[k];
       const NodeKind kind = t_.nodes[node].kind;
       pending += gaps.before_us[k] * scale;
+      if (std::binary_search(loaders.begin(), loaders.end(), node)) {
+        const Node& n = t_.nodes[node];
+        const double loader = n.timed() ? n.dur_us * gaps.keep * o_.data_loader_scale * 1e-6 : 0;
+        loader_due_ += loader;
+        loader_seconds += loader;
+        continue;
+      }
       if (kind == NodeKind::Collective || kind == NodeKind::Wait || kind == NodeKind::CommOp) {
         if (comm(node, pending)) pending = 0;
       } else {
@@ -222,11 +240,15 @@ BuiltProgram Builder::run() {
     }
     SimOp end;
     end.kind = SimOp::Kind::StepEnd;
-    end.host = pending + gaps.tail_us * scale;  // after the last op, before the step ends
+    end.host = pending + gaps.tail_us * scale + loader_due_;  // after the last op, before the step ends
+    loader_due_ = 0;
     b_.host_time_seconds += end.host;
     b_.program.ops.push_back(end);
     b_.op_sigma.push_back(0);
   }
+  // The loader's time went to the host before the ops after it; it is reported apart from the host time.
+  b_.host_time_seconds -= loader_seconds;
+  b_.data_loader_seconds = loader_seconds;
   b_.program.steps = static_cast<int>(steps.size());
   b_.program.op_names.resize(t_.nodes.size());
   for (const SimOp& op : b_.program.ops)
@@ -240,6 +262,7 @@ BuiltProgram Builder::run() {
   }
   for (int64_t* count : {&b_.ops, &b_.modeled, &b_.fallback, &b_.measured}) per_step(*count);
   b_.host_time_seconds /= static_cast<double>(n);
+  b_.data_loader_seconds /= static_cast<double>(n);
   for (auto& [op, count] : b_.unmodeled) per_step(count);
   return std::move(b_);
 }

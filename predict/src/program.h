@@ -29,6 +29,7 @@ struct BuiltProgram {
   // Coverage, per iteration:
   int64_t ops = 0, modeled = 0, fallback = 0, measured = 0;
   double host_time_seconds = 0;              // the recorded host time added, per iteration
+  double data_loader_seconds = 0;            // the DataLoader calls' recorded time added, per iteration
   bool op_times = false;                     // with host time asked for: whether any op of the steps has recorded times
   std::map<std::string, int64_t> unmodeled;  // op -> count
 };
@@ -39,6 +40,7 @@ struct BuildOptions {
   const OpTimes* op_times = nullptr;  // measured seconds by node id, for this rank's trace
   double host_time_scale = 0;         // of the recorded host time between ops added before each (0: none)
   double plain_step_seconds = 0;      // the step without the observers (a capture manifest's): scales the gaps
+  double data_loader_scale = 0;       // of the DataLoader calls' recorded time added where they were (0: none)
   int64_t rank = 0;                   // the trace's global rank: where its sends go and its receives come from
   // The SimInput group a collective runs on (resolved from its process group), and that group's members.
   std::function<int32_t(const Collective& c)> group_of;

@@ -38,7 +38,7 @@ std::vector<StepSpan> chosen_steps(const Trace& t, const std::vector<int64_t>& s
   return out;
 }
 
-std::vector<uint32_t> step_units(const Trace& t, const StepSpan& s) {
+std::vector<uint32_t> step_units(const Trace& t, const StepSpan& s, std::vector<uint32_t>* loaders) {
   enum : uint8_t { kFree, kCovered, kSkipped };
   std::vector<uint8_t> state(t.nodes.size(), kFree);
   std::vector<uint32_t> out;
@@ -50,6 +50,7 @@ std::vector<uint32_t> step_units(const Trace& t, const StepSpan& s) {
     }
     if (n.kind == NodeKind::Annotation && t.name(n).find("DataLoader") != std::string_view::npos) {
       state[i] = kSkipped;
+      if (loaders && n.id >= s.first_id && n.id < s.end_id) loaders->push_back(i);
       continue;
     }
     if (n.id < s.first_id || n.id >= s.end_id) continue;

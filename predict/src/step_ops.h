@@ -18,6 +18,8 @@ std::vector<StepSpan> chosen_steps(const Trace& t, const std::vector<int64_t>& s
 // The ops a replay issues in the step, in execution order: as the replay's step selection walks them (DataLoader
 // work left out, structural nodes entered, an op covering its children), except that an autograd node a family
 // times whole (timed_whole: fbgemm's table-batched backward) is one op where replay issues what it recorded inside.
-std::vector<uint32_t> step_units(const Trace& t, const StepSpan& s);
+// `loaders`, when given, receives the step's DataLoader calls (annotations whose ops replay leaves out) in the same
+// order: units of the step's timeline whose time is not host time (replay's --data-loader re-spends it).
+std::vector<uint32_t> step_units(const Trace& t, const StepSpan& s, std::vector<uint32_t>* loaders = nullptr);
 
 }  // namespace reprise::predict::detail

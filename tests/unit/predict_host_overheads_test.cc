@@ -469,5 +469,52 @@ TEST(HostTime, AUnitThatIssuesNothingLeavesItsGapToTheNext) {
   EXPECT_NEAR(recorded.host_time_seconds, 49 * kUs, 1e-12);
 }
 
+TEST(HostTime, ADataLoaderCallIsNotHostTimeAndIsAddedOnlyWhenAsked) {
+  // As replay has it: a DataLoader call (its ops not issued) is a unit of the timeline, so its span is not host time;
+  // --data-loader adds it before the next op.
+  TraceBuilder b;
+  b.roots();
+  const int64_t step = b.annotation("ProfilerStep#1");
+  b.set_parent(step);
+  auto tensor = [&b](std::vector<int64_t> shape) {
+    TensorSpec s;
+    s.id = b.next_id();
+    s.storage_id = s.id;
+    s.shape = std::move(shape);
+    return b.tensor(s);
+  };
+  const int64_t first = b.op("aten::relu(Tensor self) -> Tensor", {tensor({64})}, {tensor({64})});
+  const int64_t loader = b.annotation("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", step);
+  b.set_parent(loader);
+  const int64_t fetch = b.op("aten::randn(SymInt[] size) -> Tensor", {b.list({b.integer(64)})}, {tensor({64})});
+  b.set_parent(step);
+  const int64_t second = b.op("aten::relu(Tensor self) -> Tensor", {tensor({64})}, {tensor({64})});
+  Trace t = b.finish();
+  // The step spans 0-200 us: the first op 0-10, the loader's call 20-120 (its op 30-100), the second op 130-140.
+  const std::map<int64_t, std::pair<double, double>> times{
+      {step, {0, 200}}, {first, {0, 10}}, {loader, {20, 100}}, {fetch, {30, 70}}, {second, {130, 10}}};
+  for (Node& n : t.nodes)
+    if (auto it = times.find(n.id); it != times.end()) std::tie(n.ts_us, n.dur_us) = it->second;
+  const CostModel model(parse_cluster(test::kGpuCluster, "<test>"));
+  detail::BuildOptions o;
+  o.group_of = [](const Collective&) { return 0; };
+  const std::vector<int64_t> world{0};
+  o.members = [&world](int32_t) -> const std::vector<int64_t>& { return world; };
+  const detail::BuiltProgram none = detail::build_program(t, model, o);
+  ASSERT_EQ(none.program.ops.size(), 3u);  // the two relus and the step's end: the loader's op is not issued
+  o.host_time_scale = 1;
+  const detail::BuiltProgram recorded = detail::build_program(t, model, o);
+  EXPECT_NEAR(recorded.program.ops[1].host - none.program.ops[1].host, (10 + 10) * kUs, 1e-12);
+  EXPECT_NEAR(recorded.host_time_seconds, (10 + 10 + 60) * kUs, 1e-12);
+  EXPECT_EQ(recorded.data_loader_seconds, 0);
+  o.data_loader_scale = 1;
+  const detail::BuiltProgram loaded = detail::build_program(t, model, o);
+  EXPECT_NEAR(loaded.program.ops[1].host - none.program.ops[1].host, (10 + 100 + 10) * kUs, 1e-12);
+  EXPECT_NEAR(loaded.host_time_seconds, (10 + 10 + 60) * kUs, 1e-12) << "reported apart";
+  EXPECT_NEAR(loaded.data_loader_seconds, 100 * kUs, 1e-12);
+  o.host_time_scale = 0;  // independent of the host time
+  EXPECT_NEAR(detail::build_program(t, model, o).program.ops[1].host - none.program.ops[1].host, 100 * kUs, 1e-12);
+}
+
 }  // namespace
 }  // namespace reprise::predict

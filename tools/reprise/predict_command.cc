@@ -28,7 +28,7 @@ int cmd_predict(int argc, char** argv) {
       "discrete-event simulator runs the ranks together: host threads, GPU streams, collectives that start when\n"
       "every member has arrived. Prints a table; --out writes reprise-prediction/1 JSON (docs/predict.md), the\n"
       "input of `reprise validate`.\n\noptions");
-  std::string input, cluster_path, calibration_path, out, timeline, host_time;
+  std::string input, cluster_path, calibration_path, out, timeline, host_time, data_loader = "none";
   std::vector<std::string> op_times;
   std::vector<int64_t> steps;
   PredictOptions o;
@@ -46,7 +46,10 @@ int cmd_predict(int argc, char** argv) {
       "none, recorded or SCALE: add the host time the trace recorded between its ops (Python, autograd, the "
       "optimizer's loop) before each op, times SCALE, as replay re-spends it; default: recorded on a GPU cluster and "
       "for a Python capture's profiled steps, else none (docs/replay.md)")(
-      "name", po::value(&o.name), "the workload's name in the results (default: the bundle's or the file's)")(
+      "data-loader", po::value(&data_loader)->default_value("none"),
+      "none, recorded or SCALE: add the time the trace's DataLoader calls took where they were, as replay "
+      "--data-loader re-spends it")("name", po::value(&o.name),
+                                    "the workload's name in the results (default: the bundle's or the file's)")(
       "out,o", po::value(&out), "write the prediction as JSON to this file")(
       "timeline", po::value(&timeline), "write a Chrome/Perfetto trace of the simulation (rank 0) to this file")(
       "timeline-rank", po::value(&o.timeline_ranks)->composing(), "ranks in the timeline (repeatable; default 0)")(
@@ -66,6 +69,7 @@ int cmd_predict(int argc, char** argv) {
   o.steps = steps;
   o.op_times_files = op_times;
   if (vm.count("host-time")) o.host_time_scale = parse_host_time(host_time, "predict");
+  o.data_loader_scale = parse_host_time(data_loader, "predict", "--data-loader");
   // The launch commands name this reprise (its folder holds reprise-torch, which replays).
   std::error_code ec;
   if (const auto self = std::filesystem::read_symlink("/proc/self/exe", ec); !ec) o.reprise_binary = self.string();

@@ -38,6 +38,9 @@ struct PredictOptions {
   // time"): 0 none, 1 recorded, else that scale; -1 replay's default (recorded on a GPU cluster and for a Python
   // capture's profiled steps, none for other CPU traces, whose gaps hold the observer's cost).
   double host_time_scale = -1;
+  // The DataLoader calls' recorded time added where they were, as replay's --data-loader re-spends it: 0 none (the
+  // default, as replay's), 1 recorded, else that scale.
+  double data_loader_scale = 0;
   std::vector<int64_t> timeline_ranks{0};  // ranks whose simulated events go into the timeline
   std::string name;                        // the workload's name; "" = the bundle's name or the input's stem
   std::string reprise_binary = "reprise";  // named in the launch commands a prediction gives
@@ -73,7 +76,8 @@ struct Prediction {
   int64_t ops = 0, modeled = 0, fallback = 0, measured = 0;  // rank 0's ops per iteration
   double host_time_scale = 0;                                // of the recorded host time added (rank 0's trace)
   double host_time_seconds = 0;                              // rank 0: the recorded host time added per iteration
-  bool host_time_known = false;              // rank 0's trace has op times (a linked Kineto trace, a capture timeline)
+  double data_loader_seconds = 0;  // rank 0: the DataLoader calls' recorded time added per iteration (--data-loader)
+  bool host_time_known = false;    // rank 0's trace has op times (a linked Kineto trace, a capture timeline)
   std::map<std::string, int64_t> unmodeled;  // rank 0: op -> calls
   int programs = 0;                          // distinct programs built (roles)
   int64_t simulated_ops = 0;
