@@ -132,9 +132,14 @@ std::vector<HostSample> host_samples(const Trace& t) {
   // Each node's unit: the op a replay issues that it is (or is inside).
   std::vector<uint32_t> unit_of(t.nodes.size(), kNone32);
   std::vector<std::vector<uint32_t>> units;  // per step, in execution order
+  // The steps' DataLoader calls: not ops, but where the host was (a gap after one is not the next op's overhead).
+  std::vector<bool> loader(t.nodes.size(), false);
   for (const StepSpan& s : steps) {
-    units.push_back(detail::step_units(t, s));
+    std::vector<uint32_t> calls;
+    units.push_back(detail::step_units(t, s, &calls));
     for (uint32_t u : units.back()) unit_of[u] = u;
+    for (uint32_t c : calls) loader[c] = true;
+    units.back().insert(units.back().end(), calls.begin(), calls.end());
   }
   for (uint32_t i = 0; i < t.nodes.size(); ++i) {
     const uint32_t p = t.nodes[i].parent;
@@ -167,12 +172,13 @@ std::vector<HostSample> host_samples(const Trace& t) {
   }
   for (auto& w : waits) merge_intervals(w);
   merge_intervals(loose);
-  // Kineto's own CPU op of each node: its times where linking did not set the node's (a Kineto-only trace), and its
-  // Input Dims where the node records no inputs.
+  // Kineto's own event of each node (a CPU op, a user annotation): its times where linking did not set the node's (a
+  // Kineto-only trace), and its Input Dims where the node records no inputs.
   std::vector<int32_t> event_of(t.nodes.size(), -1);
   for (int32_t i = 0; i < static_cast<int32_t>(k.events.size()); ++i) {
     const KinetoEvent& e = k.events[static_cast<size_t>(i)];
-    if (e.cat == KinetoCat::CpuOp && e.node < t.nodes.size() && event_of[e.node] < 0) event_of[e.node] = i;
+    const bool cpu = e.cat == KinetoCat::CpuOp || e.cat == KinetoCat::UserAnnotation;  // an op, a loader's call
+    if (cpu && e.node < t.nodes.size() && event_of[e.node] < 0) event_of[e.node] = i;
   }
   auto times = [&](uint32_t u, double& ts, double& dur) {
     ts = t.nodes[u].ts_us, dur = t.nodes[u].dur_us;
@@ -205,6 +211,10 @@ std::vector<HostSample> host_samples(const Trace& t) {
     for (const auto& entry : timed_units) {  // not structured bindings: the lambdas below capture them
       const double ts = entry.first, dur = entry.second.first;
       const uint32_t u = entry.second.second;
+      if (loader[u]) {  // the host was in the loader's call: the next op's gap starts after it
+        last_end = std::max(last_end, ts + dur);
+        continue;
+      }
       ++timed;
       HostSample s;
       s.op = std::string(t.name(t.nodes[u]));

@@ -53,6 +53,20 @@ const HostSample& sample(const std::vector<HostSample>& s, const std::string& op
   throw std::runtime_error("no sample of " + op);
 }
 
+TEST(HostOverheads, TheGapAfterADataLoaderCallStartsWhereTheCallEnds) {
+  // A view at 0-10 us, the DataLoader's call at 20-120 (its op, not issued, 30-100), an add_ at 130-140: the add_'s
+  // gap is the 10 us after the call, not the 120 us after the view (the call is where the host was).
+  Kineto k;
+  k.op("ProfilerStep#1", 0, 200);
+  k.op("aten::view", 0, 10, R"({"Input Dims": [[4, 8], []], "Input type": ["float", "ScalarList"]})");
+  k.annotation("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 20, 100);
+  k.op("aten::randn", 30, 70, R"({"Input Dims": [[]], "Input type": ["ScalarList"]})");
+  k.op("aten::add_", 130, 10, R"({"Input Dims": [[8], [8]], "Input type": ["float", "float"]})");
+  const std::vector<HostSample> s = host_samples(test::read_back(k.text(), "k.json"));
+  ASSERT_EQ(s.size(), 2u) << "the loader's op is no sample";
+  EXPECT_NEAR(sample(s, "aten::add_").kinds.gap_before, 10 * kUs, 1e-12);
+}
+
 TEST(HostOverheads, FiveKindsAreReadFromTheTimeline) {
   const Trace t = test::read_back(one_step().text(), "k.json");
   const std::vector<HostSample> s = host_samples(t);
