@@ -30,7 +30,9 @@ gpu          on a GPU (cuda:0): calibrate there (`reprise calibrate --device cud
 
 Measurements are replays of the same process on a shared VM: each case is replayed --repeats times, interleaved
 across cases, and the median taken. Exit 1 when a bar is missed (accuracy geomean > 10%, distributed error > 15%,
-speed < 1M ops/s or 1,024 ranks > 10 s, ranking neither match nor within 5%).
+speed < 1M ops/s or 1,024 ranks > 10 s, ranking neither match nor within 5%). Every launch (captures, calibration,
+replays) is `mpiexec --allow-run-as-root --oversubscribe -np N`, with REPRISE_MPIEXEC_ARGS's words added when set
+(`--mca pml ob1 --mca btl self,vader` on a machine whose default transport is in question).
 """
 import argparse
 import json

@@ -35,7 +35,10 @@ def run(cmd, **kw):
 
 
 def launcher(np_):
-    return ["mpiexec", "--allow-run-as-root", "--oversubscribe", "-np", str(np_)] if np_ > 1 else []
+    """mpiexec for np_ ranks (nothing for one); REPRISE_MPIEXEC_ARGS adds its words (a transport, a binding: `--mca pml
+    ob1 --mca btl self,vader`, `--bind-to none`), for machines where Open MPI's defaults are the question."""
+    extra = os.environ.get("REPRISE_MPIEXEC_ARGS", "").split()
+    return ["mpiexec", "--allow-run-as-root", "--oversubscribe"] + extra + ["-np", str(np_)] if np_ > 1 else []
 
 
 class Case:

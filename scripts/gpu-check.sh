@@ -188,6 +188,7 @@ section7() {
 stamp "7. the distributed CPU bar on this machine's cores (issue 13: DLRM on 2 ranks, generated to 4 and 8, within 15%)"
 # The development VM has 2 vCPUs, so its 4- and 8-rank replays share cores (at batch 2048: within 15% at 2 and 4
 # ranks, -14% to -22% at 8; docs/performance.md, "Distributed on CPU over MPI"); a lent machine has a core per rank.
+# REPRISE_MPIEXEC_ARGS (say `--mca pml ob1 --mca btl self,vader`) reaches every launch of bench/predict.py.
 CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 timeout 420 python3 bench/predict.py --case distributed --repeats 5 \
   --bin $B --work /tmp/predict_distributed --json "$W/predict_distributed.json" 2>&1 | tail -12
 cp /tmp/predict_distributed/*.json "$W/" 2>/dev/null
