@@ -56,10 +56,12 @@ grep -q "replay: --data-loader must be none, recorded or a scale" <<<"$out" || {
 "$BIN/reprise" analyze "$WORK/loader" --measure --only data_loader --pairs 1 --iterations 1 --warmup 0 \
   --json "$WORK/loader.json" -q || { echo "FAIL: analyze --measure data_loader"; exit 1; }
 "$PY" - "$WORK/loader.json" <<'PY' || exit 1
-import json, sys
+import json, re, sys
 m = [x for x in json.load(open(sys.argv[1]))["measured"] if x["detector"] == "data_loader"]
+# What was measured, not its size: one pair of one iteration moves with the machine's load (the benchmark,
+# bench/analyze_measure.py --anti-pattern loader, measures the saving).
 if len(m) != 1 or m[0]["pairs"] != 1 or m[0]["transform"] != "replay: {data_loader: none}" \
-        or "re-spends its DataLoader calls'" not in m[0]["note"] or not m[0]["saving_us"] > 0:
+        or not re.search(r"re-spends its DataLoader calls' [0-9.]+ (s|ms|us) a step", m[0]["note"]):
     sys.exit("FAIL: data_loader measured: %s" % m)
 PY
 echo "ok"
