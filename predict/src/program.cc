@@ -208,6 +208,7 @@ BuiltProgram Builder::run() {
   const std::vector<std::pair<double, double>> waits =
       timed ? host_device_waits(t_) : std::vector<std::pair<double, double>>{};
   double loader_seconds = 0;
+  const std::vector<uint32_t> below = o_.data_loader_scale > 0 ? ops_below(t_) : std::vector<uint32_t>{};
   for (const StepSpan& s : steps) {
     // The ops, and the DataLoader calls among them: units of the timeline whose time is not host time, as in replay
     // (--data-loader adds their recorded spans where they were).
@@ -219,14 +220,16 @@ BuiltProgram Builder::run() {
     if (timed) gaps = recorded_gaps(t_, units, s.step ? s.step->node : kNone32, o_.plain_step_seconds * 1e6, waits);
     b_.op_times = b_.op_times || gaps.timed;
     const double scale = o_.host_time_scale * gaps.keep * 1e-6;  // microseconds recorded -> seconds spent
+    const uint32_t marker = s.step ? s.step->node : kNone32;
+    const double per_op = below.empty() ? 0 : observer_us_per_op(t_, units, marker, o_.plain_step_seconds * 1e6, below);
     double pending = 0;  // a unit that issues nothing leaves its gap to the next, as replay's skipped units do
     for (size_t k = 0; k < units.size(); ++k) {
       const uint32_t node = units[k];
       const NodeKind kind = t_.nodes[node].kind;
       pending += gaps.before_us[k] * scale;
       if (std::binary_search(loaders.begin(), loaders.end(), node)) {
-        const Node& n = t_.nodes[node];
-        const double loader = n.timed() ? n.dur_us * gaps.keep * o_.data_loader_scale * 1e-6 : 0;
+        const double loader =
+            below.empty() ? 0 : data_loader_us(t_, node, per_op, gaps.keep, below) * o_.data_loader_scale * 1e-6;
         loader_due_ += loader;
         loader_seconds += loader;
         continue;

@@ -588,6 +588,28 @@ TEST(Cli, AnalyzeMeasureReplaysEachFixAgainstTheOriginal) {
   EXPECT_EQ(j["measured"][0]["pairs"], 1) << j.dump(1);
   EXPECT_TRUE(std::filesystem::exists(dir + "/padded/fixed-unaligned_gemm/benchmark.yaml"));
 
+  // A fix the replay makes: the batch made in a DataLoader scope, its time re-spent on the original side only; no
+  // bundle of its own.
+  c =
+      run("capture --workload mlp --anti-pattern loader --batch 256 --hidden 256 --layers 2 --warmup 0 --steps 1 "
+          "--threads 1 --out " +
+          dir + "/loader -q");
+  ASSERT_EQ(c.status, 0) << c.out;
+  Result r = run("replay " + dir + "/loader --iterations 1 --warmup 0 -q");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("data loader  left out: the trace's DataLoader calls took "), std::string::npos) << r.out;
+  m = run("analyze " + dir + "/loader --measure --pairs 1 --iterations 1 --warmup 0 --only data_loader --keep " + dir +
+          "/loaded --json " + dir + "/l.json");
+  ASSERT_EQ(m.status, 0) << m.out;
+  j = nlohmann::json::parse(std::ifstream(dir + "/l.json"));
+  ASSERT_EQ(j["measured"].size(), 1u) << j.dump(1);
+  EXPECT_EQ(j["measured"][0]["transform"], "replay: {data_loader: none}") << j.dump(1);
+  EXPECT_EQ(j["measured"][0]["pairs"], 1) << j.dump(1);
+  EXPECT_NE(j["measured"][0]["note"].get<std::string>().find("the original re-spends its DataLoader calls' "),
+            std::string::npos)
+      << j.dump(1);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/loaded/fixed-data_loader")) << "the replay's fix has no bundle";
+
   // Nothing found, nothing to measure (host_sync fires on GPU timelines only); bad input is one line, exit 2.
   Result none = run("analyze " + dir + "/cap --measure --only host_sync");
   EXPECT_EQ(none.status, 0) << none.out;

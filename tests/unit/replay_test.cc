@@ -994,10 +994,11 @@ TEST(ReplayHostTime, DataLoaderTimeIsRespentOnlyWhenAsked) {
     HostTimeReport h;
     int64_t excluded = 0;
   };
-  auto planned = [&](double host, double data_loader) {
+  auto planned = [&](double host, double data_loader, double plain = 0) {
     ReplayOptions o = quick();
     o.host_time_scale = host;
     o.data_loader_scale = data_loader;
+    if (plain > 0) o.original_iteration_seconds = {plain};
     Plan p = detail::compile_plan(t, o);
     Planned r;
     r.h = detail::plan_host_time(t, o, p);
@@ -1019,6 +1020,18 @@ TEST(ReplayHostTime, DataLoaderTimeIsRespentOnlyWhenAsked) {
   EXPECT_EQ(r.total_ns, 20'000'000);
   EXPECT_EQ(r.before_third_ns, 4'000'000) << "where the call was: before the op after it";
   EXPECT_NEAR(r.h.data_loader_seconds, 0.002, 1e-12);
+  // The step ran 5 ms shorter without the observers: 1 ms for each of its 5 ops (the fetch among them), so the
+  // call's own time is its 2 ms less its op's 1 ms (the gaps keep their share, 15.04 / 20.04).
+  r = planned(0, 1, 0.01504);
+  EXPECT_NEAR(r.h.data_loader_seconds, 0.001, 1e-12);
+  EXPECT_EQ(r.total_ns, 1'000'000);
+  // Times from steps profiled without the ET observer (the Python helper's): no per-op cost known, the call keeps the
+  // gaps' share.
+  t.kineto.emplace();
+  t.kineto->producer = "python profiler";
+  r = planned(0, 1, 0.01504);
+  EXPECT_NEAR(r.h.data_loader_seconds, 0.002 * 15.04 / 20.04, 1e-9);
+  t.kineto.reset();
   r = planned(0, 0.5);  // independent of --host-time
   EXPECT_EQ(r.total_ns, 1'000'000);
   EXPECT_NEAR(r.h.data_loader_seconds, 0.001, 1e-12);

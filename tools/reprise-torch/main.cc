@@ -290,8 +290,9 @@ po::options_description capture_options(reprise::workloads::WorkloadOptions& w, 
       "anti-pattern", po::value(&w.anti_pattern),
       "mlp: build in an anti-pattern: sync (loss.item() between forward and backward), casts (each hidden\n"
       "activation round-tripped through bf16), unfused (a tanh GELU as eight elementwise ops, against\n"
-      "at::gelu), loop (SGD one parameter at a time, against foreach ops) or unaligned (hidden size --hidden less\n"
-      "one, against it padded to a multiple of 8); what `reprise analyze --measure` is checked against")(
+      "at::gelu), loop (SGD one parameter at a time, against foreach ops), unaligned (hidden size --hidden less\n"
+      "one, against it padded to a multiple of 8) or loader (each batch made sample by sample in a DataLoader\n"
+      "scope, against one made beforehand); what `reprise analyze --measure` is checked against")(
       "warmup", po::value(&w.warmup)->default_value(2), "untimed steps first")(
       "steps", po::value(&w.steps)->default_value(5), "timed steps without the observer")(
       "record", po::value(&w.record)->default_value(1), "recorded steps")(

@@ -29,6 +29,34 @@ std::vector<std::pair<double, double>> host_device_waits(const Trace& t) {
   return merge_intervals(std::move(w));
 }
 
+std::vector<uint32_t> ops_below(const Trace& t) {
+  std::vector<uint32_t> below(t.nodes.size(), 0);
+  for (size_t i = t.nodes.size(); i-- > 0;) {
+    below[i] += t.nodes[i].kind == NodeKind::Operator ? 1 : 0;
+    const uint32_t p = t.nodes[i].parent;
+    if (p != kNone32 && p < i) below[p] += below[i];
+  }
+  return below;
+}
+
+double observer_us_per_op(const Trace& t, const std::vector<uint32_t>& units, uint32_t marker, double plain_us,
+                          const std::vector<uint32_t>& below) {
+  if (marker == kNone32 || !t.nodes[marker].timed() || plain_us <= 0 || t.nodes[marker].dur_us <= plain_us ||
+      gaps_are_framework_time(t))
+    return 0;
+  uint64_t ops = 0;
+  for (uint32_t u : units) ops += below[u];
+  return ops > 0 ? (t.nodes[marker].dur_us - plain_us) / static_cast<double>(ops) : 0;
+}
+
+double data_loader_us(const Trace& t, uint32_t node, double observer_us_per_op, double keep,
+                      const std::vector<uint32_t>& below) {
+  const Node& n = t.nodes[node];
+  if (!n.timed()) return 0;
+  if (observer_us_per_op <= 0) return n.dur_us * keep;
+  return std::max(0.0, n.dur_us - observer_us_per_op * static_cast<double>(below[node]));
+}
+
 bool gaps_are_framework_time(const Trace& t) { return t.kineto && t.kineto->producer == "python profiler"; }
 
 const char* host_time_mode(double scale) { return scale == 0 ? "none" : scale == 1 ? "recorded" : "scale"; }

@@ -2,7 +2,8 @@
 // anti-pattern built in (WorkloadOptions::anti_pattern), the same model with a sync or dtype churn in each step,
 // (unfused) with a tanh GELU between its layers written out as eight elementwise ops instead of the one fused op,
 // (loop) with its SGD step one parameter at a time inside an optimizer scope instead of as foreach ops, or
-// (unaligned) with a hidden size that is not a multiple of 8 instead of that size padded to one.
+// (unaligned) with a hidden size that is not a multiple of 8 instead of that size padded to one, or (loader) with each
+// step's batch made sample by sample inside a DataLoader scope instead of made beforehand.
 #include <ATen/record_function.h>
 
 #include "workload.h"
@@ -36,7 +37,7 @@ class Mlp : public Workload {
   void step() override {
     Model& m = on_ ? models_.front() : models_.back();
     std::vector<at::Tensor>& params = m.params;
-    at::Tensor h = m.x;
+    at::Tensor h = on_ && o_.anti_pattern == "loader" ? load_batch(m.x) : m.x;
     for (int64_t l = 0; l < L_; ++l) {
       h = at::linear(h, params[2 * l], params[2 * l + 1]);
       if (l + 1 < L_ && o_.anti_pattern == "unfused")
@@ -56,6 +57,17 @@ class Mlp : public Workload {
   }
 
  private:
+  // A batch like `like`, made one sample at a time under the scope torch's DataLoader records (no workers): what a
+  // step waits for when its loader decodes or augments on the step's own thread. Its ops are the loader's, which
+  // replay leaves out.
+  static at::Tensor load_batch(const at::Tensor& like) {
+    RECORD_USER_SCOPE("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+    std::vector<at::Tensor> samples;
+    for (int64_t i = 0; i < like.size(0); ++i)
+      samples.push_back(at::tanh(at::randn({like.size(1)}, like.options())) * 0.5);  // "decode and augment"
+    return at::stack(samples);
+  }
+
   struct Model {
     int64_t hidden;
     std::vector<at::Tensor> params;

@@ -114,9 +114,9 @@ void check_options(const WorkloadOptions& o, int world_size) {
   if (o.warmup < 0 || o.steps < 1 || o.record < 1)
     throw std::invalid_argument("warm-up steps must be >= 0, timed and recorded steps >= 1");
   if (!o.anti_pattern.empty() && o.anti_pattern != "sync" && o.anti_pattern != "casts" && o.anti_pattern != "unfused" &&
-      o.anti_pattern != "loop" && o.anti_pattern != "unaligned")
+      o.anti_pattern != "loop" && o.anti_pattern != "unaligned" && o.anti_pattern != "loader")
     throw std::invalid_argument("anti-pattern '" + o.anti_pattern +
-                                "': unknown (built in: sync, casts, unfused, loop, unaligned)");
+                                "': unknown (built in: sync, casts, unfused, loop, unaligned, loader)");
   if (!o.anti_pattern.empty() && o.name != "mlp")
     throw std::invalid_argument("workload '" + o.name + "': anti-patterns are built into mlp only");
   if (o.name != "gpt" &&

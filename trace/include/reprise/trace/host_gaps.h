@@ -33,6 +33,22 @@ std::vector<std::pair<double, double>> host_device_waits(const Trace& t);
 RecordedGaps recorded_gaps(const Trace& t, const std::vector<uint32_t>& units, uint32_t marker, double plain_us,
                            const std::vector<std::pair<double, double>>& waits);
 
+// Per node: the operator nodes of its subtree, itself included (once per trace: what the two below read).
+std::vector<uint32_t> ops_below(const Trace& t);
+
+// The ET observer's cost per recorded op of a step: what its marker ran longer than `plain_us`, over the operators the
+// units hold (`below`: ops_below); 0 when either time is unknown, the marker was not longer, or the op times come
+// from steps profiled without the observer (gaps_are_framework_time: the Python helper's).
+double observer_us_per_op(const Trace& t, const std::vector<uint32_t>& units, uint32_t marker, double plain_us,
+                          const std::vector<uint32_t>& below);
+
+// A DataLoader call's own time (node: its annotation; 0 untimed) for replay's and predict's --data-loader. Under the
+// ET observer, whose cost falls on each op it records, its span less its ops' share of that cost (at least 0): the
+// call runs many small ops, so its span overstates it more than the step's ratio says. Otherwise (no per-op cost
+// known) its span times `keep`, as the gaps (RecordedGaps::keep).
+double data_loader_us(const Trace& t, uint32_t node, double observer_us_per_op, double keep,
+                      const std::vector<uint32_t>& below);
+
 // Whether the trace's op times come from steps profiled without the ET observer (the Python helper's, docs/capture.md),
 // so that its gaps are the framework's own host time: replay and predict re-spend them on a CPU by default only then
 // (other CPU traces' gaps hold the observer's cost).
