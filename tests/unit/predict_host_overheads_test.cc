@@ -444,20 +444,45 @@ TEST(HostTime, PredictAddsTheRecordedHostTimeBetweenOps) {
   EXPECT_NEAR(timed_ops.seconds - predict(python, o).seconds, timed_ops.host_time_seconds, 1e-9);  // one host thread
 }
 
-// A unit that issues nothing (here a c10d op with no record of its collective, which is left unmodeled) passes its
-// recorded gap to the next op, as replay passes a skipped unit's: no host time is lost or counted twice.
-TEST(HostTime, AUnitThatIssuesNothingLeavesItsGapToTheNext) {
+// One step under construction (ProfilerStep#1 open), tensors each of its own storage; build_program's options for
+// one rank; each node's (ts, dur) in microseconds.
+struct OneStep {
   TraceBuilder b;
-  b.roots();
-  const int64_t step = b.annotation("ProfilerStep#1");
-  b.set_parent(step);
-  auto tensor = [&b](std::vector<int64_t> shape) {
+  int64_t step = 0;
+  OneStep() {
+    b.roots();
+    step = b.annotation("ProfilerStep#1");
+    b.set_parent(step);
+  }
+  Value tensor(std::vector<int64_t> shape) {
     TensorSpec s;
     s.id = b.next_id();
     s.storage_id = s.id;
     s.shape = std::move(shape);
     return b.tensor(s);
-  };
+  }
+};
+
+detail::BuildOptions one_rank() {
+  static const std::vector<int64_t> world{0};
+  detail::BuildOptions o;
+  o.group_of = [](const Collective&) { return 0; };
+  o.members = [](int32_t) -> const std::vector<int64_t>& { return world; };
+  return o;
+}
+
+void set_times(Trace& t, const std::map<int64_t, std::pair<double, double>>& times) {
+  for (Node& n : t.nodes)
+    if (auto it = times.find(n.id); it != times.end()) std::tie(n.ts_us, n.dur_us) = it->second;
+}
+
+// A unit that issues nothing (here a c10d op with no record of its collective, which is left unmodeled) passes its
+// recorded gap to the next op, as replay passes a skipped unit's: no host time is lost or counted twice.
+TEST(HostTime, AUnitThatIssuesNothingLeavesItsGapToTheNext) {
+  OneStep os;
+  TraceBuilder& b = os.b;
+  const int64_t step = os.step;
+  auto tensor = [&os](std::vector<int64_t> shape) { return os.tensor(std::move(shape)); };
   const int64_t first = b.op("aten::relu(Tensor self) -> Tensor", {tensor({64})}, {tensor({64})});
   const int64_t comm = b.op("c10d::allreduce_", {b.list({tensor({64})})}, {});
   const int64_t second = b.op("aten::relu(Tensor self) -> Tensor", {tensor({64})}, {tensor({64})});
@@ -465,14 +490,10 @@ TEST(HostTime, AUnitThatIssuesNothingLeavesItsGapToTheNext) {
   // The step spans 0-70 us: the first op 0-10, the c10d op 30-31, the second 50-60.
   const std::map<int64_t, std::pair<double, double>> times{
       {step, {0, 70}}, {first, {0, 10}}, {comm, {30, 1}}, {second, {50, 10}}};
-  for (Node& n : t.nodes)
-    if (auto it = times.find(n.id); it != times.end()) std::tie(n.ts_us, n.dur_us) = it->second;
+  set_times(t, times);
   ASSERT_EQ(t.nodes[t.find(comm)].kind, NodeKind::CommOp);
   const CostModel model(parse_cluster(test::kGpuCluster, "<test>"));
-  detail::BuildOptions o;
-  o.group_of = [](const Collective&) { return 0; };
-  const std::vector<int64_t> world{0};
-  o.members = [&world](int32_t) -> const std::vector<int64_t>& { return world; };
+  detail::BuildOptions o = one_rank();
   const detail::BuiltProgram none = detail::build_program(t, model, o);
   o.host_time_scale = 1;
   const detail::BuiltProgram recorded = detail::build_program(t, model, o);
@@ -486,17 +507,10 @@ TEST(HostTime, AUnitThatIssuesNothingLeavesItsGapToTheNext) {
 TEST(HostTime, ADataLoaderCallIsNotHostTimeAndIsAddedOnlyWhenAsked) {
   // As replay has it: a DataLoader call (its ops not issued) is a unit of the timeline, so its span is not host time;
   // --data-loader adds it before the next op.
-  TraceBuilder b;
-  b.roots();
-  const int64_t step = b.annotation("ProfilerStep#1");
-  b.set_parent(step);
-  auto tensor = [&b](std::vector<int64_t> shape) {
-    TensorSpec s;
-    s.id = b.next_id();
-    s.storage_id = s.id;
-    s.shape = std::move(shape);
-    return b.tensor(s);
-  };
+  OneStep os;
+  TraceBuilder& b = os.b;
+  const int64_t step = os.step;
+  auto tensor = [&os](std::vector<int64_t> shape) { return os.tensor(std::move(shape)); };
   const int64_t first = b.op("aten::relu(Tensor self) -> Tensor", {tensor({64})}, {tensor({64})});
   const int64_t loader = b.annotation("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", step);
   b.set_parent(loader);
@@ -507,13 +521,9 @@ TEST(HostTime, ADataLoaderCallIsNotHostTimeAndIsAddedOnlyWhenAsked) {
   // The step spans 0-200 us: the first op 0-10, the loader's call 20-120 (its op 30-100), the second op 130-140.
   const std::map<int64_t, std::pair<double, double>> times{
       {step, {0, 200}}, {first, {0, 10}}, {loader, {20, 100}}, {fetch, {30, 70}}, {second, {130, 10}}};
-  for (Node& n : t.nodes)
-    if (auto it = times.find(n.id); it != times.end()) std::tie(n.ts_us, n.dur_us) = it->second;
+  set_times(t, times);
   const CostModel model(parse_cluster(test::kGpuCluster, "<test>"));
-  detail::BuildOptions o;
-  o.group_of = [](const Collective&) { return 0; };
-  const std::vector<int64_t> world{0};
-  o.members = [&world](int32_t) -> const std::vector<int64_t>& { return world; };
+  detail::BuildOptions o = one_rank();
   const detail::BuiltProgram none = detail::build_program(t, model, o);
   ASSERT_EQ(none.program.ops.size(), 3u);  // the two relus and the step's end: the loader's op is not issued
   o.host_time_scale = 1;
