@@ -1,5 +1,4 @@
 // perturb: dtype: another floating dtype across the trace, or for some ops only with casts at the seams.
-#include <algorithm>
 #include <unordered_map>
 
 #include "perturb_edit.h"
@@ -142,8 +141,7 @@ std::string convert_ops(Trace& t, const Dtype& from, const Dtype& to, const OpPa
   std::vector<Insertion> ins;
   int64_t args = 0;
   size_t casts = 0;
-  int64_t next_rf = 0;  // each cast's own rf_id, after every one the trace has (a timeline links one node by it)
-  for (const Node& n : t.nodes) next_rf = std::max(next_rf, n.rf_id + 1);
+  int64_t next_rf = next_rf_id(t);
   for (uint32_t i : outer) {
     const bool conv = converted[i];
     const Dtype& have = conv ? from : to;
@@ -161,12 +159,9 @@ std::string convert_ops(Trace& t, const Dtype& from, const Dtype& to, const OpPa
       auto it = cast_of.find(same[x]);
       if (it == cast_of.end()) {
         auto [node, out] = cast_node(t, x, have, want);
-        // Timed at its op's start, in no time: the host's gap before the op stays before the cast, and the op's
-        // times stay its own, so the bundle keeps the op times (docs/bundle.md).
-        node.rf_id = next_rf++;
-        node.fields |= kHasRfId;
-        node.ts_us = node.dur_us = -1;
-        if (t.nodes[i].ts_us >= 0) node.ts_us = t.nodes[i].ts_us, node.dur_us = 0;
+        // At its op's start, in no time: the host's gap before the op stays before the cast, and the op's times
+        // stay its own, so the bundle keeps the op times (docs/bundle.md).
+        time_beside(node, t.nodes[i], true, next_rf);
         here.nodes.push_back(node);
         it = cast_of.emplace(same[x], out).first;
       }

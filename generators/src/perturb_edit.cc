@@ -146,6 +146,19 @@ Node copy_node(Trace& t, uint32_t i) {
   return n;
 }
 
+int64_t next_rf_id(const Trace& t) {
+  int64_t next = 0;
+  for (const Node& n : t.nodes) next = std::max(next, n.rf_id + 1);
+  return next;
+}
+
+void time_beside(Node& n, const Node& anchor, bool before, int64_t& next_rf) {
+  n.rf_id = next_rf++;
+  n.fields |= kHasRfId;
+  n.ts_us = n.dur_us = -1;
+  if (anchor.ts_us >= 0) n.ts_us = before ? anchor.ts_us : anchor.ts_us + std::max(0.0, anchor.dur_us), n.dur_us = 0;
+}
+
 std::vector<std::vector<int64_t>> insert_nodes(Trace& t, std::vector<Insertion> ins,
                                                std::unordered_map<int64_t, int64_t>* renumbered) {
   const size_t count = t.nodes.size();

@@ -43,6 +43,13 @@ Node make_op(Trace& t, std::string_view schema, const std::vector<NewArg>& input
 // A copy of node `i` (not yet in the trace) with its own top-level values and attributes, so either may be edited.
 Node copy_node(Trace& t, uint32_t i);
 
+// The first rf_id after every one the trace has: where nodes an edit adds take their own from.
+int64_t next_rf_id(const Trace& t);
+// Times a node about to be inserted next to `anchor` (before it: at its start; after it: at its end) in no time, with
+// an rf_id of its own taken from `next_rf` (a timeline links one node by an rf_id), so that the trace's op times stay
+// true; untimed when the anchor is.
+void time_beside(Node& n, const Node& anchor, bool before, int64_t& next_rf);
+
 // Nodes to add next to an existing one (`anchor`, a node index): before it, or after its whole subtree. The first
 // node is the anchor's sibling; parent[k] >= 0 puts node k under nodes[parent[k]] instead.
 struct Insertion {

@@ -351,8 +351,7 @@ std::string overlap_collectives(Trace& t, const OpPattern& which) {
   std::map<std::pair<int64_t, std::string>, int> uses;
   for (const Collective& c : t.collectives)
     if (!c.is_wait) ++uses[{c.seq, c.pg_name}];
-  int64_t next_rf = 0;  // each wait's own rf_id, after every one the trace has
-  for (const Node& n : t.nodes) next_rf = std::max(next_rf, n.rf_id + 1);
+  int64_t next_rf = next_rf_id(t);   // each wait's own rf_id
   std::map<uint32_t, size_t> place;  // outermost op -> its place in `ops`
   for (size_t k = 0; k < ops.size(); ++k) place[ops[k]] = k;
   std::set<int32_t> waited;  // collectives a wait of the trace completes already
@@ -390,11 +389,7 @@ std::string overlap_collectives(Trace& t, const OpPattern& which) {
     x.anchor = reader != kNone32 ? reader : last;
     x.before = reader != kNone32;
     x.nodes.push_back(copy_node(t, c.node));
-    Node& w = x.nodes.back();
-    w.rf_id = next_rf++;  // its own: a timeline links one node by an rf_id
-    const Node& a = t.nodes[x.anchor];
-    w.ts_us = w.dur_us = -1;
-    if (a.ts_us >= 0) w.ts_us = x.before ? a.ts_us : a.ts_us + std::max(0.0, a.dur_us), w.dur_us = 0;
+    time_beside(x.nodes.back(), t.nodes[x.anchor], x.before, next_rf);
     x.parent.push_back(-1);
     ins.push_back(std::move(x));
     ++(reader != kNone32 ? at_reader : at_end);

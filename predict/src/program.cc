@@ -75,9 +75,9 @@ void Builder::compute(uint32_t node, double gap) {
   p2p_run_.clear();
   OpCost c = m_.op(t_, node);
   if (c.host_kinds) gap = 0;
-  gap += loader_due_;
-  loader_due_ = 0;
   b_.host_time_seconds += gap;
+  gap += loader_due_;  // before the op too, but not host time (reported apart)
+  loader_due_ = 0;
   c.host += gap;
   c.host_gap += gap;
   if (c.launch_at >= 0) c.launch_at += gap;
@@ -130,9 +130,8 @@ bool Builder::comm(uint32_t node, double gap) {
   }
   const Collective& c = t_.collectives[ci];
   const OpCost cost = m_.op(t_, node);
-  if (cost.host_kinds) gap = 0;  // measured host overheads hold the gap before it
-  gap += loader_due_;            // cleared when the unit issues
-  const double host = cost.host + gap;
+  if (cost.host_kinds) gap = 0;                       // measured host overheads hold the gap before it
+  const double host = cost.host + gap + loader_due_;  // the loader's time is cleared when the unit issues
   const auto issued = [&] {
     b_.host_time_seconds += gap;
     loader_due_ = 0;
@@ -207,7 +206,6 @@ BuiltProgram Builder::run() {
   const bool timed = o_.host_time_scale > 0 || o_.data_loader_scale > 0;
   const std::vector<std::pair<double, double>> waits =
       timed ? host_device_waits(t_) : std::vector<std::pair<double, double>>{};
-  double loader_seconds = 0;
   const std::vector<uint32_t> below = o_.data_loader_scale > 0 ? ops_below(t_) : std::vector<uint32_t>{};
   for (const StepSpan& s : steps) {
     // The ops, and the DataLoader calls among them: units of the timeline whose time is not host time, as in replay
@@ -215,13 +213,14 @@ BuiltProgram Builder::run() {
     std::vector<uint32_t> loaders, units;
     const std::vector<uint32_t> ops = step_units(t_, s, &loaders);
     std::merge(ops.begin(), ops.end(), loaders.begin(), loaders.end(), std::back_inserter(units));
+    const uint32_t marker = s.step ? s.step->node : kNone32;
+    const double plain_us = o_.plain_step_seconds * 1e6;
     RecordedGaps gaps;
     gaps.before_us.assign(units.size(), 0);
-    if (timed) gaps = recorded_gaps(t_, units, s.step ? s.step->node : kNone32, o_.plain_step_seconds * 1e6, waits);
+    if (timed) gaps = recorded_gaps(t_, units, marker, plain_us, waits);
     b_.op_times = b_.op_times || gaps.timed;
     const double scale = o_.host_time_scale * gaps.keep * 1e-6;  // microseconds recorded -> seconds spent
-    const uint32_t marker = s.step ? s.step->node : kNone32;
-    const double per_op = below.empty() ? 0 : observer_us_per_op(t_, units, marker, o_.plain_step_seconds * 1e6, below);
+    const double per_op = below.empty() ? 0 : observer_us_per_op(t_, units, marker, plain_us, below);
     double pending = 0;  // a unit that issues nothing leaves its gap to the next, as replay's skipped units do
     for (size_t k = 0; k < units.size(); ++k) {
       const uint32_t node = units[k];
@@ -231,7 +230,7 @@ BuiltProgram Builder::run() {
         const double loader =
             below.empty() ? 0 : data_loader_us(t_, node, per_op, gaps.keep, below) * o_.data_loader_scale * 1e-6;
         loader_due_ += loader;
-        loader_seconds += loader;
+        b_.data_loader_seconds += loader;
         continue;
       }
       if (kind == NodeKind::Collective || kind == NodeKind::Wait || kind == NodeKind::CommOp) {
@@ -243,15 +242,13 @@ BuiltProgram Builder::run() {
     }
     SimOp end;
     end.kind = SimOp::Kind::StepEnd;
-    end.host = pending + gaps.tail_us * scale + loader_due_;  // after the last op, before the step ends
-    loader_due_ = 0;
+    end.host = pending + gaps.tail_us * scale;  // after the last op, before the step ends
     b_.host_time_seconds += end.host;
+    end.host += loader_due_;  // a call after the last op
+    loader_due_ = 0;
     b_.program.ops.push_back(end);
     b_.op_sigma.push_back(0);
   }
-  // The loader's time went to the host before the ops after it; it is reported apart from the host time.
-  b_.host_time_seconds -= loader_seconds;
-  b_.data_loader_seconds = loader_seconds;
   b_.program.steps = static_cast<int>(steps.size());
   b_.program.op_names.resize(t_.nodes.size());
   for (const SimOp& op : b_.program.ops)

@@ -4,6 +4,7 @@
 
 #include "reprise/common/error.h"
 #include "reprise/predict/op_work.h"
+#include "reprise/trace/host_gaps.h"
 
 namespace reprise::predict::detail {
 namespace {
@@ -48,7 +49,7 @@ std::vector<uint32_t> step_units(const Trace& t, const StepSpan& s, std::vector<
       state[i] = state[n.parent];
       continue;
     }
-    if (n.kind == NodeKind::Annotation && t.name(n).find("DataLoader") != std::string_view::npos) {
+    if (is_data_loader_call(t, n)) {
       state[i] = kSkipped;
       if (loaders && n.id >= s.first_id && n.id < s.end_id) loaders->push_back(i);
       continue;

@@ -64,23 +64,23 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
   double recorded_us = 0, removed_us = 0, loader_us = 0;
   const std::vector<std::pair<double, double>> waits = host_device_waits(t);
   // A DataLoader call (a unit replay leaves out): its own time, less its ops' share of the observers' cost.
-  const std::vector<uint32_t> below = ops_below(t);
-  auto is_loader = [&t](uint32_t node) {
-    const Node& n = t.nodes[node];
-    return n.kind == NodeKind::Annotation && t.name(n).find("DataLoader") != std::string_view::npos;
-  };
+  const bool loaders = std::any_of(p.units.begin(), p.units.end(),
+                                   [&t](const StepUnit& u) { return is_data_loader_call(t, t.nodes[u.node]); });
+  const std::vector<uint32_t> below = loaders ? ops_below(t) : std::vector<uint32_t>{};
   auto loader_ns = [&o](double us) { return static_cast<int64_t>(std::llround(us * 1e3 * o.data_loader_scale)); };
   for (size_t s = 0; s < steps; ++s) {
     // A truncated step (--max-ops): what followed its last op is not replayed, nor is the plain step its time.
-    const RecordedGaps g = recorded_gaps(t, units[s], p.step_nodes[s], p.truncated ? 0 : plain_us, waits);
-    const double per_op = observer_us_per_op(t, units[s], p.step_nodes[s], p.truncated ? 0 : plain_us, below);
+    const double plain = p.truncated ? 0 : plain_us;
+    const RecordedGaps g = recorded_gaps(t, units[s], p.step_nodes[s], plain, waits);
+    const double per_op = loaders ? observer_us_per_op(t, units[s], p.step_nodes[s], plain, below) : 0;
     double pending = 0, step_us = 0;  // a unit not replayed (skipped) leaves its gap to the next instruction
     double loader = 0;                // DataLoader time since the last instruction
     for (size_t k = 0; k < units[s].size(); ++k) {
       pending += g.before_us[k];
       const uint32_t in = instr_of[units[s][k]];
       if (in == kNone32) {
-        if (is_loader(units[s][k])) loader += data_loader_us(t, units[s][k], per_op, g.keep, below);
+        if (is_data_loader_call(t, t.nodes[units[s][k]]))
+          loader += data_loader_us(t, units[s][k], per_op, g.keep, below);
         continue;
       }
       p.instrs[in].host_ns = ns(pending * g.keep) + loader_ns(loader);

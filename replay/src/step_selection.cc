@@ -5,6 +5,7 @@
 
 #include "compiler.h"
 #include "reprise/comms/communicator.h"
+#include "reprise/trace/host_gaps.h"
 #include "reprise/trace/table_batched.h"
 
 namespace reprise::replay::detail {
@@ -90,7 +91,7 @@ void Compiler::compile_steps(const std::vector<StepRange>& steps) {
     while (k < steps.size() && n.id >= steps[k].end_id) ++k;
     const bool in_step = k < steps.size() && n.id >= steps[k].first_id;
     const StepUnit unit{i, static_cast<uint16_t>(k)};
-    if (n.kind == NodeKind::Annotation && t_.name(n).find("DataLoader") != std::string_view::npos) {
+    if (is_data_loader_call(t_, n)) {
       state[i] = kDataLoader;
       if (in_step) p_.units.push_back(unit);
       continue;

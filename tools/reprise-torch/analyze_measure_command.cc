@@ -61,15 +61,16 @@ enum class ReplayFix {
   HostTime,    // replay: {host_time: none}: the original re-spends its host time, the fixed side none of it
 };
 
-bool replay_side(const std::string& transform) { return transform.rfind("replay:", 0) == 0; }
+ReplayFix replay_fix(const std::string& transform) {
+  if (transform == analyze::kReplayWithoutDataLoader) return ReplayFix::DataLoader;
+  if (transform == analyze::kReplayWithoutHostTime) return ReplayFix::HostTime;
+  return ReplayFix::None;
+}
 
+// The same for a detector's fix (on ranks that did not plan it).
 ReplayFix replay_fix_of(const std::string& detector) {
-  for (const analyze::DetectorInfo& d : analyze::detectors()) {
-    if (d.id != detector || !replay_side(d.transform)) continue;
-    if (d.transform == "replay: {data_loader: none}") return ReplayFix::DataLoader;
-    if (d.transform == "replay: {host_time: none}") return ReplayFix::HostTime;
-    throw std::logic_error("analyze: " + detector + ": no replay builds '" + d.transform + "'");
-  }
+  for (const analyze::DetectorInfo& d : analyze::detectors())
+    if (d.id == detector) return replay_fix(d.transform);
   return ReplayFix::None;
 }
 
@@ -193,7 +194,7 @@ int cmd_analyze_measure(int argc, char** argv) {
         gen::generate_from_trace(source, go);
         for (analyze::MeasuredFix& m : a.measured) {
           if (m.transform.empty()) continue;
-          if (replay_side(m.transform)) {  // the original again, replayed otherwise: no bundle of its own
+          if (replay_fix(m.transform) != ReplayFix::None) {  // the original again, replayed otherwise: no bundle
             built.push_back(&m);
             plan += "\n" + m.detector;
             continue;
@@ -286,14 +287,13 @@ int cmd_analyze_measure(int argc, char** argv) {
     phase("measure", 0, total, false, "");
     for (size_t v = 0; v < detectors.size(); ++v) {
       analyze::MeasuredFix* m = speaker ? built[v] : nullptr;
-      Trace fixed;
-      bool timed = false;
+      Trace fixed;                           // a generator's variant
+      const Trace* fixed_trace = &original;  // the fixed side's trace: the original for a fix replay makes
       std::vector<double> orig_steps, fixed_steps, savings;
       replay::ReplayResult last_orig, last_fixed;
       replay::ReplayOptions side = rep;
       bool untimed = false;
       const ReplayFix fix = replay_fix_of(detectors[v]);
-      const bool by_replay = fix != ReplayFix::None;
       replay::ReplayOptions fixed_side;
       if (fix == ReplayFix::HostTime && !original_respends) {  // every rank alike: nothing to take away
         if (m)
@@ -314,8 +314,8 @@ int cmd_analyze_measure(int argc, char** argv) {
         } else {
           const gen::Bundle b = gen::read_bundle((work_path / ("fixed-" + detectors[v])).string());
           fixed = gen::load_bundle_rank(b, my_rank);
-          timed = !b.roles[0].timeline.empty();
-          untimed = original_respends && !timed;
+          fixed_trace = &fixed;
+          untimed = original_respends && b.roles[0].timeline.empty();
           if (untimed) side.host_time_scale = 0;  // the variant has no op times: neither side re-spends them
           fixed_side = side;
         }
@@ -324,7 +324,7 @@ int cmd_analyze_measure(int argc, char** argv) {
           for (int k = 0; k < 2; ++k) {
             const bool fix_side = (k == 1) != (p % 2 == 1);  // original first on even pairs, fixed first on odd
             replay::ReplayResult r =
-                replay::replay_trace(fix_side && !by_replay ? fixed : original, fix_side ? fixed_side : side);
+                fix_side ? replay::replay_trace(*fixed_trace, fixed_side) : replay::replay_trace(original, side);
             t[fix_side] = 1e6 * median(r.iteration_seconds);  // one entry per step replayed
             (fix_side ? last_fixed : last_orig) = std::move(r);
             phase("measure", ++done, total, false, "");
@@ -356,26 +356,23 @@ int cmd_analyze_measure(int argc, char** argv) {
       m->saving_lo_us = *std::min_element(savings.begin(), savings.end());
       m->saving_hi_us = *std::max_element(savings.begin(), savings.end());
       std::string note;
+      auto say = [&note](const std::string& what) { note += (note.empty() ? "" : "; ") + what; };
       const int64_t dropped = last_orig.ops_selected - last_fixed.ops_selected;
-      if (dropped > 0) note = std::to_string(dropped) + " op(s) dropped per pass" + (world ? " on rank 0" : "");
+      if (dropped > 0) say(std::to_string(dropped) + " op(s) dropped per pass" + (world ? " on rank 0" : ""));
       if (last_orig.collectives_selected > last_orig.collectives_replayed)
-        note += std::string(note.empty() ? "" : "; ") + "collectives skipped (one process): their time is not in it";
+        say("collectives skipped (one process): their time is not in it");
       if (last_orig.coverage < 1 || last_fixed.coverage < 1)
-        note += std::string(note.empty() ? "" : "; ") + "not every op replayed (coverage " +
-                std::to_string(int(100 * last_orig.coverage)) + "% and " +
-                std::to_string(int(100 * last_fixed.coverage)) + "%)";
-      if (untimed)
-        note += std::string(note.empty() ? "" : "; ") +
-                "no host time re-spent: the transform leaves the variant without the original's op times";
-      const std::string sep = note.empty() ? "" : "; ";
+        say("not every op replayed (coverage " + std::to_string(int(100 * last_orig.coverage)) + "% and " +
+            std::to_string(int(100 * last_fixed.coverage)) + "%)");
+      if (untimed) say("no host time re-spent: the transform leaves the variant without the original's op times");
       if (fix == ReplayFix::DataLoader && last_orig.host_time.data_loader_seconds <= 0)
-        note += sep + "nothing re-spent: the trace's DataLoader calls in the replayed steps have no times";
+        say("nothing re-spent: the trace's DataLoader calls in the replayed steps have no times");
       else if (fix == ReplayFix::DataLoader)
-        note += sep + "the original re-spends its DataLoader calls' " +
-                human_seconds(last_orig.host_time.data_loader_seconds) + " a step; the fixed side leaves them out";
+        say("the original re-spends its DataLoader calls' " + human_seconds(last_orig.host_time.data_loader_seconds) +
+            " a step; the fixed side leaves them out");
       else if (fix == ReplayFix::HostTime)
-        note += sep + "the original re-spends " + human_seconds(last_orig.host_time.seconds) +
-                " of host time a step, the fixed side none (each op still dispatched)";
+        say("the original re-spends " + human_seconds(last_orig.host_time.seconds) +
+            " of host time a step, the fixed side none (each op still dispatched)");
       m->note = note;
     }
     phase("measure", done, total, true,

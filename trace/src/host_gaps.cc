@@ -29,6 +29,10 @@ std::vector<std::pair<double, double>> host_device_waits(const Trace& t) {
   return merge_intervals(std::move(w));
 }
 
+bool is_data_loader_call(const Trace& t, const Node& n) {
+  return n.kind == NodeKind::Annotation && t.name(n).find("DataLoader") != std::string_view::npos;
+}
+
 std::vector<uint32_t> ops_below(const Trace& t) {
   std::vector<uint32_t> below(t.nodes.size(), 0);
   for (size_t i = t.nodes.size(); i-- > 0;) {

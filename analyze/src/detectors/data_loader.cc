@@ -52,7 +52,7 @@ const Detector kDataLoader{{"data_loader", "data loader stalls the step",
                             "the loader calls' time removed: the original replayed with its DataLoader calls' "
                             "recorded time re-spent where they were (replay --data-loader recorded), against the same "
                             "without it",
-                            "replay: {data_loader: none}"},
+                            kReplayWithoutDataLoader},
                            find,
                            inject};
 

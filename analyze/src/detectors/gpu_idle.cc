@@ -42,7 +42,7 @@ const Detector kGpuIdle{{"gpu_idle", "GPU idle, waiting for the host",
                          "the host's time between ops removed: the original replayed without its recorded host "
                          "gaps (replay --host-time none) against the same with them; each op still dispatched, so "
                          "what CUDA graphs save beyond it is not in the figure",
-                         "replay: {host_time: none}"},
+                         kReplayWithoutHostTime},
                         find,
                         inject};
 

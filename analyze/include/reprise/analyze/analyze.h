@@ -31,6 +31,10 @@ struct DetectorInfo {
   std::string transform = {};
 };
 const std::vector<DetectorInfo>& detectors();
+// The fixes replay makes itself (DetectorInfo::transform): the original replayed without its DataLoader calls' time,
+// and without its host time.
+inline constexpr const char* kReplayWithoutDataLoader = "replay: {data_loader: none}";
+inline constexpr const char* kReplayWithoutHostTime = "replay: {host_time: none}";
 
 enum class WindowKind { Step, Scope, Sliding, Segment };
 const char* window_kind_name(WindowKind k);

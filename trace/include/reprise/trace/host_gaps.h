@@ -33,6 +33,10 @@ std::vector<std::pair<double, double>> host_device_waits(const Trace& t);
 RecordedGaps recorded_gaps(const Trace& t, const std::vector<uint32_t>& units, uint32_t marker, double plain_us,
                            const std::vector<std::pair<double, double>>& waits);
 
+// Whether a node is a DataLoader call (its annotation): replay and predict leave its ops out, and its span is not host
+// time (--data-loader re-spends it).
+bool is_data_loader_call(const Trace& t, const Node& n);
+
 // Per node: the operator nodes of its subtree, itself included (once per trace: what the two below read).
 std::vector<uint32_t> ops_below(const Trace& t);
 
