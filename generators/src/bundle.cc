@@ -367,18 +367,21 @@ CaptureFacts facts_of(const nlohmann::json& m, const std::string& where) {
     const std::string at = "ranks[" + std::to_string(k) + "]";
     if (!r.is_object()) throw UserError(where + ": " + at + ": expected an object");
     const int64_t rank = r.contains("rank") ? integer(r["rank"], at + ": rank", 0, 1 << 24) : 0;
-    if (r.contains("iteration_seconds")) {
-      const nlohmann::json& t = r["iteration_seconds"];
-      if (!t.is_array()) throw UserError(where + ": " + at + ": iteration_seconds: expected a list of seconds");
-      std::vector<double>& out = f.iteration_seconds[rank];
+    auto seconds = [&](const char* key, std::map<int64_t, std::vector<double>>& into) {
+      if (!r.contains(key)) return;
+      const nlohmann::json& t = r[key];
+      if (!t.is_array()) throw UserError(where + ": " + at + ": " + key + ": expected a list of seconds");
+      std::vector<double>& out = into[rank];
       for (size_t i = 0; i < t.size(); ++i) {
         const double x = t[i].is_number() ? t[i].get<double>() : -1;
         if (!(x >= 0 && x <= 1e9))
-          throw UserError(where + ": " + at + ": iteration_seconds[" + std::to_string(i) +
+          throw UserError(where + ": " + at + ": " + key + "[" + std::to_string(i) +
                           "]: expected seconds from 0 to 1e9, got " + t[i].dump().substr(0, 40));
         out.push_back(x);
       }
-    }
+    };
+    seconds("iteration_seconds", f.iteration_seconds);
+    seconds("data_loader_seconds", f.data_loader_seconds);
     if (r.contains("peak_memory_bytes"))
       f.peak_memory_bytes[rank] =
           integer(r["peak_memory_bytes"], at + ": peak_memory_bytes", -1, std::numeric_limits<int64_t>::max());
@@ -415,6 +418,13 @@ double plain_step_seconds(const Bundle& b, const CaptureFacts& capture, int64_t 
   const BundleRole& role = b.role_of(rank);
   const auto it = capture.iteration_seconds.find(role.source_rank);
   if (role.timeline.empty() || it == capture.iteration_seconds.end() || it->second.empty()) return 0;
+  return median(it->second);
+}
+
+double plain_data_loader_seconds(const Bundle& b, const CaptureFacts& capture, int64_t rank) {
+  const BundleRole& role = b.role_of(rank);
+  const auto it = capture.data_loader_seconds.find(role.source_rank);
+  if (role.timeline.empty() || it == capture.data_loader_seconds.end() || it->second.empty()) return 0;
   return median(it->second);
 }
 

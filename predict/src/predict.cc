@@ -97,6 +97,7 @@ class Predictor {
   std::vector<std::unique_ptr<Built>> built_;
   std::vector<const Built*> rank_program_;  // per world rank
   std::map<int64_t, double> plain_step_;    // by rank: the step without the observers (capture manifest)
+  std::map<int64_t, double> plain_loader_;  // by rank: its DataLoader calls' time without them (the same)
   double oversubscribed_ = 1;               // CPU ranks per device, when more than one
   Prediction p_;
 
@@ -150,6 +151,7 @@ Built* Predictor::build(std::unique_ptr<Trace> t, int64_t rank) {
   bo.host_time_scale = host_time_scale(o_, tr);
   bo.data_loader_scale = o_.data_loader_scale;
   if (auto plain = plain_step_.find(rank); plain != plain_step_.end()) bo.plain_step_seconds = plain->second;
+  if (auto plain = plain_loader_.find(rank); plain != plain_loader_.end()) bo.plain_data_loader_seconds = plain->second;
   bo.group_of = [&](const Collective& c) {
     const int32_t g = groups_->of(tr, c, bundle_groups_);
     if (std::find(b->groups_used.begin(), b->groups_used.end(), g) == b->groups_used.end()) b->groups_used.push_back(g);
@@ -189,8 +191,10 @@ void Predictor::load_bundle() {
   if (!bundle.capture_manifest.empty()) {  // op times kept through other sizes or dtypes: the source's plain step
     const gen::CaptureFacts facts =
         gen::read_capture_manifest(bundle.capture_manifest, input_ + "/benchmark.yaml: capture_manifest");
-    for (int64_t r = 0; r < bundle.world_size; ++r)
+    for (int64_t r = 0; r < bundle.world_size; ++r) {
       if (const double s = gen::plain_step_seconds(bundle, facts, r); s > 0) plain_step_[r] = s;
+      if (const double s = gen::plain_data_loader_seconds(bundle, facts, r); s > 0) plain_loader_[r] = s;
+    }
   }
   set_world(bundle.world_size);
   ReadOptions ro;
@@ -220,9 +224,12 @@ void Predictor::load_traces() {
   TraceSet set = reprise::load_traces({input_}, ro);
   if (set.ranks.empty()) throw UserError(input_ + ": no trace");
   // A capture folder's manifest: how long each rank's step ran without the observers.
-  if (const auto facts = gen::read_capture_folder_manifest(input_))
+  if (const auto facts = gen::read_capture_folder_manifest(input_)) {
     for (const auto& [rank, seconds] : facts->iteration_seconds)
       if (!seconds.empty()) plain_step_[rank] = median(seconds);
+    for (const auto& [rank, seconds] : facts->data_loader_seconds)
+      if (!seconds.empty()) plain_loader_[rank] = median(seconds);
+  }
   for (const Trace& t : set.ranks)
     if (t.from_kineto_only)
       throw UserError(t.source + ": a Kineto trace alone has no ops to predict (an ET is needed)");

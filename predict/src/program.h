@@ -37,11 +37,12 @@ struct BuiltProgram {
 struct BuildOptions {
   std::vector<int64_t> steps;  // ProfilerStep numbers; empty: the first complete step
   bool all_steps = false;
-  const OpTimes* op_times = nullptr;  // measured seconds by node id, for this rank's trace
-  double host_time_scale = 0;         // of the recorded host time between ops added before each (0: none)
-  double plain_step_seconds = 0;      // the step without the observers (a capture manifest's): scales the gaps
-  double data_loader_scale = 0;       // of the DataLoader calls' recorded time added where they were (0: none)
-  int64_t rank = 0;                   // the trace's global rank: where its sends go and its receives come from
+  const OpTimes* op_times = nullptr;     // measured seconds by node id, for this rank's trace
+  double host_time_scale = 0;            // of the recorded host time between ops added before each (0: none)
+  double plain_step_seconds = 0;         // the step without the observers (a capture manifest's): scales the gaps
+  double plain_data_loader_seconds = 0;  // its DataLoader calls' time without them (the manifest's); 0 unknown
+  double data_loader_scale = 0;          // of the DataLoader calls' recorded time added where they were (0: none)
+  int64_t rank = 0;                      // the trace's global rank: where its sends go and its receives come from
   // The SimInput group a collective runs on (resolved from its process group), and that group's members.
   std::function<int32_t(const Collective& c)> group_of;
   std::function<const std::vector<int64_t>&(int32_t group)> members;

@@ -63,6 +63,8 @@ void read_manifest(const LaunchOptions& job, int64_t rank, ReplayOptions& o) {
   const int64_t r = std::max<int64_t>(rank, 0);
   if (auto t = m.iteration_seconds.find(r); t != m.iteration_seconds.end() && !t->second.empty())
     o.original_iteration_seconds = {median(t->second)};
+  if (auto l = m.data_loader_seconds.find(r); l != m.data_loader_seconds.end() && !l->second.empty())
+    o.plain_data_loader_seconds = median(l->second);
   if (auto p = m.peak_memory_bytes.find(r); p != m.peak_memory_bytes.end()) o.original_peak_memory_bytes = p->second;
   if (job.threads_from_manifest) o.threads = m.threads;
 }
@@ -196,6 +198,7 @@ Trace bundle_trace(const LaunchOptions& job, const comms::Launch& launch, Replay
         gen::read_capture_manifest(b.capture_manifest, b.dir + "/benchmark.yaml: capture_manifest");
     if (job.threads_from_manifest) o.threads = facts.threads;
     o.plain_step_seconds = gen::plain_step_seconds(b, facts, rank);
+    o.plain_data_loader_seconds = gen::plain_data_loader_seconds(b, facts, rank);
   }
   ReadOptions ro;
   ro.warn = job.warn;

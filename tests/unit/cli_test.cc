@@ -598,6 +598,17 @@ TEST(Cli, AnalyzeMeasureReplaysEachFixAgainstTheOriginal) {
   Result r = run("replay " + dir + "/loader --iterations 1 --warmup 0 -q");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("data loader  left out: the trace's DataLoader calls took "), std::string::npos) << r.out;
+  // The capture timed the loader's calls without the observers; replay re-spends that.
+  const auto loader_rank = nlohmann::json::parse(std::ifstream(dir + "/loader/manifest.json"))["ranks"][0];
+  ASSERT_EQ(loader_rank["data_loader_seconds"].size(), 1u) << loader_rank.dump();
+  const double plain_loader = loader_rank["data_loader_seconds"][0].get<double>();
+  EXPECT_GT(plain_loader, 0);
+  EXPECT_LT(plain_loader, loader_rank["iteration_seconds"][0].get<double>());
+  r = run("replay " + dir + "/loader --iterations 1 --warmup 0 -q --data-loader recorded --out " + dir + "/lr.json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NEAR(nlohmann::json::parse(std::ifstream(dir + "/lr.json"))["host_time"]["data_loader_seconds_per_iteration"]
+                  .get<double>(),
+              plain_loader, 1e-9);
   m = run("analyze " + dir + "/loader --measure --pairs 1 --iterations 1 --warmup 0 --only data_loader --keep " + dir +
           "/loaded --json " + dir + "/l.json");
   ASSERT_EQ(m.status, 0) << m.out;
@@ -886,6 +897,11 @@ TEST(Cli, OutputsNeverOverwriteInputsAndErrorsStayOneLine) {
   one_line(run("generate " + cap + " --out " + dir + "/b -q"),
            "manifest.json: ranks[0]: iteration_seconds[0]: expected seconds from 0 to 1e9, got -1");
   EXPECT_FALSE(std::filesystem::exists(dir + "/b"));
+  m = nlohmann::json::parse(manifest);
+  m["ranks"][0]["data_loader_seconds"] = "fast";
+  reprise::test::write_file(cap + "/manifest.json", m.dump());
+  one_line(run("replay " + cap + " -q --iterations 1"),
+           "manifest.json: ranks[0]: data_loader_seconds: expected a list of seconds");
   reprise::test::write_file(cap + "/manifest.json", "{\"broken\": ");  // not JSON: as replay says it
   one_line(run("generate " + cap + " --out " + dir + "/b -q"), "manifest.json: not JSON");
   EXPECT_FALSE(std::filesystem::exists(dir + "/b"));

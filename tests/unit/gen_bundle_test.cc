@@ -315,7 +315,8 @@ TEST(Bundle, KeepsTheOpTimesUnlessATransformChangesTheOps) {
     for (const char* f : {"rank-0.et.json.gz", "rank-0.kineto.json"})
       fs::copy_file(fs::path(job) / f, fs::path(cap) / f, fs::copy_options::overwrite_existing);
     write_text_file(cap + "/manifest.json", R"({"reprise_capture": 1, "world_size": 1, "ranks": [{"rank": 0, )"
-                                            R"("trace": "rank-0.et.json.gz", "iteration_seconds": [0.004, 0.006]}]})");
+                                            R"("trace": "rank-0.et.json.gz", "iteration_seconds": [0.004, 0.006], )"
+                                            R"("data_loader_seconds": [0.001, 0.003, 0.002]}]})");
     for (const std::string transform :
          {"perturb: {dtype: {to: bf16}}", "perturb: {dtype: {to: bf16, ops: '^aten::mm$'}}"}) {
       const std::string out4 = test::temp_dir() + "/retyped";
@@ -330,6 +331,8 @@ TEST(Bundle, KeepsTheOpTimesUnlessATransformChangesTheOps) {
       })) << transform;
       EXPECT_NEAR(plain_step_seconds(d, read_capture_manifest(d.capture_manifest, "manifest"), 0), 0.005, 1e-12)
           << transform;
+      EXPECT_NEAR(plain_data_loader_seconds(d, read_capture_manifest(d.capture_manifest, "manifest"), 0), 0.002, 1e-12)
+          << transform << ": the loader's calls are the same work";
       const Trace dt = load_bundle_rank(d, 0);
       int64_t kept = 0, casts = 0;
       for (const Node& n : dt.nodes) {
@@ -350,6 +353,7 @@ TEST(Bundle, KeepsTheOpTimesUnlessATransformChangesTheOps) {
     // Without the capture's manifest, or with the original's times, there is no plain step to take.
     Bundle d = read_bundle(test::temp_dir() + "/retyped");
     EXPECT_EQ(plain_step_seconds(d, CaptureFacts{}, 0), 0);
+    EXPECT_EQ(plain_data_loader_seconds(d, CaptureFacts{}, 0), 0);
     d.expected.push_back({0, {0.01}});
     EXPECT_EQ(plain_step_seconds(d, read_capture_manifest(d.capture_manifest, "manifest"), 0), 0);
   }

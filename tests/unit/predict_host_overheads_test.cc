@@ -538,6 +538,11 @@ TEST(HostTime, ADataLoaderCallIsNotHostTimeAndIsAddedOnlyWhenAsked) {
   EXPECT_NEAR(loaded.data_loader_seconds, 100 * kUs, 1e-12);
   o.host_time_scale = 0;  // independent of the host time
   EXPECT_NEAR(detail::build_program(t, model, o).program.ops[1].host - none.program.ops[1].host, 100 * kUs, 1e-12);
+  // The capture timed the call without the observers (its manifest's data_loader_seconds): replay's figure.
+  o.plain_data_loader_seconds = 40e-6;
+  const detail::BuiltProgram plain = detail::build_program(t, model, o);
+  EXPECT_NEAR(plain.program.ops[1].host - none.program.ops[1].host, 40 * kUs, 1e-12);
+  EXPECT_NEAR(plain.data_loader_seconds, 40 * kUs, 1e-12);
 }
 
 }  // namespace

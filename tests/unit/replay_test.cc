@@ -994,10 +994,11 @@ TEST(ReplayHostTime, DataLoaderTimeIsRespentOnlyWhenAsked) {
     HostTimeReport h;
     int64_t excluded = 0;
   };
-  auto planned = [&](double host, double data_loader, double plain = 0) {
+  auto planned = [&](double host, double data_loader, double plain = 0, double plain_loader = 0) {
     ReplayOptions o = quick();
     o.host_time_scale = host;
     o.data_loader_scale = data_loader;
+    o.plain_data_loader_seconds = plain_loader;
     if (plain > 0) o.original_iteration_seconds = {plain};
     Plan p = detail::compile_plan(t, o);
     Planned r;
@@ -1025,6 +1026,14 @@ TEST(ReplayHostTime, DataLoaderTimeIsRespentOnlyWhenAsked) {
   r = planned(0, 1, 0.01504);
   EXPECT_NEAR(r.h.data_loader_seconds, 0.001, 1e-12);
   EXPECT_EQ(r.total_ns, 1'000'000);
+  // The capture timed the call without the observers (its manifest's data_loader_seconds): that, whatever its span
+  // and the per-op estimate say; the gaps are scaled as before.
+  r = planned(0, 1, 0.01504, 0.0004);
+  EXPECT_NEAR(r.h.data_loader_seconds, 0.0004, 1e-12);
+  EXPECT_NEAR(r.h.data_loader_recorded_seconds, 0.0004, 1e-12);
+  EXPECT_EQ(r.total_ns, 400'000);
+  r = planned(1, 1, 0.01504, 0.0004);
+  EXPECT_EQ(r.before_third_ns, std::llround(2e6 * 15.04 / 20.04) + 400'000) << "the gaps' share, then the call's";
   // Times from steps profiled without the ET observer (the Python helper's): no per-op cost known, the call keeps the
   // gaps' share.
   t.kineto.emplace();

@@ -257,10 +257,13 @@ int cmd_analyze_measure(int argc, char** argv) {
       rep.threads = threads;
       rep.comm = world.get();
       rep.trace_ranks = original_bundle.world_size;
-      if (threads == 0 && !original_bundle.capture_manifest.empty())  // the capture's threads, checked
-        rep.threads = gen::read_capture_manifest(original_bundle.capture_manifest,
-                                                 original_bundle.dir + "/benchmark.yaml: capture_manifest")
-                          .threads;
+      if (!original_bundle.capture_manifest.empty()) {
+        const gen::CaptureFacts facts = gen::read_capture_manifest(
+            original_bundle.capture_manifest, original_bundle.dir + "/benchmark.yaml: capture_manifest");
+        if (threads == 0) rep.threads = facts.threads;  // the capture's threads, checked
+        // The DataLoader calls' time as the capture timed them without the observers (data_loader's fix re-spends it)
+        rep.plain_data_loader_seconds = gen::plain_data_loader_seconds(original_bundle, facts, my_rank);
+      }
       // The original's step time as a replay of the bundle takes it (the capture's uninstrumented steps): the host
       // time both sides re-spend leaves out the observers' share (docs/replay.md, "Host time").
       for (const gen::RankExpectation& x : original_bundle.expected)

@@ -61,6 +61,14 @@ double data_loader_us(const Trace& t, uint32_t node, double observer_us_per_op, 
   return std::max(0.0, n.dur_us - observer_us_per_op * static_cast<double>(below[node]));
 }
 
+double data_loader_share(const Trace& t, const std::vector<uint32_t>& units, double plain_us) {
+  if (plain_us <= 0) return 0;
+  double spans = 0;
+  for (uint32_t u : units)
+    if (t.nodes[u].timed() && is_data_loader_call(t, t.nodes[u])) spans += t.nodes[u].dur_us;
+  return spans > 0 ? plain_us / spans : 0;
+}
+
 bool gaps_are_framework_time(const Trace& t) { return t.kineto && t.kineto->producer == "python profiler"; }
 
 const char* host_time_mode(double scale) { return scale == 0 ? "none" : scale == 1 ? "recorded" : "scale"; }

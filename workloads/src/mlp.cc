@@ -6,6 +6,7 @@
 // step's batch made sample by sample inside a DataLoader scope instead of made beforehand.
 #include <ATen/record_function.h>
 
+#include "reprise/common/clock.h"
 #include "workload.h"
 
 namespace reprise::workloads::detail {
@@ -59,13 +60,19 @@ class Mlp : public Workload {
  private:
   // A batch like `like`, made one sample at a time under the scope torch's DataLoader records (no workers): what a
   // step waits for when its loader decodes or augments on the step's own thread. Its ops are the loader's, which
-  // replay leaves out.
-  static at::Tensor load_batch(const at::Tensor& like) {
-    RECORD_USER_SCOPE("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
-    std::vector<at::Tensor> samples;
-    for (int64_t i = 0; i < like.size(0); ++i)
-      samples.push_back(at::tanh(at::randn({like.size(1)}, like.options())) * 0.5);  // "decode and augment"
-    return at::stack(samples);
+  // replay leaves out. Its host time adds to data_loader_seconds_.
+  at::Tensor load_batch(const at::Tensor& like) {
+    const double start = now_seconds();
+    at::Tensor batch;
+    {
+      RECORD_USER_SCOPE("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+      std::vector<at::Tensor> samples;
+      for (int64_t i = 0; i < like.size(0); ++i)
+        samples.push_back(at::tanh(at::randn({like.size(1)}, like.options())) * 0.5);  // "decode and augment"
+      batch = at::stack(samples);
+    }
+    data_loader_seconds_ += now_seconds() - start;
+    return batch;
   }
 
   struct Model {

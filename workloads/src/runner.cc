@@ -178,9 +178,12 @@ CaptureReport capture_workload(const WorkloadOptions& o) {
       // With it first on even steps, without it first on odd ones; every step "with" when none is built in.
       const bool without = !o.anti_pattern.empty() && (side == 1) != (k % 2 == 1);
       w->set_anti_pattern(!without);
+      w->take_data_loader_seconds();
       timer.start();
       w->step();
       (without ? r.without_anti_pattern_seconds : r.iteration_seconds).push_back(timer.stop_seconds());
+      if (const double loader = w->take_data_loader_seconds(); !without && loader > 0)
+        r.data_loader_seconds.push_back(loader);
     }
     w->set_anti_pattern(true);
     if (k == 0) r.loss = w->loss();
@@ -242,6 +245,7 @@ std::string manifest_json(const WorkloadOptions& o, const std::vector<CaptureRep
     if (std::isfinite(r.loss)) a.back()["loss"] = r.loss;
     if (!r.without_anti_pattern_seconds.empty())
       a.back()["without_anti_pattern_seconds"] = r.without_anti_pattern_seconds;
+    if (!r.data_loader_seconds.empty()) a.back()["data_loader_seconds"] = r.data_loader_seconds;
   }
   j["ranks"] = a;
   return j.dump(2) + "\n";

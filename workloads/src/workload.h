@@ -7,6 +7,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "reprise/workloads/workloads.h"
 
@@ -22,6 +23,13 @@ class Workload {
   // Switches the anti-pattern built in (WorkloadOptions::anti_pattern) off and on again, so that the same process
   // times the step with and without it, interleaved.
   virtual void set_anti_pattern(bool /*on*/) {}
+  // The host time the steps since the last call spent in their DataLoader calls (the scopes replay leaves out), and
+  // starts over; 0 for a workload without any. The capture's timed steps record it, without the observers, for
+  // replay's --data-loader (CaptureReport::data_loader_seconds).
+  double take_data_loader_seconds() { return std::exchange(data_loader_seconds_, 0.0); }
+
+ protected:
+  double data_loader_seconds_ = 0;
 };
 
 std::unique_ptr<Workload> make_mlp(const WorkloadOptions& o, at::Device device);

@@ -112,6 +112,8 @@ struct CaptureFacts {
   int threads = 0;
   std::map<int64_t, std::vector<double>> iteration_seconds;  // by rank
   std::map<int64_t, int64_t> peak_memory_bytes;              // by rank, -1 unknown
+  // By rank: each timed step's DataLoader calls' host time without the observers (a workload with a loader built in)
+  std::map<int64_t, std::vector<double>> data_loader_seconds;
 };
 CaptureFacts read_capture_manifest(const std::string& text, const std::string& where);
 // The same for a manifest.json found beside traces: nullopt for valid JSON of another tool's (no "reprise_capture"
@@ -125,5 +127,9 @@ std::optional<CaptureFacts> read_capture_folder_manifest(const std::string& fold
 // (its work has other sizes or dtypes): replay's host time takes the observers' share out with it
 // (ReplayOptions::plain_step_seconds). 0 otherwise.
 double plain_step_seconds(const Bundle& b, const CaptureFacts& capture, int64_t rank);
+// The source step's DataLoader calls' time without the observers for world rank `rank` of `b` (the median of its
+// source rank's CaptureFacts::data_loader_seconds) when that role keeps its op times, for replay's and predict's
+// --data-loader (ReplayOptions::plain_data_loader_seconds). 0 otherwise.
+double plain_data_loader_seconds(const Bundle& b, const CaptureFacts& capture, int64_t rank);
 
 }  // namespace reprise::gen

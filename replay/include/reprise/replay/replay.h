@@ -79,6 +79,10 @@ struct ReplayOptions {
   // iteration times no longer describe the work but its op times still do (a bundle of other sizes or dtypes: its
   // capture manifest's time); 0 unknown. original_iteration_seconds wins when given.
   double plain_step_seconds = 0;
+  // The source step's DataLoader calls' time without the observers (a capture manifest's data_loader_seconds, their
+  // median), which --data-loader then re-spends, each call its share by span; 0 unknown: each call's time is
+  // estimated from its recorded span (docs/replay.md, "Host time").
+  double plain_data_loader_seconds = 0;
   int64_t original_peak_memory_bytes = -1;
   // Distributed replay: the launch's world (MPI, or a world of one). Collectives run through it (NCCL on GPUs,
   // bootstrapped from it); without one they are counted and skipped.

@@ -53,6 +53,12 @@ double observer_us_per_op(const Trace& t, const std::vector<uint32_t>& units, ui
 double data_loader_us(const Trace& t, uint32_t node, double observer_us_per_op, double keep,
                       const std::vector<uint32_t>& below);
 
+// Where the capture timed a step's DataLoader calls without the observers (`plain_us`, the calls of one step
+// together: a capture manifest's data_loader_seconds), the share of their recorded spans that was their own: plain_us
+// over the spans of the step's calls among `units`, so that data_loader_us(t, call, 0, share, below) gives each call
+// its part of plain_us. 0 when either is unknown (data_loader_us estimates each call then).
+double data_loader_share(const Trace& t, const std::vector<uint32_t>& units, double plain_us);
+
 // Whether the trace's op times come from steps profiled without the ET observer (the Python helper's, docs/capture.md),
 // so that its gaps are the framework's own host time: replay and predict re-spend them on a CPU by default only then
 // (other CPU traces' gaps hold the observer's cost).

@@ -112,6 +112,10 @@ struct CaptureReport {
   // With an anti-pattern built in: the same steps with it switched off, timed interleaved with iteration_seconds
   // (with, without; then without, with; ...): the real saving, measured in one process.
   std::vector<double> without_anti_pattern_seconds;
+  // The host time each of iteration_seconds' steps spent in its DataLoader calls (the scopes replay leaves out), where
+  // the workload has any: what replay's --data-loader re-spends, measured without the observers (whose cost on the
+  // calls' many small ops their recorded spans hold).
+  std::vector<double> data_loader_seconds;
   int64_t peak_memory_bytes = 0;  // during the uninstrumented steps
   double loss = std::nan("");     // the first timed step's (gpt: on its last pipeline stage)
   int threads = 1;
