@@ -15,7 +15,7 @@
 # --full adds the older checks: every test binary, NCCL sweeps on one rank, the fidelity, replay-overhead and
 # capture-overhead benchmarks. Writes everything under ${GPU_CHECK_DIR:-bench/out/gpu}. GPU_CHECK_ONLY="5 3 6" runs
 # those sections in that order; GPU_CHECK_ANTI="sync" runs that case alone of section 3's (sync, unfused, loop; and
-# unaligned, only when named); GPU_CHECK_QUICK= (empty) gives section 5 every workload size, not the first of each.
+# unaligned and pageable, only when named); GPU_CHECK_QUICK= (empty) gives section 5 every workload size, not the first of each.
 #   scripts/gpu-check.sh [--full]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -121,7 +121,10 @@ for c in ${GPU_CHECK_ANTI:-sync unfused loop}; do  # GPU_CHECK_ANTI="sync": that
   # Hidden 1023 against 1024 in bf16 on tensor cores; the fix pads 1023 to 1024 (scale: dims). Not in the default
   # list: GPU_CHECK_ANTI=unaligned.
   unaligned) measure unaligned 4096 bfloat16 ;;
-  *) echo "GPU_CHECK_ANTI: no case $c (sync, unfused, loop, unaligned)" ;;
+  # The batch (16384 x 512 floats, 32 MiB) copied from pageable memory, blocking, against pinned and non-blocking;
+  # the fix is replay --pin-memory on the fixed side. Not in the default list: GPU_CHECK_ANTI=pageable.
+  pageable) measure pageable 16384 ;;
+  *) echo "GPU_CHECK_ANTI: no case $c (sync, unfused, loop, unaligned, pageable)" ;;
   esac
 done
 }

@@ -96,8 +96,22 @@ Plan compile_plan(const Trace& trace, const ReplayOptions& options) {
   Compiler c(trace, options, plan);
   c.run(steps);
   if (plan.device.is_cuda()) assign_compute_streams(trace, plan);
+  if (options.pin_memory && plan.device.is_cuda())
+    pin_host_copies(trace, plan);
+  else if (options.pin_memory)
+    plan.warnings.push_back("--pin-memory pins nothing on " + plan.device.str() +
+                            ": host memory is pinned for copies to a GPU, and this replay has none");
   check_memory(trace, plan, available_memory);
   return plan;
 }
 
 }  // namespace reprise::replay::detail
+
+namespace reprise::replay {
+
+std::string replay_device_name(const Trace& trace, const ReplayOptions& options) {
+  std::vector<std::string> warnings;
+  return detail::replay_device(options.device, detail::trace_main_device(trace), warnings).str();
+}
+
+}  // namespace reprise::replay

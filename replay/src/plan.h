@@ -130,7 +130,8 @@ struct StorageGroup {
   int64_t storage_id = 0;
   at::ScalarType dtype = at::kFloat;
   at::Device device = at::kCPU;
-  int64_t numel = 0;  // elements of dtype the group's views need
+  int64_t numel = 0;    // elements of dtype the group's views need
+  bool pinned = false;  // page-locked host memory on a GPU replay (--pin-memory: a host-to-device copy reads it)
 };
 
 struct Skip {
@@ -151,6 +152,9 @@ struct Plan {
   std::vector<std::string> step_names;
   std::vector<uint32_t> step_nodes;   // node index of each step's marker, kNone32 for a whole trace
   std::vector<int64_t> step_tail_ns;  // per step: host time re-spent after its last instruction (--host-time)
+  // --pin-memory: the host-to-device copies made non-blocking from pinned memory, and those left as recorded (their
+  // source is made during the step, not before it), in every step compiled.
+  int64_t pinned_copies = 0, pageable_copies = 0;
   std::vector<StepUnit> units;
   uint32_t num_slots = 0;
   size_t max_stack = 0;
@@ -220,5 +224,11 @@ at::Tensor make_tensor_like(const Trace& trace, const reprise::Tensor& t, at::De
 
 // Maps an ET dtype string ("float", "c10::Half", "long int") to a ScalarType; false when unknown.
 bool scalar_type_of(std::string_view dtype, at::ScalarType& out);
+
+// --pin-memory: each host-to-device copy the plan replays (`aten::to`, `_to_copy` or `copy_` reading a tensor the
+// trace saw on the CPU into one it saw on a GPU) reads a source in pinned memory and runs with non_blocking=True, as
+// DataLoader(pin_memory=True) and `.to(device, non_blocking=True)` make it. Marks the sources' storage groups (those
+// created before the loop; one an earlier op makes stays pageable) and counts both kinds in the plan.
+void pin_host_copies(const Trace& trace, Plan& plan);
 
 }  // namespace reprise::replay::detail

@@ -56,6 +56,11 @@ Plan compile(const Trace& trace, const ReplayOptions& o, ReplayResult& r, detail
   r.steps = plan.step_names;
   r.warnings = plan.warnings;
   r.excluded_dataloader = plan.excluded_dataloader;
+  if (o.pin_memory && plan.device.is_cuda()) {
+    const int64_t steps = std::max<int64_t>(1, static_cast<int64_t>(plan.step_names.size()));
+    r.pinned_copies = plan.pinned_copies / steps;
+    r.pageable_copies = plan.pageable_copies / steps;
+  }
   r.device_noops = plan.device_noops;
   r.truncated = plan.truncated;
   if (plan.instrs.empty() && plan.comm_skips.empty() && plan.skips.empty())

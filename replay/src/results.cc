@@ -58,6 +58,9 @@ std::string result_json(const ReplayResult& r) {
   for (const FailedOp& f : r.failed) j["failed_ops"].push_back({{"node", f.node}, {"op", f.op}, {"reason", f.reason}});
   j["excluded_dataloader_ops"] = r.excluded_dataloader;
   j["device_noops"] = r.device_noops;
+  if (r.pinned_copies >= 0)
+    j["pin_memory"] = {{"pinned_copies_per_iteration", r.pinned_copies},
+                       {"pageable_copies_per_iteration", r.pageable_copies}};
   j["truncated"] = r.truncated;
   j["iteration_seconds"] = r.iteration_seconds;
   j["median_iteration_seconds"] = median(r.iteration_seconds);
@@ -317,6 +320,11 @@ void print_summary(std::FILE* out, const ReplayResult& r) {
   print_times(out, r);
   print_host_time(out, r.host_time);
   print_data_loader(out, r.host_time);
+  if (r.pinned_copies >= 0)
+    std::fprintf(out,
+                 "  pin memory   %lld host-to-device copies per iteration from pinned memory, non-blocking; %lld "
+                 "left pageable (their source is made in the step)\n",
+                 static_cast<long long>(r.pinned_copies), static_cast<long long>(r.pageable_copies));
   print_collectives(out, r);
   print_slowest_ops(out, r);
   for (const std::string& w : r.warnings) std::fprintf(out, "  warning: %s\n", w.c_str());

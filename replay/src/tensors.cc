@@ -40,7 +40,9 @@ std::vector<at::Tensor> create_input_tensors(const Plan& plan, uint64_t seed) {
   std::vector<at::Tensor> bases;
   bases.reserve(plan.storage_groups.size());
   for (const StorageGroup& g : plan.storage_groups) {
-    at::Tensor b = at::empty({std::max<int64_t>(g.numel, 0)}, at::TensorOptions().dtype(g.dtype).device(g.device));
+    at::TensorOptions options = at::TensorOptions().dtype(g.dtype).device(g.device);
+    if (g.pinned && g.device.is_cpu() && plan.device.is_cuda()) options = options.pinned_memory(true);
+    at::Tensor b = at::empty({std::max<int64_t>(g.numel, 0)}, options);
     fill(b);
     bases.push_back(std::move(b));
   }

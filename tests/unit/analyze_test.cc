@@ -136,6 +136,9 @@ TEST(Analyze, EachClassOfFindingsIsPlannedForMeasurementWithItsTransformOrWhyNot
       EXPECT_EQ(d["transform"].get<std::string>(), "replay: {data_loader: none}");
     }
     if (d["id"] == "pageable_copy") {
+      EXPECT_EQ(d["transform"].get<std::string>(), "replay: {pin_memory: true}");
+    }
+    if (d["id"] == "launch_bound") {
       EXPECT_EQ(d["transform"].get<std::string>(), "");
     }
   }

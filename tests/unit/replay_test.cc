@@ -48,6 +48,15 @@ class MiniTrace {
     s.strides = std::move(strides);
     return b_.tensor(s);
   }
+  // A tensor of a storage of its own on `device` ("cuda:0").
+  Value tensor_on(std::vector<int64_t> shape, const std::string& device) {
+    TensorSpec s;
+    s.id = b_.next_id();
+    s.storage_id = next_storage_++;
+    s.device = device;
+    s.shape = std::move(shape);
+    return b_.tensor(s);
+  }
   // An op under the ProfilerStep, or under `parent`. The types written with each value must be those the
   // builder derives from it (TraceBuilder::type_of).
   int64_t op(const std::string& schema, std::vector<Arg> in, std::vector<Arg> out, const std::string& range = "",
@@ -1051,6 +1060,58 @@ TEST(ReplayHostTime, DataLoaderTimeIsRespentOnlyWhenAsked) {
   }()));
   EXPECT_NEAR(j["host_time"]["data_loader_seconds_per_iteration"].get<double>(), 0.001, 1e-12);
   EXPECT_NEAR(j["host_time"]["data_loader_recorded_seconds_per_iteration"].get<double>(), 0.002, 1e-12);
+}
+
+TEST(ReplayPinMemory, HostToDeviceCopiesReadPinnedSourcesWithoutBlocking) {
+  // A batch made before the step, copied to the GPU by copy_ and by _to_copy; a host tensor made in the step (relu)
+  // copied too; a copy within the host and one back to it, which --pin-memory leaves alone.
+  MiniTrace m;
+  const std::string copy = "aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)";
+  const std::string to_copy =
+      "aten::_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? "
+      "pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor";
+  const Value batch = m.tensor_on({8, 4}, "cpu"), labels = m.tensor_on({8, 4}, "cpu");
+  const Value on_gpu = m.tensor_on({8, 4}, "cuda:0");
+  const int64_t into = m.op(copy, {{on_gpu, F}, {batch, F}, {m.b().boolean(false), "Bool"}}, {{on_gpu, F}});
+  const int64_t to = m.op(to_copy, {{labels, F}}, {{m.tensor_on({8, 4}, "cuda:0"), F}});
+  const Value made = m.tensor_on({8, 4}, "cpu");
+  m.op("aten::relu(Tensor self) -> Tensor", {{m.tensor_on({8, 4}, "cpu"), F}}, {{made, F}});
+  m.op(to_copy, {{made, F}}, {{m.tensor_on({8, 4}, "cuda:0"), F}});
+  m.op(copy, {{m.tensor_on({8, 4}, "cpu"), F}, {m.tensor_on({8, 4}, "cpu"), F}, {m.b().boolean(false), "Bool"}},
+       {{m.tensor_on({8, 4}, "cpu"), F}});
+  m.op(copy, {{m.tensor_on({8, 4}, "cpu"), F}, {m.tensor_on({8, 4}, "cuda:0"), F}, {m.b().boolean(false), "Bool"}},
+       {{m.tensor_on({8, 4}, "cpu"), F}});
+  const Trace t = m.finish();
+  ReplayOptions o = quick();
+  Plan p = detail::compile_plan(t, o);  // on the CPU the GPU's tensors are host tensors: the plan's logic alone
+  ASSERT_EQ(p.instrs.size(), 6u);
+  detail::pin_host_copies(t, p);
+  EXPECT_EQ(p.pinned_copies, 2);
+  EXPECT_EQ(p.pageable_copies, 1) << "relu's output: made in the step";
+  auto non_blocking = [&](int64_t id) {
+    for (const detail::Instr& in : p.instrs)
+      if (in.node == t.find(id)) {
+        const auto& formal = p.ops[in.op].schema().arguments();
+        for (size_t k = 0; k < formal.size(); ++k)
+          if (formal[k].name() == "non_blocking") return p.constants[p.args[in.args + k].index].toBool();
+      }
+    ADD_FAILURE() << "no non_blocking argument on node " << id;
+    return false;
+  };
+  EXPECT_TRUE(non_blocking(into));
+  EXPECT_TRUE(non_blocking(to));
+  int64_t pinned = 0;
+  for (const detail::StorageGroup& g : p.storage_groups) pinned += g.pinned;
+  EXPECT_EQ(pinned, 2) << "the batch's and the labels' storages";
+  // Asked of a replay on the CPU: nothing pinned, a warning, and the results say nothing of it.
+  o.pin_memory = true;
+  const Plan cpu = detail::compile_plan(t, o);
+  EXPECT_EQ(cpu.pinned_copies, 0);
+  ASSERT_FALSE(cpu.warnings.empty());
+  EXPECT_NE(cpu.warnings.back().find("--pin-memory pins nothing on cpu"), std::string::npos) << cpu.warnings.back();
+  const ReplayResult r = replay_trace(t, o);
+  EXPECT_EQ(r.pinned_copies, -1);
+  EXPECT_FALSE(nlohmann::json::parse(result_json(r)).contains("pin_memory"));
 }
 
 TEST(ReplayHostTime, APlainStepTimeAloneTakesTheObserversShareOut) {

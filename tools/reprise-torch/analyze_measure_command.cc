@@ -59,11 +59,13 @@ enum class ReplayFix {
   None,        // a generator step: the fixed variant is a bundle
   DataLoader,  // replay: {data_loader: none}: the original re-spends its DataLoader calls, the fixed side does not
   HostTime,    // replay: {host_time: none}: the original re-spends its host time, the fixed side none of it
+  PinMemory,   // replay: {pin_memory: true}: the fixed side's host-to-device copies read pinned memory (a GPU's)
 };
 
 ReplayFix replay_fix(const std::string& transform) {
   if (transform == analyze::kReplayWithoutDataLoader) return ReplayFix::DataLoader;
   if (transform == analyze::kReplayWithoutHostTime) return ReplayFix::HostTime;
+  if (transform == analyze::kReplayWithPinnedMemory) return ReplayFix::PinMemory;
   return ReplayFix::None;
 }
 
@@ -306,6 +308,19 @@ int cmd_analyze_measure(int argc, char** argv) {
         done += 2 * pairs;
         continue;
       }
+      if (fix == ReplayFix::PinMemory) {  // every rank alike: the bundle says the device
+        std::string on;
+        try {
+          on = replay::replay_device_name(original, rep);
+        } catch (const std::exception& e) {
+          on = e.what();
+        }
+        if (on.rfind("cuda", 0) != 0) {
+          if (m) m->note = "not measured: pinned host memory is a GPU replay's (this one runs on " + on + ")";
+          done += 2 * pairs;
+          continue;
+        }
+      }
       try {
         if (fix == ReplayFix::DataLoader) {
           side.data_loader_scale = 1;
@@ -314,6 +329,9 @@ int cmd_analyze_measure(int argc, char** argv) {
         } else if (fix == ReplayFix::HostTime) {
           fixed_side = side;
           fixed_side.host_time_scale = 0;
+        } else if (fix == ReplayFix::PinMemory) {
+          fixed_side = side;
+          fixed_side.pin_memory = true;
         } else {
           const gen::Bundle b = gen::read_bundle((work_path / ("fixed-" + detectors[v])).string());
           fixed = gen::load_bundle_rank(b, my_rank);
@@ -376,6 +394,12 @@ int cmd_analyze_measure(int argc, char** argv) {
       else if (fix == ReplayFix::HostTime)
         say("the original re-spends " + human_seconds(last_orig.host_time.seconds) +
             " of host time a step, the fixed side none (each op still dispatched)");
+      else if (fix == ReplayFix::PinMemory)
+        say("the fixed side copies " + std::to_string(last_fixed.pinned_copies) +
+            " host-to-device tensor(s) a step from pinned memory, non-blocking" +
+            (last_fixed.pageable_copies > 0
+                 ? ", " + std::to_string(last_fixed.pageable_copies) + " left pageable (made in the step)"
+                 : std::string()));
       m->note = note;
     }
     phase("measure", done, total, true,

@@ -188,7 +188,9 @@ po::options_description replay_options(reprise::replay::LaunchOptions& job, Repl
       "data-loader", po::value(&n.data_loader)->default_value("none"),
       "none, recorded or SCALE: re-spend the time the original's DataLoader calls took (their ops are not "
       "replayed) as a busy wait where they were; none benchmarks the step's own work, recorded a loader-bound step "
-      "as it ran")(
+      "as it ran")("pin-memory", po::bool_switch(&o.pin_memory),
+                   "replay the host-to-device copies from pinned memory, non-blocking (DataLoader(pin_memory=True) and "
+                   ".to(device, non_blocking=True)): GPU replays")(
       "emulate-tbe", po::bool_switch(&o.emulate_tbe),
       "run fbgemm's table-batched embedding lookups (without FBGEMM loaded) and their fused-optimizer backward as "
       "ATen lookups and row updates over tables of the recorded size (memory: the tables and optimizer state)")(

@@ -60,7 +60,7 @@ const Detector kPageableCopy{
     {"pageable_copy", "host-to-device copy from pageable memory", "Memcpy HtoD (Pageable -> Device) inside the step",
      "pin the source (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with "
      "non_blocking=True, ahead of its use",
-     "the copies from pinned memory: half their time, off the host's critical path"},
+     "the copies from pinned memory: half their time, off the host's critical path", kReplayWithPinnedMemory},
     find,
     inject,
     decoy};

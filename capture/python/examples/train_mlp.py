@@ -1,7 +1,7 @@
 """A small MLP training loop under reprise_capture: python3 train_mlp.py OUT_DIR, then reprise replay OUT_DIR.
 
   train_mlp.py OUT_DIR [--device cpu|cuda] [--dtype float32|bfloat16] [--batch B] [--hidden H]
-               [--anti-pattern sync|casts|unfused|loop|unaligned|loader] [--pairs N]
+               [--anti-pattern sync|casts|unfused|loop|unaligned|loader|pageable] [--pairs N]
 
 --anti-pattern builds one in, for `reprise analyze --measure` to be checked against (bench/analyze_measure.py): sync
 reads the loss on the host (loss.item()) between forward and backward; casts round-trips each hidden activation
@@ -11,7 +11,9 @@ parameter at a time, where the step without it uses Adam(foreach=True); unaligne
 (off a multiple of 8, with 16 classes so that only the hidden size is) where the step without it trains one of
 hidden size H (a multiple of 8; --dtype bfloat16 puts the GEMMs on tensor cores, which want aligned sizes); loader
 takes each step's batch from a torch DataLoader (no workers) whose samples are made one at a time in Python, where
-the step without it trains on a batch made beforehand (what prefetching workers give a step). Before the captured
+the step without it trains on a batch made beforehand (what prefetching workers give a step); pageable (--device
+cuda) copies each step's batch to the GPU from pageable host memory, blocking, where the step without it copies the
+same batch from pinned memory with non_blocking=True (DataLoader(pin_memory=True)). Before the captured
 steps, N pairs of steps with and without it run in alternating order, timed
 (OUT_DIR/anti_pattern_steps.json): the real saving, measured in one process.
 """
@@ -35,12 +37,14 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    ap.add_argument("--anti-pattern", choices=["sync", "casts", "unfused", "loop", "unaligned", "loader"],
+    ap.add_argument("--anti-pattern", choices=["sync", "casts", "unfused", "loop", "unaligned", "loader", "pageable"],
                     default=None)
     ap.add_argument("--pairs", type=int, default=20, help="steps with and without the anti-pattern, timed first")
     a = ap.parse_args()
     if a.anti_pattern == "unaligned" and a.hidden % 8:
         ap.error("--anti-pattern unaligned: --hidden must be a multiple of 8 (the step without it)")
+    if a.anti_pattern == "pageable" and not a.device.startswith("cuda"):
+        ap.error("--anti-pattern pageable: --device cuda (host memory is pinned for copies to a GPU)")
     torch.manual_seed(0)
     torch.set_num_threads(1)
     dev = torch.device(a.device)
@@ -74,7 +78,14 @@ def main():
 
         loader = iter(torch.utils.data.DataLoader(Samples(), batch_size=a.batch, num_workers=0))
 
+    if a.anti_pattern == "pageable":  # the batch on the host, in pageable memory and in pinned memory
+        host = {True: (x.cpu(), y.cpu())}
+        host[False] = (host[True][0].pin_memory(), host[True][1].pin_memory())
+
     def batch(with_anti_pattern):
+        if a.anti_pattern == "pageable":
+            xb, yb = host[with_anti_pattern]
+            return xb.to(dev, non_blocking=not with_anti_pattern), yb.to(dev, non_blocking=not with_anti_pattern)
         if not (with_anti_pattern and a.anti_pattern == "loader"):
             return x, y
         xb, yb = next(loader)

@@ -65,6 +65,10 @@ struct ReplayOptions {
   // fbgemm's table-batched embedding lookups (when FBGEMM is not loaded) and their fused-optimizer backward run as
   // ATen lookups and row updates over tables of the recorded size (docs/replay.md, "Table-batched embeddings").
   bool emulate_tbe = false;
+  // --pin-memory: the trace's host-to-device copies read their source from pinned (page-locked) memory and do not
+  // block the host (non_blocking=True), as DataLoader(pin_memory=True) and .to(device, non_blocking=True) make them:
+  // the fix of analyze's pageable_copy findings (docs/replay.md, "Pinned host memory"). GPU replays only.
+  bool pin_memory = false;
   // --host-time: the host time the original spent between ops (Python, autograd's bookkeeping, an optimizer's loop),
   // re-spent as a busy wait before each op, times this: 0 none, 1 as recorded; < 0 the replay device's default
   // (docs/replay.md, "Host time").
@@ -183,6 +187,9 @@ struct ReplayResult {
   int64_t excluded_dataloader = 0;  // ops under DataLoader annotations, never selected
   bool truncated = false;           // max_ops cut the steps short
   int64_t device_noops = 0;         // ops with nothing to do on the replay device (record_stream off the GPU)
+  // --pin-memory: host-to-device copies made non-blocking from pinned memory, and those left pageable (their source
+  // is made in the step), per iteration; -1 when not asked or not on a GPU (nothing pinned).
+  int64_t pinned_copies = -1, pageable_copies = -1;
 
   // One entry per replayed trace iteration per measured repetition.
   std::vector<double> iteration_seconds;
@@ -222,6 +229,10 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& options);
 // The host-time scale a replay of `trace` with `options` re-spends at (0 none, 1 as recorded), known before it runs:
 // the options' host_time_scale, else the default for the device the options or the trace name (docs/replay.md).
 double expected_host_time_scale(const Trace& trace, const ReplayOptions& options);
+
+// The device a replay of `trace` with `options` runs on ("cpu", "cuda:0", "meta"), as replay_trace picks it. Throws
+// UserError for a device it cannot run on.
+std::string replay_device_name(const Trace& trace, const ReplayOptions& options);
 
 // Runs every selected op of every iteration (or of `steps`, ProfilerStep numbers) once on the `meta` device (shapes and
 // dtypes only, no data) and throws UserError("LABEL: node ID (OP): why") for the first op that refuses its inputs. Ops
