@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`reprise analyze --measure` against the real saving, on the mlp with an anti-pattern built in.
 
-  bench/analyze_measure.py [--case cpp|python] [--anti-pattern casts|sync|unfused|loop|unaligned|loader|pageable]
+  bench/analyze_measure.py [--case cpp|python] [--anti-pattern casts|sync|unfused|loop|unaligned|loader|pageable|launches]
                            [--dtype float32|bfloat16] [--device cpu|cuda] [--pairs N]
                            [--ranks R] [--batch B] [--hidden H] [--layers L] [--bin build/bin] [--work DIR]
                            [--json FILE]
@@ -29,7 +29,9 @@ samples are made in Python; cpp: a randn and a tanh a sample, then a stack) agai
 (data_loader, whose fix the replay makes: the original re-spends its DataLoader calls' time, replay --data-loader
 recorded, the fixed side does not); pageable (python, --device cuda) is each step's batch copied to the GPU from
 pageable host memory, blocking, against pinned memory and non_blocking=True (pageable_copy, whose fix the replay makes:
-replay --pin-memory on the fixed side).
+replay --pin-memory on the fixed side); launches (python, --device cuda, small sizes) is the step run eagerly against
+the same step captured in a CUDA graph (launch_bound, whose fix the replay makes: replay --cuda-graph on the fixed
+side).
 
 Each pair is one capture. The real saving is measured in its process: its timed steps alternate with and without
 the anti-pattern (the manifest's without_anti_pattern_seconds; train_mlp.py's anti_pattern_steps.json), and the
@@ -55,7 +57,7 @@ from truth import ROOT, launcher, run  # noqa: E402
 PYTHON = os.environ.get("REPRISE_PYTHON", "/usr/bin/python3")
 DETECTOR = {"casts": "dtype_churn", "sync": "host_sync", "unfused": "unfused_elementwise",
             "loop": "single_tensor_optimizer", "unaligned": "unaligned_gemm", "loader": "data_loader",
-            "pageable": "pageable_copy"}
+            "pageable": "pageable_copy", "launches": "launch_bound"}
 
 
 def real_in_process(case, out):
@@ -121,8 +123,8 @@ def main():
     a = ap.parse_args()
     if a.ranks > 1 and a.case != "cpp":
         ap.error("--ranks: the cpp case only (the Python helper's example runs one process)")
-    if a.anti_pattern == "pageable" and (a.case != "python" or not a.device.startswith("cuda")):
-        ap.error("--anti-pattern pageable: the python case on a GPU (--case python --device cuda)")
+    if a.anti_pattern in ("pageable", "launches") and (a.case != "python" or not a.device.startswith("cuda")):
+        ap.error(f"--anti-pattern {a.anti_pattern}: the python case on a GPU (--case python --device cuda)")
     if a.dtype != "float32" and a.case != "python":
         ap.error("--dtype: the python case only (the C++ mlp trains in float32)")
     os.environ["OMP_NUM_THREADS"] = "1"

@@ -15,7 +15,7 @@
 # --full adds the older checks: every test binary, NCCL sweeps on one rank, the fidelity, replay-overhead and
 # capture-overhead benchmarks. Writes everything under ${GPU_CHECK_DIR:-bench/out/gpu}. GPU_CHECK_ONLY="5 3 6" runs
 # those sections in that order; GPU_CHECK_ANTI="sync" runs that case alone of section 3's (sync, unfused, loop; and
-# unaligned and pageable, only when named); GPU_CHECK_QUICK= (empty) gives section 5 every workload size, not the first of each.
+# unaligned, pageable and launches, only when named); GPU_CHECK_QUICK= (empty) gives section 5 every workload size, not the first of each.
 #   scripts/gpu-check.sh [--full]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -98,9 +98,9 @@ tail -3 "$W/two_streams.txt"
 section3() {
 stamp "3. analyze --measure: an injected sync (issue 14's bar: measured / real within 20%), unfused chains, Adam per tensor"
 # One case: bench/analyze_measure.py's Python mlp with that anti-pattern at that batch, 3 pairs, in /tmp/measure_CASE.
-measure() {  # CASE BATCH [DTYPE]
+measure() {  # CASE BATCH [DTYPE [HIDDEN]]
   timeout 120 python3 bench/analyze_measure.py --case python --anti-pattern "$1" --device cuda --batch "$2" \
-    --hidden 1024 --dtype "${3:-float32}" --pairs 3 --bin $B --work "/tmp/measure_$1" \
+    --hidden "${4:-1024}" --dtype "${3:-float32}" --pairs 3 --bin $B --work "/tmp/measure_$1" \
     --json "$W/analyze_measure_$1.json" 2>&1 | tail -6
 }
 local c
@@ -124,7 +124,10 @@ for c in ${GPU_CHECK_ANTI:-sync unfused loop}; do  # GPU_CHECK_ANTI="sync": that
   # The batch (16384 x 512 floats, 32 MiB) copied from pageable memory, blocking, against pinned and non-blocking;
   # the fix is replay --pin-memory on the fixed side. Not in the default list: GPU_CHECK_ANTI=pageable.
   pageable) measure pageable 16384 ;;
-  *) echo "GPU_CHECK_ANTI: no case $c (sync, unfused, loop, unaligned, pageable)" ;;
+  # A launch-bound step (batch 64, hidden 64) eager against the same step as a CUDA graph; the fix is replay
+  # --cuda-graph on the fixed side. Not in the default list: GPU_CHECK_ANTI=launches.
+  launches) measure launches 64 float32 64 ;;
+  *) echo "GPU_CHECK_ANTI: no case $c (sync, unfused, loop, unaligned, pageable, launches)" ;;
   esac
 done
 }

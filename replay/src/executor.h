@@ -37,6 +37,8 @@ class Executor {
   void end_iteration();
   // Ops that failed after the first pass (their earlier calls had succeeded).
   size_t late_failures() const { return late_failures_; }
+  // Sets that count back (a CUDA graph's capture that was given up: its failures are not the replay's).
+  void forget_late_failures(size_t count) { late_failures_ = count; }
   bool first_pass_done = false;
   // Collectives run through this (nullptr: the plan has none).
   void set_comm(CommRuntime* c) { comm_ = c; }

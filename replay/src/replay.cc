@@ -19,6 +19,7 @@
 #include "reprise/comms/communicator.h"
 #include "reprise/device/device.h"
 #include "reprise/trace/summary.h"
+#include "step_graphs.h"
 #include "time_limit.h"
 
 namespace reprise::replay {
@@ -154,8 +155,17 @@ double validate_and_warm_up(detail::Executor& ex, const Plan& plan, const Replay
   return last;
 }
 
-void measure(detail::Executor& ex, const Plan& plan, const ReplayOptions& o, detail::CommRuntime* comm,
+void measure(detail::Executor& ex, Plan& plan, const ReplayOptions& o, detail::CommRuntime* comm,
              double expected_iteration_seconds, ReplayResult& r, detail::PhaseProgress& progress) {
+  std::unique_ptr<detail::StepGraphs> graphs;
+  if (o.cuda_graph) {
+    std::string why;
+    progress.begin("capture", static_cast<int64_t>(plan.step_names.size()), "step");
+    graphs = detail::StepGraphs::capture(ex, plan, why);
+    progress.end(graphs ? "a CUDA graph per step" : "not captured");
+    if (!graphs) r.warnings.push_back("--cuda-graph: replayed op by op: " + why);
+    r.cuda_graph = graphs != nullptr;
+  }
   progress.begin("measure", o.iterations, "iteration", o.iterations * expected_iteration_seconds);
   device::reset_memory_peak(plan.device);
   if (comm) comm->reset_stats();
@@ -163,7 +173,10 @@ void measure(detail::Executor& ex, const Plan& plan, const ReplayOptions& o, det
   for (int it = 0; it < o.iterations; ++it) {
     for (size_t s = 0; s < plan.step_names.size(); ++s) {
       timer.start();
-      ex.run_step(s);
+      if (graphs)
+        graphs->replay(s);
+      else
+        ex.run_step(s);
       r.iteration_seconds.push_back(timer.stop_seconds());
     }
     ex.end_iteration();

@@ -58,6 +58,7 @@ std::string result_json(const ReplayResult& r) {
   for (const FailedOp& f : r.failed) j["failed_ops"].push_back({{"node", f.node}, {"op", f.op}, {"reason", f.reason}});
   j["excluded_dataloader_ops"] = r.excluded_dataloader;
   j["device_noops"] = r.device_noops;
+  if (r.cuda_graph) j["cuda_graph"] = true;
   if (r.pinned_copies >= 0)
     j["pin_memory"] = {{"pinned_copies_per_iteration", r.pinned_copies},
                        {"pageable_copies_per_iteration", r.pageable_copies}};
@@ -325,6 +326,10 @@ void print_summary(std::FILE* out, const ReplayResult& r) {
                  "  pin memory   %lld host-to-device copies per iteration from pinned memory, non-blocking; %lld "
                  "left pageable (their source is made in the step)\n",
                  static_cast<long long>(r.pinned_copies), static_cast<long long>(r.pageable_copies));
+  if (r.cuda_graph)
+    std::fprintf(out,
+                 "  cuda graph   each step measured as one graph launch (--cuda-graph): no dispatch, launches or host "
+                 "time between its ops\n");
   print_collectives(out, r);
   print_slowest_ops(out, r);
   for (const std::string& w : r.warnings) std::fprintf(out, "  warning: %s\n", w.c_str());

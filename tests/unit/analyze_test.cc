@@ -139,6 +139,9 @@ TEST(Analyze, EachClassOfFindingsIsPlannedForMeasurementWithItsTransformOrWhyNot
       EXPECT_EQ(d["transform"].get<std::string>(), "replay: {pin_memory: true}");
     }
     if (d["id"] == "launch_bound") {
+      EXPECT_EQ(d["transform"].get<std::string>(), "replay: {cuda_graph: true}");
+    }
+    if (d["id"] == "straggler") {
       EXPECT_EQ(d["transform"].get<std::string>(), "");
     }
   }
@@ -168,7 +171,7 @@ TEST(Analyze, AJobsPlanHasOneFixPerClassWithTheLargestRanksEstimate) {
   add("dtype_churn", 0, 100);
   add("dtype_churn", 0, 60);   // rank 0: 80 us a step
   add("dtype_churn", 1, 300);  // rank 1: 150 us a step
-  add("launch_bound", 1, 50);
+  add("straggler", 1, 50);
   EXPECT_EQ(analyze::plan_fixes(a).size(), 3u);  // per class and rank
   const std::vector<analyze::MeasuredFix> job = analyze::plan_fixes(a, true);
   ASSERT_EQ(job.size(), 2u);
@@ -177,7 +180,7 @@ TEST(Analyze, AJobsPlanHasOneFixPerClassWithTheLargestRanksEstimate) {
   EXPECT_EQ(job[0].findings, 3u);
   EXPECT_DOUBLE_EQ(job[0].estimated_us, 150);  // the step ends with its slowest rank
   EXPECT_FALSE(job[0].transform.empty());
-  EXPECT_EQ(job[1].detector, "launch_bound");
+  EXPECT_EQ(job[1].detector, "straggler");
   EXPECT_NE(job[1].note.find("no generator transform"), std::string::npos);
   // The table names the whole job's rank "all".
   a.measured = job;

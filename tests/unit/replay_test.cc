@@ -1114,6 +1114,24 @@ TEST(ReplayPinMemory, HostToDeviceCopiesReadPinnedSourcesWithoutBlocking) {
   EXPECT_FALSE(nlohmann::json::parse(result_json(r)).contains("pin_memory"));
 }
 
+TEST(ReplayCudaGraph, OffAGpuTheStepsRunOpByOpAndTheWarningSaysWhy) {
+  SyntheticSpec spec;
+  spec.layers = 2;
+  spec.hidden = 16;
+  spec.batch = 4;
+  const Trace t = synthetic_trace(spec);
+  ReplayOptions o = quick();
+  o.cuda_graph = true;
+  const ReplayResult r = replay_trace(t, o);
+  EXPECT_FALSE(r.cuda_graph);
+  EXPECT_EQ(r.iteration_seconds.size(), 2u) << "measured all the same";
+  EXPECT_NE(std::find(r.warnings.begin(), r.warnings.end(),
+                      "--cuda-graph: replayed op by op: a CUDA graph is a GPU replay's (this one runs on cpu)"),
+            r.warnings.end())
+      << ::testing::PrintToString(r.warnings);
+  EXPECT_FALSE(nlohmann::json::parse(result_json(r)).contains("cuda_graph"));
+}
+
 TEST(ReplayHostTime, APlainStepTimeAloneTakesTheObserversShareOut) {
   // A bundle of other sizes or dtypes keeps the op times but not the original's iteration times: the capture's plain
   // step (plain_step_seconds) scales the gaps as the iteration times would, and the iteration times win when given.

@@ -60,12 +60,14 @@ enum class ReplayFix {
   DataLoader,  // replay: {data_loader: none}: the original re-spends its DataLoader calls, the fixed side does not
   HostTime,    // replay: {host_time: none}: the original re-spends its host time, the fixed side none of it
   PinMemory,   // replay: {pin_memory: true}: the fixed side's host-to-device copies read pinned memory (a GPU's)
+  CudaGraph,   // replay: {cuda_graph: true}: the fixed side's steps are CUDA graph launches (a GPU's)
 };
 
 ReplayFix replay_fix(const std::string& transform) {
   if (transform == analyze::kReplayWithoutDataLoader) return ReplayFix::DataLoader;
   if (transform == analyze::kReplayWithoutHostTime) return ReplayFix::HostTime;
   if (transform == analyze::kReplayWithPinnedMemory) return ReplayFix::PinMemory;
+  if (transform == analyze::kReplayAsCudaGraph) return ReplayFix::CudaGraph;
   return ReplayFix::None;
 }
 
@@ -308,7 +310,7 @@ int cmd_analyze_measure(int argc, char** argv) {
         done += 2 * pairs;
         continue;
       }
-      if (fix == ReplayFix::PinMemory) {  // every rank alike: the bundle says the device
+      if (fix == ReplayFix::PinMemory || fix == ReplayFix::CudaGraph) {  // every rank alike: the bundle says the device
         std::string on;
         try {
           on = replay::replay_device_name(original, rep);
@@ -316,7 +318,10 @@ int cmd_analyze_measure(int argc, char** argv) {
           on = e.what();
         }
         if (on.rfind("cuda", 0) != 0) {
-          if (m) m->note = "not measured: pinned host memory is a GPU replay's (this one runs on " + on + ")";
+          if (m)
+            m->note = std::string("not measured: ") +
+                      (fix == ReplayFix::PinMemory ? "pinned host memory" : "a CUDA graph") +
+                      " is a GPU replay's (this one runs on " + on + ")";
           done += 2 * pairs;
           continue;
         }
@@ -332,6 +337,9 @@ int cmd_analyze_measure(int argc, char** argv) {
         } else if (fix == ReplayFix::PinMemory) {
           fixed_side = side;
           fixed_side.pin_memory = true;
+        } else if (fix == ReplayFix::CudaGraph) {
+          fixed_side = side;
+          fixed_side.cuda_graph = true;
         } else {
           const gen::Bundle b = gen::read_bundle((work_path / ("fixed-" + detectors[v])).string());
           fixed = gen::load_bundle_rank(b, my_rank);
@@ -394,6 +402,15 @@ int cmd_analyze_measure(int argc, char** argv) {
       else if (fix == ReplayFix::HostTime)
         say("the original re-spends " + human_seconds(last_orig.host_time.seconds) +
             " of host time a step, the fixed side none (each op still dispatched)");
+      else if (fix == ReplayFix::CudaGraph && !last_fixed.cuda_graph)
+        say("the fixed side could not be captured, so it ran op by op too: " + [&last_fixed] {
+          for (const std::string& w : last_fixed.warnings)
+            if (w.rfind("--cuda-graph: ", 0) == 0) return w.substr(14);
+          return std::string("no reason given");
+        }());
+      else if (fix == ReplayFix::CudaGraph)
+        say("the fixed side replays each step as one CUDA graph launch; the original re-spends " +
+            human_seconds(last_orig.host_time.seconds) + " of host time a step");
       else if (fix == ReplayFix::PinMemory)
         say("the fixed side copies " + std::to_string(last_fixed.pinned_copies) +
             " host-to-device tensor(s) a step from pinned memory, non-blocking" +

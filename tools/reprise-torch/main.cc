@@ -191,6 +191,9 @@ po::options_description replay_options(reprise::replay::LaunchOptions& job, Repl
       "as it ran")("pin-memory", po::bool_switch(&o.pin_memory),
                    "replay the host-to-device copies from pinned memory, non-blocking (DataLoader(pin_memory=True) and "
                    ".to(device, non_blocking=True)): GPU replays")(
+      "cuda-graph", po::bool_switch(&o.cuda_graph),
+      "capture each step in a CUDA graph after the warm-up and measure it as one graph launch (no dispatch, "
+      "launches or host time between ops): GPU replays of one stream without collectives")(
       "emulate-tbe", po::bool_switch(&o.emulate_tbe),
       "run fbgemm's table-batched embedding lookups (without FBGEMM loaded) and their fused-optimizer backward as "
       "ATen lookups and row updates over tables of the recorded size (memory: the tables and optimizer state)")(

@@ -78,12 +78,13 @@ bool decoy(Editor& e, const InjectSite& s) {
 
 }  // namespace
 
-const Detector kLaunchBound{{"launch_bound", "launch-bound stretch",
-                             "16 or more kernels in a row, each shorter than the runtime call that launched it",
-                             "capture the stretch in a CUDA graph, fuse its ops (torch.compile), or batch the work",
-                             "the stretch as one graph launch: its kernels back to back"},
-                            find,
-                            inject,
-                            decoy};
+const Detector kLaunchBound{
+    {"launch_bound", "launch-bound stretch",
+     "16 or more kernels in a row, each shorter than the runtime call that launched it",
+     "capture the stretch in a CUDA graph, fuse its ops (torch.compile), or batch the work",
+     "the step as one CUDA graph launch: its kernels back to back, no launches between", kReplayAsCudaGraph},
+    find,
+    inject,
+    decoy};
 
 }  // namespace reprise::analyze::detail

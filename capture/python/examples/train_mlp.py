@@ -1,7 +1,7 @@
 """A small MLP training loop under reprise_capture: python3 train_mlp.py OUT_DIR, then reprise replay OUT_DIR.
 
   train_mlp.py OUT_DIR [--device cpu|cuda] [--dtype float32|bfloat16] [--batch B] [--hidden H]
-               [--anti-pattern sync|casts|unfused|loop|unaligned|loader|pageable] [--pairs N]
+               [--anti-pattern sync|casts|unfused|loop|unaligned|loader|pageable|launches] [--pairs N]
 
 --anti-pattern builds one in, for `reprise analyze --measure` to be checked against (bench/analyze_measure.py): sync
 reads the loss on the host (loss.item()) between forward and backward; casts round-trips each hidden activation
@@ -13,7 +13,9 @@ hidden size H (a multiple of 8; --dtype bfloat16 puts the GEMMs on tensor cores,
 takes each step's batch from a torch DataLoader (no workers) whose samples are made one at a time in Python, where
 the step without it trains on a batch made beforehand (what prefetching workers give a step); pageable (--device
 cuda) copies each step's batch to the GPU from pageable host memory, blocking, where the step without it copies the
-same batch from pinned memory with non_blocking=True (DataLoader(pin_memory=True)). Before the captured
+same batch from pinned memory with non_blocking=True (DataLoader(pin_memory=True)); launches (--device cuda, small
+sizes: launch-bound) runs the step eagerly, an op and a launch at a time, where the step without it is the same step
+captured once in a CUDA graph and replayed (torch.cuda.graph, whole-network capture). Before the captured
 steps, N pairs of steps with and without it run in alternating order, timed
 (OUT_DIR/anti_pattern_steps.json): the real saving, measured in one process.
 """
@@ -37,7 +39,8 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    ap.add_argument("--anti-pattern", choices=["sync", "casts", "unfused", "loop", "unaligned", "loader", "pageable"],
+    ap.add_argument("--anti-pattern", choices=["sync", "casts", "unfused", "loop", "unaligned", "loader", "pageable",
+                                                "launches"],
                     default=None)
     ap.add_argument("--pairs", type=int, default=20, help="steps with and without the anti-pattern, timed first")
     a = ap.parse_args()
@@ -45,6 +48,8 @@ def main():
         ap.error("--anti-pattern unaligned: --hidden must be a multiple of 8 (the step without it)")
     if a.anti_pattern == "pageable" and not a.device.startswith("cuda"):
         ap.error("--anti-pattern pageable: --device cuda (host memory is pinned for copies to a GPU)")
+    if a.anti_pattern == "launches" and not a.device.startswith("cuda"):
+        ap.error("--anti-pattern launches: --device cuda (the step without it is a CUDA graph)")
     torch.manual_seed(0)
     torch.set_num_threads(1)
     dev = torch.device(a.device)
@@ -115,6 +120,34 @@ def main():
         opt.zero_grad()
         loss.backward()
         opt.step()
+
+    if a.anti_pattern == "launches":
+        # The step without it: the same step captured in a CUDA graph (warmed up on a side stream, its gradients
+        # None before the capture so that the graph's backward makes them), replayed on the same parameters.
+        graphed_step = step
+
+        def capture_graph():
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    graphed_step(False)
+            torch.cuda.current_stream().wait_stream(side)
+            opts[False].zero_grad(set_to_none=True)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                loss = torch.nn.functional.cross_entropy(forward(False, x), y)
+                loss.backward()
+                opts[False].step()
+            return graph
+
+        graph = capture_graph()
+
+        def step(with_anti_pattern=True):  # noqa: F811
+            if with_anti_pattern:
+                graphed_step(True)
+            else:
+                graph.replay()
 
     if a.anti_pattern:
         # The real saving, measured in this process: steps with and without the anti-pattern, alternating.

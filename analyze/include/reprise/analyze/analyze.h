@@ -26,17 +26,20 @@ struct DetectorInfo {
   // `scale: {...}`, docs/configs.md), which `reprise analyze --measure` replays against the original; empty where no
   // generator transform builds it yet. A fix made from the findings' own sizes (unaligned_gemm's padding) is
   // described here and written out per run in MeasuredFix::transform. `replay: {data_loader: none}`, `replay:
-  // {host_time: none}` and `replay: {pin_memory: true}`: a fix replay makes itself, with no bundle of its own (the
-  // original on both sides; its DataLoader calls' time, or its host time, re-spent on the original side only; its
-  // host-to-device copies from pinned memory on the fixed side only).
+  // {host_time: none}`, `replay: {pin_memory: true}` and `replay: {cuda_graph: true}`: a fix replay makes itself, with
+  // no bundle of its own (the original on both sides; its DataLoader calls' time, or its host time, re-spent on the
+  // original side only; its host-to-device copies from pinned memory, or its steps as CUDA graphs, on the fixed side
+  // only).
   std::string transform = {};
 };
 const std::vector<DetectorInfo>& detectors();
 // The fixes replay makes itself (DetectorInfo::transform): the original replayed without its DataLoader calls' time,
-// without its host time, and with its host-to-device copies from pinned memory (replay's --pin-memory).
+// without its host time, with its host-to-device copies from pinned memory (replay's --pin-memory), and each step
+// as one CUDA graph launch (--cuda-graph).
 inline constexpr const char* kReplayWithoutDataLoader = "replay: {data_loader: none}";
 inline constexpr const char* kReplayWithoutHostTime = "replay: {host_time: none}";
 inline constexpr const char* kReplayWithPinnedMemory = "replay: {pin_memory: true}";
+inline constexpr const char* kReplayAsCudaGraph = "replay: {cuda_graph: true}";
 
 enum class WindowKind { Step, Scope, Sliding, Segment };
 const char* window_kind_name(WindowKind k);

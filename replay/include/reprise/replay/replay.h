@@ -69,6 +69,11 @@ struct ReplayOptions {
   // block the host (non_blocking=True), as DataLoader(pin_memory=True) and .to(device, non_blocking=True) make them:
   // the fix of analyze's pageable_copy findings (docs/replay.md, "Pinned host memory"). GPU replays only.
   bool pin_memory = false;
+  // --cuda-graph: each step captured once in a CUDA graph after the warm-up, the measured iterations one graph launch
+  // a step (no dispatch, launches or host time between ops): the fix of analyze's launch_bound findings. GPU replays
+  // of one compute stream without collectives; otherwise, or when a step cannot be captured (an op that synchronizes
+  // with the host), replayed op by op with a warning saying why.
+  bool cuda_graph = false;
   // --host-time: the host time the original spent between ops (Python, autograd's bookkeeping, an optimizer's loop),
   // re-spent as a busy wait before each op, times this: 0 none, 1 as recorded; < 0 the replay device's default
   // (docs/replay.md, "Host time").
@@ -190,6 +195,7 @@ struct ReplayResult {
   // --pin-memory: host-to-device copies made non-blocking from pinned memory, and those left pageable (their source
   // is made in the step), per iteration; -1 when not asked or not on a GPU (nothing pinned).
   int64_t pinned_copies = -1, pageable_copies = -1;
+  bool cuda_graph = false;  // --cuda-graph: the measured iterations were graph launches (the warnings say why not)
 
   // One entry per replayed trace iteration per measured repetition.
   std::vector<double> iteration_seconds;
