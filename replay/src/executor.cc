@@ -89,6 +89,10 @@ inline void Executor::exec_on_stream(Instr& in) {
     }
     plan_.ops[in.op].callBoxed(&stack_);
   } catch (const std::exception& e) {
+    if (rethrow_failures) {  // a CUDA graph's capture: nothing may be launched, or marked, on its behalf
+      stack_.clear();
+      throw;
+    }
     fail(in, e.what());
     return;
   }

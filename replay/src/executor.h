@@ -37,8 +37,9 @@ class Executor {
   void end_iteration();
   // Ops that failed after the first pass (their earlier calls had succeeded).
   size_t late_failures() const { return late_failures_; }
-  // Sets that count back (a CUDA graph's capture that was given up: its failures are not the replay's).
-  void forget_late_failures(size_t count) { late_failures_ = count; }
+  // An op that throws throws on out of run_step, unmarked and without fallbacks (made by launching kernels), instead
+  // of being marked failed: what a CUDA graph's capture needs (step_graphs.cc).
+  bool rethrow_failures = false;
   bool first_pass_done = false;
   // Collectives run through this (nullptr: the plan has none).
   void set_comm(CommRuntime* c) { comm_ = c; }

@@ -155,19 +155,19 @@ double validate_and_warm_up(detail::Executor& ex, const Plan& plan, const Replay
   return last;
 }
 
-void measure(detail::Executor& ex, Plan& plan, const ReplayOptions& o, detail::CommRuntime* comm,
+void measure(const Trace& trace, detail::Executor& ex, Plan& plan, const ReplayOptions& o, detail::CommRuntime* comm,
              double expected_iteration_seconds, ReplayResult& r, detail::PhaseProgress& progress) {
+  device::reset_memory_peak(plan.device);  // a CUDA graph's memory pool, made below, counts
   std::unique_ptr<detail::StepGraphs> graphs;
   if (o.cuda_graph) {
     std::string why;
     progress.begin("capture", static_cast<int64_t>(plan.step_names.size()), "step");
-    graphs = detail::StepGraphs::capture(ex, plan, why);
+    graphs = detail::StepGraphs::capture(trace, ex, plan, why);
     progress.end(graphs ? "a CUDA graph per step" : "not captured");
     if (!graphs) r.warnings.push_back("--cuda-graph: replayed op by op: " + why);
     r.cuda_graph = graphs != nullptr;
   }
   progress.begin("measure", o.iterations, "iteration", o.iterations * expected_iteration_seconds);
-  device::reset_memory_peak(plan.device);
   if (comm) comm->reset_stats();
   device::RegionTimer timer(plan.device);
   for (int it = 0; it < o.iterations; ++it) {
@@ -328,7 +328,7 @@ ReplayResult replay_trace(const Trace& trace, const ReplayOptions& o) {
     detail::Executor ex(trace, plan, std::move(inputs));
     ex.set_comm(comm.get());
     double iteration = validate_and_warm_up(ex, plan, o, t0, r, progress);
-    measure(ex, plan, o, comm.get(), iteration, r, progress);
+    measure(trace, ex, plan, o, comm.get(), iteration, r, progress);
     if (o.per_op || o.timeline) time_each_op(trace, ex, plan, o, r, progress);
     if (ex.late_failures() > 0)
       r.warnings.push_back(std::to_string(ex.late_failures()) +

@@ -12,11 +12,14 @@ namespace reprise::replay::detail {
 
 class StepGraphs {
  public:
-  // Runs every step of `plan` once through `ex` under stream capture. nullptr, with `why` set, when the plan cannot
-  // be captured (not on a GPU, collectives, several compute streams) or a step's capture failed (an op that
-  // synchronizes with the host, or one that failed under capture): the executor and plan are then as they were,
-  // for an op by op replay.
-  static std::unique_ptr<StepGraphs> capture(Executor& ex, Plan& plan, std::string& why);
+  // Runs every step of `plan` once through `ex` on a side stream, then again under stream capture, one graph a step.
+  // nullptr, with `why` set, when the plan cannot be captured (not on a GPU; collectives; several compute streams;
+  // an op of `trace` that syncs with the host, copies to or from host memory or works on host tensors: checked
+  // before any capture) or a capture failed (an op threw under it: nothing is marked failed, and the plan stays as
+  // it was for an op by op replay).
+  static std::unique_ptr<StepGraphs> capture(const Trace& trace, Executor& ex, Plan& plan, std::string& why);
+  // Why the plan's steps cannot be captured, whatever the device ("" when they can): the checks capture makes first.
+  static std::string refusal(const Trace& trace, const Plan& plan);
   ~StepGraphs();
   // Launches step `s`'s graph on the current stream.
   void replay(size_t s);

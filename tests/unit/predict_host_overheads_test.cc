@@ -19,6 +19,7 @@
 #include "reprise/predict/predict.h"
 #include "reprise/predict/simulator.h"
 #include "reprise/trace/builder.h"
+#include "reprise/trace/host_gaps.h"
 #include "reprise/trace/read.h"
 #include "reprise/trace/write.h"
 #include "test_clusters.h"
@@ -543,6 +544,29 @@ TEST(HostTime, ADataLoaderCallIsNotHostTimeAndIsAddedOnlyWhenAsked) {
   const detail::BuiltProgram plain = detail::build_program(t, model, o);
   EXPECT_NEAR(plain.program.ops[1].host - none.program.ops[1].host, 40 * kUs, 1e-12);
   EXPECT_NEAR(plain.data_loader_seconds, 40 * kUs, 1e-12);
+}
+
+TEST(HostTime, TheCapturesPlainLoaderTimeIsSharedByTheCallsSpans) {
+  // Three DataLoader calls in a step: 300 us and 100 us recorded, and one untimed. The capture timed the step's calls
+  // at 200 us without the observers: the timed calls share it by span, the untimed one takes none.
+  OneStep os;
+  TraceBuilder& b = os.b;
+  std::vector<int64_t> calls;
+  for (int k = 0; k < 3; ++k)
+    calls.push_back(b.annotation("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", os.step));
+  const int64_t op = b.op("aten::relu(Tensor self) -> Tensor", {os.tensor({64})}, {os.tensor({64})});
+  Trace t = b.finish();
+  set_times(t, {{os.step, {0, 1000}}, {calls[0], {0, 300}}, {calls[1], {400, 100}}, {op, {600, 10}}});
+  std::vector<uint32_t> units;
+  for (int64_t id : {calls[0], calls[1], calls[2], op}) units.push_back(t.find(id));
+  const double share = reprise::data_loader_share(t, units, 200);
+  EXPECT_NEAR(share, 0.5, 1e-12);
+  const std::vector<uint32_t> below = reprise::ops_below(t);
+  EXPECT_NEAR(reprise::data_loader_us(t, t.find(calls[0]), 0, share, below), 150, 1e-9);
+  EXPECT_NEAR(reprise::data_loader_us(t, t.find(calls[1]), 0, share, below), 50, 1e-9);
+  EXPECT_EQ(reprise::data_loader_us(t, t.find(calls[2]), 0, share, below), 0);
+  EXPECT_EQ(reprise::data_loader_share(t, units, 0), 0) << "not timed by the capture: estimated per call";
+  EXPECT_EQ(reprise::data_loader_share(t, {t.find(op)}, 200), 0) << "no calls";
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "reprise/comms/communicator.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/read.h"
+#include "step_graphs.h"
 #include "tbe_schema.h"
 #include "test_util.h"
 #include "time_limit.h"
@@ -1073,20 +1074,27 @@ TEST(ReplayPinMemory, HostToDeviceCopiesReadPinnedSourcesWithoutBlocking) {
   const Value batch = m.tensor_on({8, 4}, "cpu"), labels = m.tensor_on({8, 4}, "cpu");
   const Value on_gpu = m.tensor_on({8, 4}, "cuda:0");
   const int64_t into = m.op(copy, {{on_gpu, F}, {batch, F}, {m.b().boolean(false), "Bool"}}, {{on_gpu, F}});
-  const int64_t to = m.op(to_copy, {{labels, F}}, {{m.tensor_on({8, 4}, "cuda:0"), F}});
+  const int64_t to_copied = m.op(to_copy, {{labels, F}}, {{m.tensor_on({8, 4}, "cuda:0"), F}});
+  const int64_t to = m.op(
+      "aten::to.device(Tensor(a) self, Device device, ScalarType dtype, bool non_blocking=False, bool copy=False, "
+      "MemoryFormat? memory_format=None) -> Tensor(a)",
+      {{m.tensor_on({8, 4}, "cpu"), F}, {m.b().device("cuda:0"), "Device"}, {m.b().integer(6), "Int"}},
+      {{m.tensor_on({8, 4}, "cuda:0"), F}});
   const Value made = m.tensor_on({8, 4}, "cpu");
   m.op("aten::relu(Tensor self) -> Tensor", {{m.tensor_on({8, 4}, "cpu"), F}}, {{made, F}});
-  m.op(to_copy, {{made, F}}, {{m.tensor_on({8, 4}, "cuda:0"), F}});
-  m.op(copy, {{m.tensor_on({8, 4}, "cpu"), F}, {m.tensor_on({8, 4}, "cpu"), F}, {m.b().boolean(false), "Bool"}},
-       {{m.tensor_on({8, 4}, "cpu"), F}});
-  m.op(copy, {{m.tensor_on({8, 4}, "cpu"), F}, {m.tensor_on({8, 4}, "cuda:0"), F}, {m.b().boolean(false), "Bool"}},
-       {{m.tensor_on({8, 4}, "cpu"), F}});
+  const int64_t made_copy = m.op(to_copy, {{made, F}}, {{m.tensor_on({8, 4}, "cuda:0"), F}});
+  const int64_t within =
+      m.op(copy, {{m.tensor_on({8, 4}, "cpu"), F}, {m.tensor_on({8, 4}, "cpu"), F}, {m.b().boolean(false), "Bool"}},
+           {{m.tensor_on({8, 4}, "cpu"), F}});
+  const int64_t back =
+      m.op(copy, {{m.tensor_on({8, 4}, "cpu"), F}, {m.tensor_on({8, 4}, "cuda:0"), F}, {m.b().boolean(false), "Bool"}},
+           {{m.tensor_on({8, 4}, "cpu"), F}});
   const Trace t = m.finish();
   ReplayOptions o = quick();
   Plan p = detail::compile_plan(t, o);  // on the CPU the GPU's tensors are host tensors: the plan's logic alone
-  ASSERT_EQ(p.instrs.size(), 6u);
+  ASSERT_EQ(p.instrs.size(), 7u);
   detail::pin_host_copies(t, p);
-  EXPECT_EQ(p.pinned_copies, 2);
+  EXPECT_EQ(p.pinned_copies, 3);
   EXPECT_EQ(p.pageable_copies, 1) << "relu's output: made in the step";
   auto non_blocking = [&](int64_t id) {
     for (const detail::Instr& in : p.instrs)
@@ -1099,10 +1107,14 @@ TEST(ReplayPinMemory, HostToDeviceCopiesReadPinnedSourcesWithoutBlocking) {
     return false;
   };
   EXPECT_TRUE(non_blocking(into));
+  EXPECT_TRUE(non_blocking(to_copied));
   EXPECT_TRUE(non_blocking(to));
+  EXPECT_FALSE(non_blocking(made_copy)) << "left as recorded";
+  EXPECT_FALSE(non_blocking(within));
+  EXPECT_FALSE(non_blocking(back));
   int64_t pinned = 0;
   for (const detail::StorageGroup& g : p.storage_groups) pinned += g.pinned;
-  EXPECT_EQ(pinned, 2) << "the batch's and the labels' storages";
+  EXPECT_EQ(pinned, 3) << "the batch's, the labels' and aten::to's source's storages";
   // Asked of a replay on the CPU: nothing pinned, a warning, and the results say nothing of it.
   o.pin_memory = true;
   const Plan cpu = detail::compile_plan(t, o);
@@ -1130,6 +1142,35 @@ TEST(ReplayCudaGraph, OffAGpuTheStepsRunOpByOpAndTheWarningSaysWhy) {
             r.warnings.end())
       << ::testing::PrintToString(r.warnings);
   EXPECT_FALSE(nlohmann::json::parse(result_json(r)).contains("cuda_graph"));
+}
+
+TEST(ReplayCudaGraph, StepsThatSyncOrWorkOnTheHostAreRefusedBeforeAnyCapture) {
+  // The checks a capture makes first, on the plan alone: GPU ops (a host scalar among their inputs is taken at
+  // launch) can be captured; a .item(), a copy to the host and an op on host tensors cannot.
+  const std::string mul = "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor";
+  const std::string relu = "aten::relu(Tensor self) -> Tensor";
+  auto refusal = [&](int with) {
+    MiniTrace m;
+    m.op(relu, {{m.tensor_on({8, 4}, "cuda:0"), F}}, {{m.tensor_on({8, 4}, "cuda:0"), F}});
+    m.op(mul, {{m.tensor_on({8, 4}, "cuda:0"), F}, {m.tensor_on({}, "cpu"), F}}, {{m.tensor_on({8, 4}, "cuda:0"), F}});
+    if (with == 1)
+      m.op("aten::_local_scalar_dense(Tensor self) -> Scalar", {{m.tensor_on({}, "cuda:0"), F}},
+           {{m.b().real(1.5), "Double"}});
+    if (with == 2) m.op(relu, {{m.tensor_on({8, 4}, "cpu"), F}}, {{m.tensor_on({8, 4}, "cpu"), F}});
+    if (with == 3)
+      m.op("aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)",
+           {{m.tensor_on({8, 4}, "cpu"), F}, {m.tensor_on({8, 4}, "cuda:0"), F}, {m.b().boolean(false), "Bool"}},
+           {{m.tensor_on({8, 4}, "cpu"), F}});
+    const Trace t = m.finish();
+    const Plan p = detail::compile_plan(t, quick());
+    return detail::StepGraphs::refusal(t, p);
+  };
+  EXPECT_EQ(refusal(0), "");
+  EXPECT_NE(refusal(1).find("aten::_local_scalar_dense (node "), std::string::npos) << refusal(1);
+  EXPECT_NE(refusal(1).find("waits for the device on the host"), std::string::npos) << refusal(1);
+  EXPECT_NE(refusal(2).find("aten::relu (node "), std::string::npos) << refusal(2);
+  EXPECT_NE(refusal(2).find("works on host tensors"), std::string::npos) << refusal(2);
+  EXPECT_NE(refusal(3).find("aten::copy_ (node "), std::string::npos) << refusal(3);
 }
 
 TEST(ReplayHostTime, APlainStepTimeAloneTakesTheObserversShareOut) {
