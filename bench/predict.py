@@ -62,6 +62,7 @@ class Bench:
         self.cal = os.path.join(self.work, "calibration.json")
         self.cal_busy = os.path.join(self.work, "calibration-busy.json")
         self.cluster = os.path.join(self.work, "machine.yaml")
+        self.replayed = set()  # the names this run has replayed (their .measured.json is this run's from then on)
 
     def calibrate_gpu(self):
         """The GPU's sweep (one rank, no collectives: a one-GPU machine has nothing to sweep them over)."""
@@ -76,6 +77,8 @@ class Bench:
     def calibrate(self):
         """Microbenchmarks, and collective sweeps over MPI at 2, 4 and 8 ranks (the distributed cases' sizes)."""
         if os.path.exists(self.cal):
+            print(f"reusing the calibration in {self.work} (made {time.ctime(os.path.getmtime(self.cal))}); "
+                  "give another --work to calibrate afresh", flush=True)
             return
         t0 = time.time()
         sweeps = []
@@ -94,7 +97,10 @@ class Bench:
 
     def capture(self, name, workload, args, np_=1):
         out = os.path.join(self.work, name)
-        if not os.path.exists(os.path.join(out, "manifest.json")):
+        manifest = os.path.join(out, "manifest.json")
+        if os.path.exists(manifest):
+            print(f"reusing the capture {out} (made {time.ctime(os.path.getmtime(manifest))})", flush=True)
+        else:
             run(mpi(np_) + [self.reprise, "capture", "--workload", workload, "--out", out, "--threads", "1",
                             "--warmup", "1", "--steps", "2", "-q"] + args)
         return out
@@ -106,6 +112,9 @@ class Bench:
         d = json.load(open(out))
         key = "iteration_seconds_max_over_ranks" if "ranks" in d else "iteration_seconds"
         merged = os.path.join(self.work, f"{name}.measured.json")
+        if name not in self.replayed and os.path.exists(merged):  # an earlier run's, in the same work folder
+            print(f"adding {name}'s replays to an earlier run's in {merged}", flush=True)
+        self.replayed.add(name)
         if os.path.exists(merged):
             m = json.load(open(merged))
             d[key] = m[key] + d[key]
