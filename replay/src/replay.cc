@@ -18,6 +18,7 @@
 #include "reprise/common/stats.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/device/device.h"
+#include "reprise/trace/host_gaps.h"
 #include "reprise/trace/summary.h"
 #include "step_graphs.h"
 #include "time_limit.h"
@@ -166,6 +167,12 @@ void measure(const Trace& trace, detail::Executor& ex, Plan& plan, const ReplayO
     progress.end(graphs ? "a CUDA graph per step" : "not captured");
     if (!graphs) r.warnings.push_back("--cuda-graph: replayed op by op: " + why);
     r.cuda_graph = graphs != nullptr;
+    if (graphs) {  // a graph launch runs no host work between its ops: nothing of it is re-spent
+      r.host_time.scale = 0;
+      r.host_time.mode = host_time_mode(0);
+      r.host_time.seconds = r.host_time.data_loader_seconds = 0;
+      r.host_time.reason = "--cuda-graph: a graph launch re-spends none";
+    }
   }
   progress.begin("measure", o.iterations, "iteration", o.iterations * expected_iteration_seconds);
   if (comm) comm->reset_stats();

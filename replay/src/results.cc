@@ -264,7 +264,9 @@ void print_data_loader(std::FILE* out, const HostTimeReport& h) {
 }
 
 void print_host_time(std::FILE* out, const HostTimeReport& h) {
-  const std::string why = h.reason == "given" ? "--host-time" : "default: " + h.reason;
+  const std::string why = h.reason == "given"            ? "--host-time"
+                          : h.reason.rfind("--", 0) == 0 ? h.reason  // another option's ("--cuda-graph: ...")
+                                                         : "default: " + h.reason;
   if (h.source == "none") {
     std::fprintf(out, "  host time    %s (%s); none re-spent: the trace has no op times\n", h.mode.c_str(),
                  why.c_str());
