@@ -549,6 +549,28 @@ TEST(Cli, GenerateInspectVerifyReplayABundle) {
 // analyze --measure on the built-in mlp with dtype churn built in: the detector's fix (the casts dropped) is built by
 // the generators, kept with --keep (a bundle), and replayed against the capture; the JSON says what was measured. The
 // saving's size is the benchmark's (bench/analyze_measure.py), not a test's.
+// The fixes a GPU replay makes (a CUDA graph, pinned copies) on PARAM's linear GPU trace replayed on the CPU: found,
+// planned with their transforms, and not measured, with the reason, rather than measured as nothing.
+TEST(Cli, AnalyzeMeasureSaysWhyAGpuOnlyFixIsNotMeasuredOnTheCpu) {
+  REPRISE_NEED_SHARED(et, "param/linear_et.json.gz");
+  REPRISE_NEED_SHARED(kineto, "param/linear_kineto.json.gz");
+  const std::string dir = reprise::test::temp_dir() + "/gpu_only_fixes";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(et, dir + "/linear.json.gz", std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(kineto, dir + "/linear.kineto.json.gz", std::filesystem::copy_options::overwrite_existing);
+  const Result m = run("analyze " + dir +
+                       "/linear.json.gz --measure --only launch_bound --pairs 1 --iterations 1 "
+                       "--warmup 0 --device cpu --json " +
+                       dir + "/m.json");
+  ASSERT_EQ(m.status, 0) << m.out;
+  const auto j = nlohmann::json::parse(std::ifstream(dir + "/m.json"));
+  ASSERT_EQ(j["measured"].size(), 1u) << j.dump(1);
+  EXPECT_EQ(j["measured"][0]["transform"], "replay: {cuda_graph: true}");
+  EXPECT_EQ(j["measured"][0]["pairs"], 0);
+  EXPECT_EQ(j["measured"][0]["note"], "not measured: a CUDA graph is a GPU replay's (this one runs on cpu)")
+      << j.dump(1);
+}
+
 TEST(Cli, AnalyzeMeasureReplaysEachFixAgainstTheOriginal) {
   const std::string dir = reprise::test::temp_dir() + "/cli_measure";
   Result c =
