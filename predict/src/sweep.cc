@@ -103,6 +103,18 @@ void gemms(Sweep& s) {
         s.op("aten::bmm(Tensor self, Tensor mat2) -> Tensor", {s.in({batch, m, n}), s.in({batch, n, k})},
              {s.fresh({batch, m, k})});
       }
+  // A recommendation model's feature interaction over its whole batch: [B, F, D] x [B, D, F], F the tables plus the
+  // dense features (a DLRM of 8 tables: 9) and D the embedding width, and the two products of its backward. Tiny
+  // matrices in large batches, which the attention shapes above read at twice their speed (a DLRM's 2,048 x 9 x 64).
+  if (s.quick()) return;
+  for (int64_t batch : s.gpu_sized() ? Shape{512, 4096} : Shape{256, 2048})
+    for (int64_t f : {9, 27})
+      for (int64_t d : {16, 64, 128}) {
+        const Value x = s.in({batch, f, d}), xt = s.in({batch, d, f}), z = s.in({batch, f, f});
+        s.op("aten::bmm(Tensor self, Tensor mat2) -> Tensor", {x, xt}, {s.fresh({batch, f, f})});
+        s.op("aten::bmm(Tensor self, Tensor mat2) -> Tensor", {xt, z}, {s.fresh({batch, d, f})});
+        s.op("aten::bmm(Tensor self, Tensor mat2) -> Tensor", {z, x}, {s.fresh({batch, f, d})});
+      }
 }
 
 // Elementwise, reductions and normalizations over [rows, cols] at sizes from one element to 16 MiB.
