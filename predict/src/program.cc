@@ -220,18 +220,17 @@ BuiltProgram Builder::run() {
     if (timed) gaps = recorded_gaps(t_, units, marker, plain_us, waits);
     b_.op_times = b_.op_times || gaps.timed;
     const double scale = o_.host_time_scale * gaps.keep * 1e-6;  // microseconds recorded -> seconds spent
-    // The DataLoader calls' own time: the capture's plain figure shared by span, else estimated per call (replay's).
-    const double share = below.empty() ? 0 : data_loader_share(t_, units, o_.plain_data_loader_seconds * 1e6);
-    const double per_op = below.empty() || share > 0 ? 0 : observer_us_per_op(t_, units, marker, plain_us, below);
-    const double loader_keep = share > 0 ? share : gaps.keep;
+    const DataLoaderRule rule =                                  // replay's
+        below.empty()
+            ? DataLoaderRule{}
+            : data_loader_rule(t_, units, marker, plain_us, o_.plain_data_loader_seconds * 1e6, gaps.keep, below);
     double pending = 0;  // a unit that issues nothing leaves its gap to the next, as replay's skipped units do
     for (size_t k = 0; k < units.size(); ++k) {
       const uint32_t node = units[k];
       const NodeKind kind = t_.nodes[node].kind;
       pending += gaps.before_us[k] * scale;
       if (std::binary_search(loaders.begin(), loaders.end(), node)) {
-        const double loader =
-            below.empty() ? 0 : data_loader_us(t_, node, per_op, loader_keep, below) * o_.data_loader_scale * 1e-6;
+        const double loader = below.empty() ? 0 : data_loader_us(t_, node, rule, below) * o_.data_loader_scale * 1e-6;
         loader_due_ += loader;
         b_.data_loader_seconds += loader;
         continue;

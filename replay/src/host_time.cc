@@ -72,18 +72,16 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
     // A truncated step (--max-ops): what followed its last op is not replayed, nor is the plain step its time.
     const double plain = p.truncated ? 0 : plain_us;
     const RecordedGaps g = recorded_gaps(t, units[s], p.step_nodes[s], plain, waits);
-    // The calls' own time: the capture's plain figure shared by span, else estimated per call.
-    const double share = loaders ? data_loader_share(t, units[s], o.plain_data_loader_seconds * 1e6) : 0;
-    const double per_op = loaders && share == 0 ? observer_us_per_op(t, units[s], p.step_nodes[s], plain, below) : 0;
-    const double loader_keep = share > 0 ? share : g.keep;
+    const DataLoaderRule rule = loaders ? data_loader_rule(t, units[s], p.step_nodes[s], plain,
+                                                           o.plain_data_loader_seconds * 1e6, g.keep, below)
+                                        : DataLoaderRule{};
     double pending = 0, step_us = 0;  // a unit not replayed (skipped) leaves its gap to the next instruction
     double loader = 0;                // DataLoader time since the last instruction
     for (size_t k = 0; k < units[s].size(); ++k) {
       pending += g.before_us[k];
       const uint32_t in = instr_of[units[s][k]];
       if (in == kNone32) {
-        if (is_data_loader_call(t, t.nodes[units[s][k]]))
-          loader += data_loader_us(t, units[s][k], per_op, loader_keep, below);
+        if (is_data_loader_call(t, t.nodes[units[s][k]])) loader += data_loader_us(t, units[s][k], rule, below);
         continue;
       }
       p.instrs[in].host_ns = ns(pending * g.keep) + loader_ns(loader);

@@ -7,12 +7,6 @@
 namespace reprise::replay::detail {
 namespace {
 
-// The recorded device of a tensor value ("" when the value is not a tensor or the trace has no devices).
-std::string_view device_of(const Trace& t, const Value& v) {
-  if (v.kind != ValueKind::Tensor || !t.tensors[v.ref].has_device) return {};
-  return t.str(t.tensors[v.ref].device);
-}
-
 bool on_gpu(std::string_view device) { return device.rfind("cuda", 0) == 0 || device.rfind("hip", 0) == 0; }
 
 }  // namespace
@@ -26,9 +20,9 @@ void pin_host_copies(const Trace& t, Plan& p) {
     if (!into && name != "aten::to" && name != "aten::_to_copy") continue;
     const Span<Value> ins = t.inputs(n), outs = t.outputs(n);
     const size_t src = into ? 1 : 0;
-    if (ins.size() <= src || device_of(t, ins[src]) != "cpu") continue;
+    if (ins.size() <= src || recorded_device(t, ins[src]) != "cpu") continue;
     const Value* dst = into ? &ins[0] : (outs.size() > 0 ? &outs[0] : nullptr);
-    if (!dst || !on_gpu(device_of(t, *dst)) || src >= in.num_args) continue;
+    if (!dst || !on_gpu(recorded_device(t, *dst)) || src >= in.num_args) continue;
     const ArgSpec& a = p.args[in.args + src];
     const TensorRef* ref = a.kind == ArgSpec::Tensor ? &p.refs[a.index] : nullptr;
     if (!ref || ref->kind != TensorRef::Input) {

@@ -88,6 +88,11 @@ at::Device Compiler::map_device(std::string_view dev) const {
   return p_.device;
 }
 
+std::string_view recorded_device(const Trace& t, const Value& v) {
+  if (v.kind != ValueKind::Tensor || !t.tensors[v.ref].has_device) return {};
+  return t.str(t.tensors[v.ref].device);
+}
+
 Plan compile_plan(const Trace& trace, const ReplayOptions& options) {
   Plan plan;
   plan.trace_device = trace_main_device(trace);

@@ -225,6 +225,10 @@ at::Tensor make_tensor_like(const Trace& trace, const reprise::Tensor& t, at::De
 // Maps an ET dtype string ("float", "c10::Half", "long int") to a ScalarType; false when unknown.
 bool scalar_type_of(std::string_view dtype, at::ScalarType& out);
 
+// The device the trace recorded for a tensor value ("cpu", "cuda:0"); "" when the value is not a tensor or the trace
+// records no devices.
+std::string_view recorded_device(const Trace& t, const Value& v);
+
 // --pin-memory: each host-to-device copy the plan replays (`aten::to`, `_to_copy` or `copy_` reading a tensor the
 // trace saw on the CPU into one it saw on a GPU) reads a source in pinned memory and runs with non_blocking=True, as
 // DataLoader(pin_memory=True) and `.to(device, non_blocking=True)` make it. Marks the sources' storage groups (those

@@ -165,7 +165,7 @@ void measure(const Trace& trace, detail::Executor& ex, Plan& plan, const ReplayO
     progress.begin("capture", static_cast<int64_t>(plan.step_names.size()), "step");
     graphs = detail::StepGraphs::capture(trace, ex, plan, why);
     progress.end(graphs ? "a CUDA graph per step" : "not captured");
-    if (!graphs) r.warnings.push_back("--cuda-graph: replayed op by op: " + why);
+    if (!graphs) r.warnings.push_back("--cuda-graph: replayed op by op: " + (r.cuda_graph_refused = why));
     r.cuda_graph = graphs != nullptr;
     if (graphs) {  // a graph launch runs no host work between its ops: nothing of it is re-spent
       r.host_time.scale = 0;

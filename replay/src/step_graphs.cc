@@ -26,9 +26,7 @@ bool syncs_with_host(std::string_view op) {
 }
 
 bool on_host(const Trace& t, const Value& v, bool scalars_too) {
-  if (v.kind != ValueKind::Tensor || !t.tensors[v.ref].has_device) return false;
-  const reprise::Tensor& x = t.tensors[v.ref];
-  return t.str(x.device) == "cpu" && (scalars_too || x.numel > 1);
+  return recorded_device(t, v) == "cpu" && (scalars_too || t.tensors[v.ref].numel > 1);
 }
 
 // Why step `s` cannot be captured ("" when it can): an op that syncs with the host, one that copies to or from host
@@ -39,12 +37,12 @@ std::string step_refusal(const Trace& t, const Plan& plan, size_t s) {
     if (in.comm >= 0 || in.failed) continue;
     const Node& n = t.nodes[in.node];
     const std::string_view name = t.name(n);
-    const std::string at = std::string(name) + " (node " + std::to_string(n.id) + ")";
-    if (syncs_with_host(name)) return at + " waits for the device on the host";
+    auto at = [&] { return std::string(name) + " (node " + std::to_string(n.id) + ")"; };
+    if (syncs_with_host(name)) return at() + " waits for the device on the host";
     bool host = false;  // a host tensor read (a 0-dim scalar's value is taken at launch) or written
     for (const Value& v : t.inputs(n)) host = host || on_host(t, v, false);
     for (const Value& v : t.outputs(n)) host = host || on_host(t, v, true);
-    if (host) return at + " works on host tensors, which a graph does not run";
+    if (host) return at() + " works on host tensors, which a graph does not run";
   }
   return {};
 }

@@ -462,6 +462,8 @@ struct OneStep {
     s.shape = std::move(shape);
     return b.tensor(s);
   }
+  // A relu of 64 elements under the current parent: the op these tests time.
+  int64_t relu() { return b.op("aten::relu(Tensor self) -> Tensor", {tensor({64})}, {tensor({64})}); }
 };
 
 detail::BuildOptions one_rank() {
@@ -483,10 +485,9 @@ TEST(HostTime, AUnitThatIssuesNothingLeavesItsGapToTheNext) {
   OneStep os;
   TraceBuilder& b = os.b;
   const int64_t step = os.step;
-  auto tensor = [&os](std::vector<int64_t> shape) { return os.tensor(std::move(shape)); };
-  const int64_t first = b.op("aten::relu(Tensor self) -> Tensor", {tensor({64})}, {tensor({64})});
-  const int64_t comm = b.op("c10d::allreduce_", {b.list({tensor({64})})}, {});
-  const int64_t second = b.op("aten::relu(Tensor self) -> Tensor", {tensor({64})}, {tensor({64})});
+  const int64_t first = os.relu();
+  const int64_t comm = b.op("c10d::allreduce_", {b.list({os.tensor({64})})}, {});
+  const int64_t second = os.relu();
   Trace t = b.finish();
   // The step spans 0-70 us: the first op 0-10, the c10d op 30-31, the second 50-60.
   const std::map<int64_t, std::pair<double, double>> times{
@@ -511,13 +512,12 @@ TEST(HostTime, ADataLoaderCallIsNotHostTimeAndIsAddedOnlyWhenAsked) {
   OneStep os;
   TraceBuilder& b = os.b;
   const int64_t step = os.step;
-  auto tensor = [&os](std::vector<int64_t> shape) { return os.tensor(std::move(shape)); };
-  const int64_t first = b.op("aten::relu(Tensor self) -> Tensor", {tensor({64})}, {tensor({64})});
+  const int64_t first = os.relu();
   const int64_t loader = b.annotation("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", step);
   b.set_parent(loader);
-  const int64_t fetch = b.op("aten::randn(SymInt[] size) -> Tensor", {b.list({b.integer(64)})}, {tensor({64})});
+  const int64_t fetch = b.op("aten::randn(SymInt[] size) -> Tensor", {b.list({b.integer(64)})}, {os.tensor({64})});
   b.set_parent(step);
-  const int64_t second = b.op("aten::relu(Tensor self) -> Tensor", {tensor({64})}, {tensor({64})});
+  const int64_t second = os.relu();
   Trace t = b.finish();
   // The step spans 0-200 us: the first op 0-10, the loader's call 20-120 (its op 30-100), the second op 130-140.
   const std::map<int64_t, std::pair<double, double>> times{
@@ -554,7 +554,7 @@ TEST(HostTime, TheCapturesPlainLoaderTimeIsSharedByTheCallsSpans) {
   std::vector<int64_t> calls;
   for (int k = 0; k < 3; ++k)
     calls.push_back(b.annotation("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", os.step));
-  const int64_t op = b.op("aten::relu(Tensor self) -> Tensor", {os.tensor({64})}, {os.tensor({64})});
+  const int64_t op = os.relu();
   Trace t = b.finish();
   set_times(t, {{os.step, {0, 1000}}, {calls[0], {0, 300}}, {calls[1], {400, 100}}, {op, {600, 10}}});
   std::vector<uint32_t> units;
@@ -562,9 +562,9 @@ TEST(HostTime, TheCapturesPlainLoaderTimeIsSharedByTheCallsSpans) {
   const double share = reprise::data_loader_share(t, units, 200);
   EXPECT_NEAR(share, 0.5, 1e-12);
   const std::vector<uint32_t> below = reprise::ops_below(t);
-  EXPECT_NEAR(reprise::data_loader_us(t, t.find(calls[0]), 0, share, below), 150, 1e-9);
-  EXPECT_NEAR(reprise::data_loader_us(t, t.find(calls[1]), 0, share, below), 50, 1e-9);
-  EXPECT_EQ(reprise::data_loader_us(t, t.find(calls[2]), 0, share, below), 0);
+  EXPECT_NEAR(reprise::data_loader_us(t, t.find(calls[0]), {0, share}, below), 150, 1e-9);
+  EXPECT_NEAR(reprise::data_loader_us(t, t.find(calls[1]), {0, share}, below), 50, 1e-9);
+  EXPECT_EQ(reprise::data_loader_us(t, t.find(calls[2]), {0, share}, below), 0);
   EXPECT_EQ(reprise::data_loader_share(t, units, 0), 0) << "not timed by the capture: estimated per call";
   EXPECT_EQ(reprise::data_loader_share(t, {t.find(op)}, 200), 0) << "no calls";
 }

@@ -327,27 +327,19 @@ int cmd_analyze_measure(int argc, char** argv) {
         }
       }
       try {
-        if (fix == ReplayFix::DataLoader) {
-          side.data_loader_scale = 1;
-          fixed_side = side;
-          fixed_side.data_loader_scale = 0;
-        } else if (fix == ReplayFix::HostTime) {
-          fixed_side = side;
-          fixed_side.host_time_scale = 0;
-        } else if (fix == ReplayFix::PinMemory) {
-          fixed_side = side;
-          fixed_side.pin_memory = true;
-        } else if (fix == ReplayFix::CudaGraph) {
-          fixed_side = side;
-          fixed_side.cuda_graph = true;
-        } else {
+        if (fix == ReplayFix::DataLoader) side.data_loader_scale = 1;  // the original re-spends the loader's time
+        if (fix == ReplayFix::None) {
           const gen::Bundle b = gen::read_bundle((work_path / ("fixed-" + detectors[v])).string());
           fixed = gen::load_bundle_rank(b, my_rank);
           fixed_trace = &fixed;
           untimed = original_respends && b.roles[0].timeline.empty();
           if (untimed) side.host_time_scale = 0;  // the variant has no op times: neither side re-spends them
-          fixed_side = side;
         }
+        fixed_side = side;  // the same, but for what the replay's own fix changes
+        fixed_side.data_loader_scale = fix == ReplayFix::DataLoader ? 0 : side.data_loader_scale;
+        if (fix == ReplayFix::HostTime) fixed_side.host_time_scale = 0;
+        fixed_side.pin_memory = fix == ReplayFix::PinMemory;
+        fixed_side.cuda_graph = fix == ReplayFix::CudaGraph;
         for (int p = 0; p < pairs; ++p) {
           double t[2];
           for (int k = 0; k < 2; ++k) {
@@ -403,11 +395,7 @@ int cmd_analyze_measure(int argc, char** argv) {
         say("the original re-spends " + human_seconds(last_orig.host_time.seconds) +
             " of host time a step, the fixed side none (each op still dispatched)");
       else if (fix == ReplayFix::CudaGraph && !last_fixed.cuda_graph)
-        say("the fixed side could not be captured, so it ran op by op too: " + [&last_fixed] {
-          for (const std::string& w : last_fixed.warnings)
-            if (w.rfind("--cuda-graph: ", 0) == 0) return w.substr(14);
-          return std::string("no reason given");
-        }());
+        say("the fixed side could not be captured, so it ran op by op too: " + last_fixed.cuda_graph_refused);
       else if (fix == ReplayFix::CudaGraph)
         say("the fixed side replays each step as one CUDA graph launch; the original re-spends " +
             human_seconds(last_orig.host_time.seconds) + " of host time a step");

@@ -53,20 +53,26 @@ double observer_us_per_op(const Trace& t, const std::vector<uint32_t>& units, ui
   return ops > 0 ? (t.nodes[marker].dur_us - plain_us) / static_cast<double>(ops) : 0;
 }
 
-double data_loader_us(const Trace& t, uint32_t node, double observer_us_per_op, double keep,
-                      const std::vector<uint32_t>& below) {
-  const Node& n = t.nodes[node];
-  if (!n.timed()) return 0;
-  if (observer_us_per_op <= 0) return n.dur_us * keep;
-  return std::max(0.0, n.dur_us - observer_us_per_op * static_cast<double>(below[node]));
-}
-
 double data_loader_share(const Trace& t, const std::vector<uint32_t>& units, double plain_us) {
   if (plain_us <= 0) return 0;
   double spans = 0;
   for (uint32_t u : units)
     if (t.nodes[u].timed() && is_data_loader_call(t, t.nodes[u])) spans += t.nodes[u].dur_us;
   return spans > 0 ? plain_us / spans : 0;
+}
+
+DataLoaderRule data_loader_rule(const Trace& t, const std::vector<uint32_t>& units, uint32_t marker,
+                                double plain_step_us, double plain_loader_us, double gaps_keep,
+                                const std::vector<uint32_t>& below) {
+  if (const double share = data_loader_share(t, units, plain_loader_us); share > 0) return {0, share};
+  return {observer_us_per_op(t, units, marker, plain_step_us, below), gaps_keep};
+}
+
+double data_loader_us(const Trace& t, uint32_t node, const DataLoaderRule& rule, const std::vector<uint32_t>& below) {
+  const Node& n = t.nodes[node];
+  if (!n.timed()) return 0;
+  if (rule.observer_us_per_op <= 0) return n.dur_us * rule.keep;
+  return std::max(0.0, n.dur_us - rule.observer_us_per_op * static_cast<double>(below[node]));
 }
 
 bool gaps_are_framework_time(const Trace& t) { return t.kineto && t.kineto->producer == "python profiler"; }

@@ -195,7 +195,8 @@ struct ReplayResult {
   // --pin-memory: host-to-device copies made non-blocking from pinned memory, and those left pageable (their source
   // is made in the step), per iteration; -1 when not asked or not on a GPU (nothing pinned).
   int64_t pinned_copies = -1, pageable_copies = -1;
-  bool cuda_graph = false;  // --cuda-graph: the measured iterations were graph launches (the warnings say why not)
+  bool cuda_graph = false;         // --cuda-graph: the measured iterations were graph launches
+  std::string cuda_graph_refused;  // --cuda-graph, when they were not: why (also among the warnings)
 
   // One entry per replayed trace iteration per measured repetition.
   std::vector<double> iteration_seconds;

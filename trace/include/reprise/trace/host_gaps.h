@@ -46,18 +46,27 @@ std::vector<uint32_t> ops_below(const Trace& t);
 double observer_us_per_op(const Trace& t, const std::vector<uint32_t>& units, uint32_t marker, double plain_us,
                           const std::vector<uint32_t>& below);
 
-// A DataLoader call's own time (node: its annotation; 0 untimed) for replay's and predict's --data-loader. Under the
-// ET observer, whose cost falls on each op it records, its span less its ops' share of that cost (at least 0): the
-// call runs many small ops, so its span overstates it more than the step's ratio says. Otherwise (no per-op cost
-// known) its span times `keep`, as the gaps (RecordedGaps::keep).
-double data_loader_us(const Trace& t, uint32_t node, double observer_us_per_op, double keep,
-                      const std::vector<uint32_t>& below);
-
 // Where the capture timed a step's DataLoader calls without the observers (`plain_us`, the calls of one step
 // together: a capture manifest's data_loader_seconds), the share of their recorded spans that was their own: plain_us
-// over the spans of the step's calls among `units`, so that data_loader_us(t, call, 0, share, below) gives each call
-// its part of plain_us. 0 when either is unknown (data_loader_us estimates each call then).
+// over the spans of the step's calls among `units`. 0 when either is unknown.
 double data_loader_share(const Trace& t, const std::vector<uint32_t>& units, double plain_us);
+
+// How a step's DataLoader calls are timed for replay's and predict's --data-loader (data_loader_us): each call's span
+// less its ops' share of the ET observer's cost (`observer_us_per_op` > 0), else its span times `keep`.
+struct DataLoaderRule {
+  double observer_us_per_op = 0;
+  double keep = 1;
+};
+// The rule for the step of `units` (marker: its ProfilerStep node): the capture's plain figure for its calls
+// (`plain_loader_us`) shared by span where the capture timed them (data_loader_share); else, under the observer, the
+// spans less their ops' share of its cost (the step ran `plain_step_us` without it: observer_us_per_op), since the
+// calls' many small ops carry more of it than the step's ratio says; else the spans scaled as the gaps (`gaps_keep`,
+// RecordedGaps::keep).
+DataLoaderRule data_loader_rule(const Trace& t, const std::vector<uint32_t>& units, uint32_t marker,
+                                double plain_step_us, double plain_loader_us, double gaps_keep,
+                                const std::vector<uint32_t>& below);
+// A DataLoader call's own time under `rule` (node: its annotation; 0 untimed; at least 0).
+double data_loader_us(const Trace& t, uint32_t node, const DataLoaderRule& rule, const std::vector<uint32_t>& below);
 
 // Whether the trace's op times come from steps profiled without the ET observer (the Python helper's, docs/capture.md),
 // so that its gaps are the framework's own host time: replay and predict re-spend them on a CPU by default only then
