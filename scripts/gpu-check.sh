@@ -201,7 +201,16 @@ cp /tmp/predict_distributed/*.json "$W/" 2>/dev/null
 # On an H200 machine (2026-11-28) 2 and 4 ranks under mpirun ran 1.3-1.4x a role alone, and 8 ranks either 113-128
 # ms or 337-391 ms a step, bound to cores or not, where 8 plain processes ran 67-94 ms each (docs/performance.md):
 # Open MPI's transport (its default, UCX there, against ob1 over shared memory) and its binding (a core each at 2
-# ranks), alternated.
+# ranks), alternated. First what the machine and Open MPI are: hardware threads a core, NUMA nodes, caches, the
+# transport Open MPI picks, and where it binds 8 ranks (the slow mode may be two ranks on one core's hardware
+# threads, or ranks on another NUMA node than their memory).
+lscpu | grep -E "^(Model name|CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node|L3)" | sed 's/  */ /g'
+[ -d /tmp/predict_distributed/dlrm-2 ] &&
+  CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 timeout 60 mpiexec --allow-run-as-root --oversubscribe -np 2 \
+    --mca pml_base_verbose 10 --report-bindings $B/reprise replay /tmp/predict_distributed/dlrm-2 --threads 1 \
+    --iterations 1 --warmup 0 -q --out /tmp/mpi_opt.json 2>&1 | grep -E "component .* selected|bound" | sort -u | head -6
+CUDA_VISIBLE_DEVICES= timeout 30 mpiexec --allow-run-as-root --oversubscribe -np 8 --report-bindings true 2>&1 |
+  grep -E "bound" | head -8
 local k opt np bundle
 for k in 1 2; do
   for opt in default "--bind-to none" "--mca pml ob1 --mca btl self,vader"; do

@@ -87,10 +87,11 @@ int cmd_analyze_measure(int argc, char** argv) {
       "of findings whose fix the generators can build (--list shows the transform), generates the fixed variant,\n"
       "replays it against the original in interleaved pairs (original, fixed, fixed, original, ...) and reports\n"
       "the measured saving per step beside the estimated one. A fix the replay makes itself (replay: {...}: the\n"
-      "data loader's time or the host's gaps left out) replays the original on both sides. Both replay every step\n"
-      "of the trace with the same --host-time: on one process, or, under mpirun/srun with as many ranks as the\n"
-      "trace has, on every rank at once with its collectives (the step is the slowest rank's; the bundles go to a\n"
-      "folder every rank reads: the system's temporary folder, or --keep's on several nodes).\n\noptions");
+      "data loader's time or the host's gaps left out, pinned copies, a CUDA graph a step) replays the original on\n"
+      "both sides. Both replay every step of the trace with the same --host-time: on one process, or, under\n"
+      "mpirun/srun with as many ranks as the trace has, on every rank at once with its collectives (the step is\n"
+      "the slowest rank's; the bundles go to a folder every rank reads: the system's temporary folder, or --keep's\n"
+      "on several nodes).\n\noptions");
   std::vector<std::string> inputs;
   std::string json_out, keep, device, host_time;
   int pairs = 5, iterations = 3, warmup = 1, threads = 0;

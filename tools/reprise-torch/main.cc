@@ -162,7 +162,8 @@ po::options_description replay_options(reprise::replay::LaunchOptions& job, Repl
       "Under mpirun/srun each rank replays its own trace and the collectives run over MPI (CPU) or NCCL (GPU, one\n"
       "GPU per local rank); rank 0 writes the results of every rank. A single process replays the collectives of\n"
       "one-rank traces and skips those of larger ones. Progress goes to stderr: one line per phase (compile,\n"
-      "inputs, validate, warm-up, measure, per-op, write), redrawn in place on a terminal; rank 0 only.\n\noptions");
+      "collectives, inputs, validate, warm-up, capture, measure, per-op, write), redrawn in place on a terminal;\n"
+      "rank 0 only.\n\noptions");
   reprise::replay::ReplayOptions& o = job.replay;
   opts.add_options()("help,h", "show this help")(
       "device", po::value(&o.device), "cpu, cuda, cuda:N or meta (shapes only); default: the trace's device")(
