@@ -29,7 +29,11 @@ gpu          on a GPU (cuda:0): calibrate there (`reprise calibrate --device cud
              but records no launch calls, so each op's host part is its whole host time): gpu_host.
 
 Measurements are replays of the same process on a shared VM: each case is replayed --repeats times, interleaved
-across cases, and the median taken. Exit 1 when a bar is missed (accuracy geomean > 10%, distributed error > 15%,
+across cases, and the median taken. The machine's own speed is watched by a probe (the built-in dlrm at its default
+sizes, captured once, replayed alone: GEMMs and embedding lookups): three replays before and three after the
+calibration, one before each round of measurements. Their ratio, the drift, says how much faster or slower the
+machine ran while the cases were measured than while it was calibrated (a shared VM's neighbours); each case's error
+is also printed adjusted by it (predicted x drift against measured): a diagnostic, the bars judge the error itself. Exit 1 when a bar is missed (accuracy geomean > 10%, distributed error > 15%,
 speed < 1M ops/s or 1,024 ranks > 10 s, ranking neither match nor within 5%). Every launch (captures, calibration,
 replays) is `mpiexec --allow-run-as-root --oversubscribe -np N`, with REPRISE_MPIEXEC_ARGS's words added when set
 (`--mca pml ob1 --mca btl self,vader` on a machine whose default transport is in question).
@@ -63,6 +67,26 @@ class Bench:
         self.cal_busy = os.path.join(self.work, "calibration-busy.json")
         self.cluster = os.path.join(self.work, "machine.yaml")
         self.replayed = set()  # the names this run has replayed (their .measured.json is this run's from then on)
+        # The probe's step at calibration and during this run's measurements (seconds): the machine's drift.
+        self.probe_file = os.path.join(self.work, "probe.json")
+        self.probe_calibration = json.load(open(self.probe_file))["calibration"] if os.path.exists(self.probe_file) else []
+        self.probe_measure = []
+
+    def probe(self, k=1):
+        """The probe's median step over `k` replays (each 5 iterations): the machine's speed now."""
+        src = self.capture("probe", "dlrm", [])
+        out = os.path.join(self.work, "probe-replay.json")
+        got = []
+        for _ in range(k):
+            run([self.reprise, "replay", src, "--threads", "1", "--iterations", "5", "--out", out, "-q"])
+            got.append(json.load(open(out))["median_iteration_seconds"])
+        return got
+
+    def drift(self):
+        """Median probe step while measuring over that while calibrating (None without both)."""
+        if not self.probe_calibration or not self.probe_measure:
+            return None
+        return statistics.median(self.probe_measure) / statistics.median(self.probe_calibration)
 
     def calibrate_gpu(self):
         """The GPU's sweep (one rank, no collectives: a one-GPU machine has nothing to sweep them over)."""
@@ -80,6 +104,7 @@ class Bench:
             print(f"reusing the calibration in {self.work} (made {time.ctime(os.path.getmtime(self.cal))}); "
                   "give another --work to calibrate afresh", flush=True)
             return
+        before = self.probe(3)
         t0 = time.time()
         sweeps = []
         for world in (2, 4, 8):
@@ -94,6 +119,12 @@ class Bench:
         # world the cases replay; memory contention is measured for 2, 4, ... of them).
         run(mpi(min(os.cpu_count() or 2, 8)) + [self.reprise, "calibrate", "--out", self.cal_busy] + common + sweeps)
         print(f"calibrated in {time.time() - t0:.0f} s: {self.cal} (one rank), {self.cal_busy} (every core)", flush=True)
+        after = self.probe(3)
+        self.probe_calibration = before + after
+        with open(self.probe_file, "w") as f:
+            json.dump({"calibration": self.probe_calibration, "before": before, "after": after}, f)
+        print(f"probe at calibration: {1e3 * statistics.median(before):.2f} ms before, "
+              f"{1e3 * statistics.median(after):.2f} ms after", flush=True)
 
     def capture(self, name, workload, args, np_=1):
         out = os.path.join(self.work, name)
@@ -142,18 +173,30 @@ class Bench:
             if os.path.exists(os.path.join(self.work, f"{n}.measured.json")):
                 os.remove(os.path.join(self.work, f"{n}.measured.json"))
         for _ in range(self.a.repeats):
+            if self.probe_calibration:
+                self.probe_measure += self.probe()
             for n, p, np_ in items:
                 got[n].append(self.replay(p, np_, n))
+        if self.probe_measure:
+            with open(self.probe_file, "w") as f:
+                json.dump({"calibration": self.probe_calibration, "measure": self.probe_measure}, f)
         return {n: statistics.median(v) for n, v in got.items()}, got
 
 
-def report(rows, title):
+def report(rows, title, b=None):
     print(f"\n{title}")
-    print(f"  {'workload':28} {'measured':>11} {'predicted':>11} {'error':>8}  interval")
+    d = b.drift() if b else None
+    if d is not None:
+        print(f"  machine drift x{d:.3f}: the probe's step {1e3 * statistics.median(b.probe_measure):.2f} ms while "
+              f"measuring ({len(b.probe_measure)} replays, {1e3 * min(b.probe_measure):.2f}..{1e3 * max(b.probe_measure):.2f}) "
+              f"against {1e3 * statistics.median(b.probe_calibration):.2f} ms at calibration")
+    print(f"  {'workload':28} {'measured':>11} {'predicted':>11} {'error':>8}  interval"
+          + ("; error with the predictions x drift" if d is not None else ""))
     for r in rows:
         inside = "in" if r["lo"] <= r["measured"] <= r["hi"] else "out"
+        adjusted = f"; {100 * (r['predicted'] * d / r['measured'] - 1):+.1f}% x drift" if d is not None else ""
         print(f"  {r['name']:28} {r['measured'] * 1e3:9.2f}ms {r['predicted'] * 1e3:9.2f}ms {100 * r['error']:+7.1f}%  "
-              f"{r['lo'] * 1e3:.2f}..{r['hi'] * 1e3:.2f} ms ({inside}); spread {100 * r['spread']:.1f}%")
+              f"{r['lo'] * 1e3:.2f}..{r['hi'] * 1e3:.2f} ms ({inside}); spread {100 * r['spread']:.1f}%{adjusted}")
 
 
 def validate(b, items, title, predicted=None):
@@ -177,6 +220,9 @@ def rows_of(b, items, preds, measured=None):
         rows.append({"name": n, "measured": med[n], "predicted": p["iteration_seconds"], "lo": p["interval"]["lo"],
                      "hi": p["interval"]["hi"], "error": p["iteration_seconds"] / med[n] - 1, "spread": spread,
                      "samples": raw[n], "coverage": p["coverage"]["fraction"]})
+        if b.drift() is not None:
+            rows[-1]["drift"] = b.drift()
+            rows[-1]["error_with_drift"] = p["iteration_seconds"] * b.drift() / med[n] - 1
     return rows
 
 
@@ -209,7 +255,7 @@ def accuracy_of(b, items, title, what, kind, bar, measured=None, suffix=""):
     preds = {n: b.predict(p, n + suffix, np_) for n, p, np_ in items}
     rows = rows_of(b, items, preds, measured)
     g = gmean_abs([r["error"] for r in rows])
-    report(rows, f"{title} ({what}; geomean |error| {100 * g:.1f}%, {kind} {100 * bar:.0f}%)")
+    report(rows, f"{title} ({what}; geomean |error| {100 * g:.1f}%, {kind} {100 * bar:.0f}%)", b)
     validate(b, items, title, {n: n + suffix for n, _, _ in items})
     return {"rows": rows, "geomean_abs_error": g, "pass": g <= bar}
 
@@ -267,7 +313,7 @@ def worst_within(b, items, title, name, bar=0.15):
     preds = {n: b.predict(p, n, np_) for n, p, np_ in items}
     rows = rows_of(b, items, preds)
     worst = max(abs(r["error"]) for r in rows)
-    report(rows, f"{title} (worst |error| {100 * worst:.1f}%, bar {100 * bar:.0f}%)")
+    report(rows, f"{title} (worst |error| {100 * worst:.1f}%, bar {100 * bar:.0f}%)", b)
     validate(b, items, name)
     return {"rows": rows, "worst_abs_error": worst, "pass": worst <= bar}
 
@@ -328,7 +374,7 @@ def ranking_of(b, items, title):
     b.calibrate()
     preds = {n: b.predict(p, n, np_) for n, p, np_ in items}
     rows = rows_of(b, items, preds)
-    report(rows, title)
+    report(rows, title, b)
     validate(b, items, title.split()[0])
     return order_of(rows)
 
@@ -405,7 +451,7 @@ def case_ranking_generated(b):
     med, raw = b.measure(items + gen_items)
     rows = rows_of(b, items, preds, (med, raw))
     report(rows, f"ranking of sharding plans generated from the {source_plan} capture (measured: the real captures' "
-                 "replays)")
+                 "replays)", b)
     validate(b, items, f"ranking-{tag}", predicted)
     print(f"\n  {'plan':28} {'generated replay / real replay':>32}")
     fidelity = {}
