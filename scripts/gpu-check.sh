@@ -11,7 +11,8 @@
 #      the host overheads measured from the captures' host timelines (calibrate --host-from);
 #   6. fbgemm's table-batched embeddings emulated on the GPU (replay --emulate-tbe, PARAM's DLRM, when present);
 #   7. (named only: GPU_CHECK_ONLY=7) issue 13's distributed CPU bar on the machine's cores, a core per rank, then
-#      2 and 8 ranks under Open MPI's default transport, --bind-to none and ob1 over shared memory, alternated.
+#      2 and 8 ranks under Open MPI's default transport, --bind-to none and ob1 over shared memory, alternated; the
+#      machine's cores and Open MPI's bindings; each of 8 ranks' CPU time, faults and switches, launched and plain.
 # --full adds the older checks: every test binary, NCCL sweeps on one rank, the fidelity, replay-overhead and
 # capture-overhead benchmarks. Writes everything under ${GPU_CHECK_DIR:-bench/out/gpu}. GPU_CHECK_ONLY="5 3 6" runs
 # those sections in that order; GPU_CHECK_ANTI="sync" runs that case alone of section 3's (sync, unfused, loop; and
@@ -228,6 +229,21 @@ for k in 1 2; do
     done
   done
 done
+# What each of the 8 ranks cost the machine (bench/rusage.py: CPU seconds, faults, context switches) under mpirun and
+# as 8 plain processes at once: the ops slower for the same work (user time), the kernel's (system time, faults) or a
+# shared core (involuntary switches).
+bundle=/tmp/predict_distributed/bundle-dlrm-8
+if [ -d $bundle ]; then
+  CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 timeout 90 mpiexec --allow-run-as-root --oversubscribe --tag-output -np 8 \
+    python3 bench/rusage.py "8 ranks, mpiexec" $B/reprise replay $bundle --threads 1 --iterations 10 -q \
+    --out /tmp/mpi_opt.json 2>&1 | grep -E "rusage|rank [0-9]:"
+  for r in 0 1 2 3 4 5 6 7; do
+    CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 timeout 90 python3 bench/rusage.py "8 ranks, plain, role $r" $B/reprise \
+      replay $bundle --rank $r --threads 1 --iterations 10 -q --out /tmp/plain_$r.json 2>&1 | grep -E "rusage|rank -:" &
+  done
+  wait
+  rm -f /tmp/mpi_opt.json /tmp/plain_?.json
+fi
 }
 
 for n in ${GPU_CHECK_ONLY:-1 2 3 4 5 6}; do  # in the order named
