@@ -280,30 +280,57 @@ TEST(Bundle, KeepsTheOpTimesUnlessATransformChangesTheOps) {
   test::write_file(out + "/" + b.roles[0].timeline, "changed");
   EXPECT_EQ(check_hashes(b).size(), 1u);
 
-  // perturb: drop keeps them, closed over the dropped ops: each time moves earlier by the 5 us of every relu before it.
+  // perturb: drop keeps them, closed over the dropped ops and the host's time that issued each (the gap before it,
+  // from the op before it in its step): between two kept ops with relus dropped between them, the gap is the one after
+  // the last relu; elsewhere the gaps and every op's span stay as they were.
   {
     const TraceSet source = load_traces({job});
     const Trace& before = source.ranks[0];
-    std::vector<int64_t> relus;
-    for (const Node& n : before.nodes)
-      if (before.name(n) == "aten::relu") relus.push_back(n.id);
-    ASSERT_FALSE(relus.empty());
     const std::string out3 = test::temp_dir() + "/dropped";
     r = generate_from_config(
         config("dropped", "source: " + job + "\ntransforms:\n  - perturb: {drop: '^aten::relu$'}\n"), quiet(out3));
     Bundle d = read_bundle(out3);
     EXPECT_EQ(d.roles[0].timeline, "traces/role-0.kineto.json.gz");
     Trace dt = load_bundle_rank(d, 0);
-    int64_t checked = 0;
-    for (const Node& n : dt.nodes) {
-      if (n.kind != NodeKind::Operator || n.ts_us < 0) continue;
-      EXPECT_NE(dt.name(n), "aten::relu");
-      const auto earlier = std::count_if(relus.begin(), relus.end(), [&](int64_t id) { return id < n.id; });
-      EXPECT_EQ(n.ts_us, 10.0 * static_cast<double>(n.id) - 5.0 * static_cast<double>(earlier)) << n.id;
-      EXPECT_EQ(n.dur_us, 5) << n.id;
+    auto outermost = [](const Trace& t) {  // operators not called by an operator, by id
+      std::vector<const Node*> out;
+      for (const Node& n : t.nodes)
+        if (n.kind == NodeKind::Operator && n.ts_us >= 0 &&
+            (n.parent == kNone32 || t.nodes[n.parent].kind != NodeKind::Operator))
+          out.push_back(&n);
+      std::sort(out.begin(), out.end(), [](const Node* a, const Node* b) { return a->id < b->id; });
+      return out;
+    };
+    auto step = [](const Trace& t, const Node& n) {
+      for (uint32_t p = n.parent; p != kNone32; p = t.nodes[p].parent)
+        if (t.name(t.nodes[p]).rfind("ProfilerStep#", 0) == 0) return static_cast<int64_t>(t.nodes[p].id);
+      return int64_t{-1};
+    };
+    std::map<int64_t, const Node*> kept;
+    for (const Node* n : outermost(dt)) {
+      EXPECT_NE(dt.name(*n), "aten::relu");
+      EXPECT_EQ(n->dur_us, 5) << n->id;
+      kept[n->id] = n;
+    }
+    const std::vector<const Node*> src = outermost(before);
+    int64_t checked = 0, after_drops = 0;
+    for (size_t k = 1; k < src.size(); ++k) {
+      if (!kept.count(src[k]->id)) continue;
+      size_t a = k - 1;  // the kept op before it, past the relus dropped between
+      while (a > 0 && !kept.count(src[a]->id)) --a;
+      if (!kept.count(src[a]->id)) continue;
+      const double gap = kept[src[k]->id]->ts_us - (kept[src[a]->id]->ts_us + 5);
+      const Node& last = *src[k - 1];
+      double want = src[k]->ts_us - (last.ts_us + last.dur_us);  // the gap before this op, as it was
+      // Relus dropped between: each took its gap before it too, but for one that opened its step.
+      for (size_t x = a + 1; x < k; ++x)
+        if (step(before, *src[x]) != step(before, *src[x - 1])) want += src[x]->ts_us - (src[x - 1]->ts_us + 5);
+      after_drops += a + 1 < k;
+      EXPECT_DOUBLE_EQ(gap, want) << src[a]->id << " -> " << src[k]->id;
       ++checked;
     }
     EXPECT_GT(checked, 10);
+    EXPECT_GT(after_drops, 2);
   }
 
   // A dtype, across the trace or for some ops with casts at their seams, keeps them: the same ops, the host's gaps

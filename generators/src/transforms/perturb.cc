@@ -164,26 +164,47 @@ bool within(const Trace& t, uint32_t i, const OpPattern& scope) {
   return false;
 }
 
+uint32_t root_of(const Trace& t, uint32_t i) {
+  while (t.nodes[i].parent != kNone32) i = t.nodes[i].parent;
+  return i;
+}
+
+// The ProfilerStep annotation an op runs in (kNone32 outside any).
+uint32_t step_of(const Trace& t, uint32_t i) {
+  for (uint32_t p = t.nodes[i].parent; p != kNone32; p = t.nodes[p].parent)
+    if (t.name(t.nodes[p]).rfind("ProfilerStep#", 0) == 0) return p;
+  return kNone32;
+}
+
+// Each matching op goes with its subtree, and its time with the host's time before it since the op before it on its
+// thread in its step ended: what the framework spent issuing it (Python, the argument parsing, autograd's engine
+// reaching a backward node), which a program without the op does not spend either. The gap after it stays: it is the
+// next op's.
 void drop_ops(Trace& t, const OpPattern& drop, const OpPattern* scope, Workspace& ws) {
   std::vector<bool> keep(t.nodes.size(), true);
   std::vector<std::pair<double, double>> spans;
   size_t dropped = 0;
+  struct Last {
+    uint32_t step = kNone32;
+    double end = -1;
+  };
+  std::map<uint32_t, Last> last;  // per thread (root node): the step and end of its latest timed op
   for (uint32_t i : outermost_ops(t)) {
     const Node& n = t.nodes[i];
+    const bool timed = n.ts_us >= 0 && n.dur_us >= 0;
+    Last& before = last[root_of(t, i)];
+    const uint32_t step = step_of(t, i);
+    const double issued = before.step == step && before.end >= 0 ? std::min(before.end, n.ts_us) : n.ts_us;
+    if (timed) before = {step, std::max(before.step == step ? before.end : -1, n.ts_us + n.dur_us)};
     if (!drop.matches(t.name(n)) || (scope && !within(t, i, *scope))) continue;
     keep[i] = false, ++dropped;
-    if (n.ts_us >= 0 && n.dur_us > 0) spans.emplace_back(n.ts_us, n.ts_us + n.dur_us);
+    if (timed && n.ts_us + n.dur_us > issued) spans.emplace_back(issued, n.ts_us + n.dur_us);
   }
   const std::string what = scope ? "'" + drop.text + "' within '" + scope->text + "'" : "'" + drop.text + "'";
   if (dropped == 0) throw UserError(drop.where + ": drop: " + what + " matches no replayed op in " + t.source);
   keep_nodes(t, keep);
   close_dropped_time(t, std::move(spans));
   ws.note("perturb: " + t.source + ": dropped " + std::to_string(dropped) + " ops matching " + what);
-}
-
-uint32_t root_of(const Trace& t, uint32_t i) {
-  while (t.nodes[i].parent != kNone32) i = t.nodes[i].parent;
-  return i;
 }
 
 // Whether an outermost op belongs in a run: a matching op; an autograd wrapper (a backward function) every op of
@@ -308,11 +329,11 @@ TransformStep parse_perturb(const YAML::Node& p, const ConfigContext& cx) {
 
 }  // namespace
 
-// The op times (a linked Kineto trace's or a capture's) closed over the dropped ops' spans: each time moves earlier by
-// the time dropped before it, so an op's span ends where the next began, the gaps on either side (the host time
-// replay's --host-time re-spends) stay as they were, and what the dropped ops took, a sync's wait included, is gone.
-// Host waits inside a dropped span go with it. Spans that overlap or touch (ops of two threads at once, a fused run's
-// members and the gaps between them) count once.
+// The op times (a linked Kineto trace's or a capture's) closed over the dropped spans (an op's, with the host's time
+// that issued it where the caller says so): each time moves earlier by the time dropped before it, the gaps outside
+// the spans (the host time replay's --host-time re-spends) stay as they were, and what the spans took, a sync's wait
+// included, is gone. Host waits inside a dropped span go with it. Spans that overlap or touch (ops of two threads at
+// once, a fused run's members and the gaps between them) count once.
 void close_dropped_time(Trace& t, std::vector<std::pair<double, double>> dropped) {
   if (dropped.empty()) return;
   const std::vector<std::pair<double, double>> spans = merge_intervals(std::move(dropped));  // by begin and by end
