@@ -1,6 +1,7 @@
 // Measured savings: which classes of findings the generators can fix, and what each fix is estimated to save per
 // step. `reprise analyze --measure` (reprise-torch) builds and replays the variants; this library never replays.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <utility>
@@ -9,6 +10,32 @@
 #include "reprise/analyze/analyze.h"
 
 namespace reprise::analyze {
+
+MedianInterval median_interval(std::vector<double> xs, double confidence) {
+  MedianInterval r;
+  const size_t n = xs.size();
+  if (n == 0) return r;
+  std::sort(xs.begin(), xs.end());
+  // below[k]: P(B < k + 1) for B ~ Binomial(n, 1/2), k = 0 .. n/2, built from the binomial coefficients in doubles.
+  std::vector<double> below;
+  double term = std::pow(0.5, double(n)), sum = 0;
+  for (size_t k = 0; k <= n / 2; ++k) {
+    sum += term;
+    below.push_back(sum);
+    term = term * double(n - k) / double(k + 1);
+  }
+  size_t k = 1;  // 1-based order statistic: x(1) .. x(n) at the least
+  for (size_t c = 2; c <= (n + 1) / 2; ++c)
+    if (1 - 2 * below[c - 1] >= confidence) k = c;
+  r.lo = xs[k - 1];
+  r.hi = xs[n - k];
+  r.coverage = n == 1 ? 0 : 1 - 2 * below[k - 1];
+  return r;
+}
+
+bool MeasuredFix::resolved() const {
+  return pairs > 0 && interval_coverage >= 0.9 && (interval_lo_us > 0 || interval_hi_us < 0);
+}
 
 std::vector<MeasuredFix> plan_fixes(const Analysis& a, bool every_rank) {
   std::map<int, size_t> steps;

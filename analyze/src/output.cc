@@ -141,6 +141,19 @@ void print_measured(std::FILE* out, const Analysis& a) {
                  any->pairs, any->device.c_str(), any->host_time.c_str());
   for (const MeasuredFix& m : a.measured)
     if (m.pairs > 0 && !m.note.empty()) std::fprintf(out, "%s: %s\n", m.detector.c_str(), m.note.c_str());
+  // A saving is only as good as the pairs agree: say which are within the replays' noise.
+  for (const MeasuredFix& m : a.measured) {
+    if (m.pairs == 0 || m.resolved()) continue;
+    if (m.interval_coverage < 0.9)
+      std::fprintf(out, "%s: %d pair(s) give no 90%% interval of the median: not resolved; give --pairs 5 or more\n",
+                   m.detector.c_str(), m.pairs);
+    else
+      std::fprintf(out,
+                   "%s: within the replays' noise: the median's %.0f%% interval, %s to %s, holds 0; more --pairs "
+                   "narrow it\n",
+                   m.detector.c_str(), 100 * m.interval_coverage, time_text(m.interval_lo_us).c_str(),
+                   time_text(m.interval_hi_us).c_str());
+  }
 }
 
 }  // namespace
@@ -179,6 +192,9 @@ std::string analysis_json(const Analysis& a, bool with_windows) {
         x["fixed_us"] = m.fixed_us;
         x["saving_us"] = m.saving_us;
         x["saving_range_us"] = {m.saving_lo_us, m.saving_hi_us};
+        x["saving_interval_us"] = {m.interval_lo_us, m.interval_hi_us};
+        x["interval_coverage"] = m.interval_coverage;
+        x["resolved"] = m.resolved();
       }
       if (!m.note.empty()) x["note"] = m.note;
       j["measured"].push_back(std::move(x));

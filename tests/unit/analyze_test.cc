@@ -194,6 +194,70 @@ TEST(Analyze, AJobsPlanHasOneFixPerClassWithTheLargestRanksEstimate) {
   EXPECT_NE(printed.find("dtype_churn               all"), std::string::npos) << printed;
 }
 
+// The sign test's interval of a median, by hand: 5 values give their range (1 - 2/32 = 93.75%), 9 the 2nd to the 8th
+// (1 - 2 x 10/512), 15 the 4th to the 12th (1 - 2 x 576/32768); 4 are too few for 90% (their range, 87.5%).
+TEST(AnalyzeMeasure, MedianIntervalIsTheSignTestsOrderStatistics) {
+  auto check = [](std::vector<double> xs, double lo, double hi, double coverage) {
+    const analyze::MedianInterval r = analyze::median_interval(xs);
+    EXPECT_DOUBLE_EQ(r.lo, lo) << xs.size();
+    EXPECT_DOUBLE_EQ(r.hi, hi) << xs.size();
+    EXPECT_DOUBLE_EQ(r.coverage, coverage) << xs.size();
+  };
+  check({3, 1, 5, 2, 4}, 1, 5, 0.9375);
+  check({9, 1, 8, 2, 7, 3, 6, 4, 5}, 2, 8, 1 - 2 * 10.0 / 512);
+  std::vector<double> fifteen;
+  for (int k = 15; k >= 1; --k) fifteen.push_back(k);
+  check(fifteen, 4, 12, 1 - 2 * 576.0 / 32768);
+  check({4, 1, 3, 2}, 1, 4, 0.875);
+  check({7}, 7, 7, 0);
+  check({}, 0, 0, 0);
+  EXPECT_DOUBLE_EQ(analyze::median_interval({3, 1, 5, 2, 4}, 0.95).coverage, 0.9375);  // the widest there is
+
+  // Resolved when that interval, at 90% or more, leaves 0 out.
+  analyze::MeasuredFix m;
+  m.pairs = 5;
+  m.interval_lo_us = 10, m.interval_hi_us = 50, m.interval_coverage = 0.9375;
+  EXPECT_TRUE(m.resolved());
+  m.interval_lo_us = -10;
+  EXPECT_FALSE(m.resolved());
+  m.interval_lo_us = -50, m.interval_hi_us = -10;
+  EXPECT_TRUE(m.resolved());  // a fix that costs time, resolved as such
+  m.pairs = 4, m.interval_coverage = 0.875;
+  EXPECT_FALSE(m.resolved());
+  // The table says which savings are noise, and why.
+  analyze::Analysis a = two_ranks(1);
+  analyze::Finding f;
+  f.detector = "dtype_churn";
+  f.ranks = {0};
+  f.saving_us = 610;
+  a.findings.push_back(f);
+  m.detector = "dtype_churn";
+  m.pairs = 5, m.interval_coverage = 0.9375, m.interval_lo_us = -335, m.interval_hi_us = 523;
+  a.measured.push_back(m);
+  m.detector = "host_sync";
+  m.pairs = 1, m.interval_coverage = 0, m.interval_lo_us = m.interval_hi_us = 40;
+  a.measured.push_back(m);
+  char* text = nullptr;
+  size_t size = 0;
+  std::FILE* out = open_memstream(&text, &size);
+  analyze::print_analysis(out, a, 0);
+  std::fclose(out);
+  const std::string printed(text, size);
+  std::free(text);
+  EXPECT_NE(
+      printed.find("dtype_churn: within the replays' noise: the median's 94% interval, -335 us to 523 us, holds 0"),
+      std::string::npos)
+      << printed;
+  EXPECT_NE(
+      printed.find("host_sync: 1 pair(s) give no 90% interval of the median: not resolved; give --pairs 5 or more"),
+      std::string::npos)
+      << printed;
+  const auto j = nlohmann::json::parse(analyze::analysis_json(a, false));
+  EXPECT_EQ(j["measured"][0]["resolved"], false);
+  EXPECT_EQ(j["measured"][0]["saving_interval_us"][0], -335);
+  EXPECT_DOUBLE_EQ(j["measured"][0]["interval_coverage"].get<double>(), 0.9375);
+}
+
 TEST(Analyze, UnfusedElementwiseIsFixedByFusingItsRunsOutsideTheOptimizer) {
   for (const analyze::DetectorInfo& d : analyze::detectors()) {
     if (d.id != "unfused_elementwise") continue;

@@ -592,6 +592,8 @@ TEST(Cli, AnalyzeMeasureReplaysEachFixAgainstTheOriginal) {
   EXPECT_GT(x["fixed_us"].get<double>(), 0);
   // Two hidden activations, each cast there and back, and autograd's two casts back for each: 8 ops dropped.
   EXPECT_EQ(x["note"], "8 op(s) dropped per pass") << x.dump();
+  EXPECT_EQ(x["resolved"], false) << "one pair resolves nothing";
+  EXPECT_NE(m.out.find("dtype_churn: 1 pair(s) give no 90% interval of the median"), std::string::npos) << m.out;
   for (const char* b : {"/variants/original/benchmark.yaml", "/variants/fixed-dtype_churn/benchmark.yaml"})
     EXPECT_TRUE(std::filesystem::exists(dir + b)) << b;
 

@@ -377,6 +377,8 @@ int cmd_analyze_measure(int argc, char** argv) {
       m->saving_us = median(savings);
       m->saving_lo_us = *std::min_element(savings.begin(), savings.end());
       m->saving_hi_us = *std::max_element(savings.begin(), savings.end());
+      const analyze::MedianInterval ci = analyze::median_interval(savings);
+      m->interval_lo_us = ci.lo, m->interval_hi_us = ci.hi, m->interval_coverage = ci.coverage;
       std::string note;
       auto say = [&note](const std::string& what) { note += (note.empty() ? "" : "; ") + what; };
       const int64_t dropped = last_orig.ops_selected - last_fixed.ops_selected;

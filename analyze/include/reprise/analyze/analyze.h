@@ -120,6 +120,10 @@ struct MeasuredFix {
   double original_us = 0, fixed_us = 0;  // median replayed step of each
   // original - fixed per pair (each side the median of its iterations): the median over pairs and the range.
   double saving_us = 0, saving_lo_us = 0, saving_hi_us = 0;
+  // The median's interval over the pairs (median_interval: 90% or more where the pairs allow, its coverage here);
+  // the saving is resolved when the interval leaves 0 out at that confidence, else it is within the replays' noise.
+  double interval_lo_us = 0, interval_hi_us = 0, interval_coverage = 0;
+  bool resolved() const;
   std::string device;     // where it was replayed
   std::string host_time;  // replay's --host-time mode on both sides: "none", "recorded", "scale"
   std::string note;       // why it was not measured, or what the replay left out
@@ -136,6 +140,15 @@ struct Analysis {
 
 // Analyzes each rank's Kineto timeline (a trace without one is refused with a one-line UserError naming it).
 Analysis analyze(const TraceSet& set, const Options& options = {});
+
+// A distribution-free interval of the median of `xs` (the sign test's): the order statistics x(k) and x(n+1-k) of
+// the sorted values, k the largest whose coverage, 1 - 2 P(Binomial(n, 1/2) < k), is at least `confidence`; with too
+// few values for that (fewer than 5 at 90%), the minimum and maximum and their coverage, below it. 5 values give
+// their range at 93.75%, 9 the second smallest to the second largest at 96.1%.
+struct MedianInterval {
+  double lo = 0, hi = 0, coverage = 0;
+};
+MedianInterval median_interval(std::vector<double> xs, double confidence = 0.9);
 
 // One MeasuredFix per class of findings per rank, with its transform (or a note that none builds it) and the
 // estimated saving per step; the measured fields are left for the caller that replays. With `every_rank`, one per
