@@ -113,6 +113,37 @@ void print_classifier(std::FILE* out, const Analysis& a) {
   if (only.size() > 10) std::fprintf(out, "  ... %zu more in the JSON (windows' \"learned\")\n", only.size() - 10);
 }
 
+// --measure in the HTML report: each class's estimate beside what replay measured, the median's interval over the
+// pairs and whether it resolves a saving.
+std::string measured_html(const Analysis& a) {
+  if (a.measured.empty()) return "";
+  std::string h =
+      "<h2>Measured savings per step</h2><p class=small>Each fix, built by the generators or by the replay, replayed "
+      "against the original in interleaved pairs; each side the median of its steps. The interval is the sign "
+      "test's for the median over the pairs.</p><table><tr><th>class</th><th>rank</th><th class=num>estimated</th>"
+      "<th class=num>measured</th><th class=num>interval</th><th class=num>pairs</th><th class=num>original</th>"
+      "<th class=num>fixed</th><th>verdict</th><th>note</th></tr>\n";
+  for (const MeasuredFix& m : a.measured) {
+    const std::string rank = m.rank < 0 ? "all" : std::to_string(m.rank);
+    h += "<tr><td>" + html_escape(m.detector) + "</td><td>" + rank + "</td><td class=num>" + time_text(m.estimated_us) +
+         "</td>";
+    if (m.pairs == 0) {
+      h += "<td class=num>-</td><td></td><td class=num>0</td><td></td><td></td><td>not measured</td><td>" +
+           html_escape(m.note) + "</td></tr>\n";
+      continue;
+    }
+    const std::string verdict = m.resolved()                ? "resolved"
+                                : m.interval_coverage < 0.9 ? "too few pairs"
+                                                            : "within the noise";
+    h += "<td class=num><b>" + time_text(m.saving_us) + "</b></td><td class=num>" + time_text(m.interval_lo_us) +
+         " to " + time_text(m.interval_hi_us) + " <span class=small>(" + num(100 * m.interval_coverage) +
+         "%)</span></td><td class=num>" + std::to_string(m.pairs) + "</td><td class=num>" + time_text(m.original_us) +
+         "</td><td class=num>" + time_text(m.fixed_us) + "</td><td>" + verdict + "</td><td class=small>" +
+         html_escape(m.note) + "</td></tr>\n";
+  }
+  return h + "</table>\n";
+}
+
 // --measure: each class's estimated saving per step beside the one replay measured.
 void print_measured(std::FILE* out, const Analysis& a) {
   if (a.measured.empty()) return;
@@ -360,7 +391,9 @@ std::string analysis_html(const Analysis& a, const TraceSet& set) {
     h += "<tr><td title=\"" + html_escape(info_of(id).looks_for) + "\">" + html_escape(info_of(id).title) +
          " <span class=small>(" + id + ")</span></td><td class=num>" + std::to_string(v.first) + "</td><td class=num>" +
          time_text(v.second) + "</td><td class=fix>" + html_escape(info_of(id).fix) + "</td></tr>\n";
-  h += "</table>\n<h2>Worst windows first</h2>\n";
+  h += "</table>\n";
+  h += measured_html(a);
+  h += "<h2>Worst windows first</h2>\n";
 
   // Each window: a strip of its GPU (or host) busy time with the findings' instances under it.
   std::map<int, detail::Timeline> tls;

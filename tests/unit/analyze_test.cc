@@ -256,6 +256,15 @@ TEST(AnalyzeMeasure, MedianIntervalIsTheSignTestsOrderStatistics) {
   EXPECT_EQ(j["measured"][0]["resolved"], false);
   EXPECT_EQ(j["measured"][0]["saving_interval_us"][0], -335);
   EXPECT_DOUBLE_EQ(j["measured"][0]["interval_coverage"].get<double>(), 0.9375);
+  // The HTML report leads with them, each with its verdict.
+  const std::string html = analyze::analysis_html(a, TraceSet{});
+  const size_t measured = html.find("<h2>Measured savings per step</h2>");
+  EXPECT_NE(measured, std::string::npos);
+  EXPECT_LT(measured, html.find("<h2>Worst windows first</h2>"));
+  EXPECT_NE(html.find("-335 us to 523 us <span class=small>(93.8%)</span></td><td class=num>5</td>"), std::string::npos)
+      << html;
+  EXPECT_NE(html.find("<td>within the noise</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td>too few pairs</td>"), std::string::npos);
 }
 
 TEST(Analyze, UnfusedElementwiseIsFixedByFusingItsRunsOutsideTheOptimizer) {

@@ -579,7 +579,7 @@ TEST(Cli, AnalyzeMeasureReplaysEachFixAgainstTheOriginal) {
           dir + "/cap -q");
   ASSERT_EQ(c.status, 0) << c.out;
   Result m = run("analyze " + dir + "/cap --measure --pairs 1 --iterations 1 --warmup 0 --only dtype_churn --keep " +
-                 dir + "/variants --json " + dir + "/m.json");
+                 dir + "/variants --json " + dir + "/m.json --html " + dir + "/m.html");
   ASSERT_EQ(m.status, 0) << m.out;
   EXPECT_NE(m.out.find("measured savings per step"), std::string::npos) << m.out;
   auto j = nlohmann::json::parse(std::ifstream(dir + "/m.json"));
@@ -593,6 +593,10 @@ TEST(Cli, AnalyzeMeasureReplaysEachFixAgainstTheOriginal) {
   // Two hidden activations, each cast there and back, and autograd's two casts back for each: 8 ops dropped.
   EXPECT_EQ(x["note"], "8 op(s) dropped per pass") << x.dump();
   EXPECT_EQ(x["resolved"], false) << "one pair resolves nothing";
+  const std::string html = reprise::read_text_file(dir + "/m.html");
+  EXPECT_NE(html.find("<h2>Measured savings per step</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<td>dtype_churn</td><td>0</td>"), std::string::npos) << html.substr(0, 4000);
+  EXPECT_NE(m.out.find("report: " + dir + "/m.html"), std::string::npos) << m.out;
   EXPECT_NE(m.out.find("dtype_churn: 1 pair(s) give no 90% interval of the median"), std::string::npos) << m.out;
   for (const char* b : {"/variants/original/benchmark.yaml", "/variants/fixed-dtype_churn/benchmark.yaml"})
     EXPECT_TRUE(std::filesystem::exists(dir + b)) << b;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "bundle_commands.h"
@@ -93,7 +94,7 @@ int cmd_analyze_measure(int argc, char** argv) {
       "the slowest rank's; the bundles go to a folder every rank reads: the system's temporary folder, or --keep's\n"
       "on several nodes).\n\noptions");
   std::vector<std::string> inputs;
-  std::string json_out, keep, device, host_time;
+  std::string json_out, html_out, keep, device, host_time;
   int pairs = 5, iterations = 3, warmup = 1, threads = 0;
   size_t top = 20;
   analyze::Options o;
@@ -110,6 +111,7 @@ int cmd_analyze_measure(int argc, char** argv) {
       "keep", po::value(&keep), "write the original and fixed bundles to this folder (replayable elsewhere)")(
       "top", po::value(&top)->default_value(20), "findings in the table")(
       "json", po::value(&json_out), "write findings and measured savings as JSON (reprise-analysis/1)")(
+      "html", po::value(&html_out), "write a self-contained HTML report: measured savings, then worst windows first")(
       "quiet,q", "no table or progress")("inputs", po::value(&inputs)->multitoken(), "the trace");
   po::positional_options_description pos;
   pos.add("inputs", -1);
@@ -127,6 +129,8 @@ int cmd_analyze_measure(int argc, char** argv) {
   if (threads < 0 || threads > 4096) throw UserError("analyze: --threads must be from 0 to 4096");
   const double host_scale = host_time == "default" ? -1 : parse_host_time(host_time, "analyze");
   if (!json_out.empty()) check_output_path(json_out);
+  if (!html_out.empty()) check_output_path(html_out);
+  check_outputs_apart(inputs, {{"--json", json_out}, {"--html", html_out}});
   // Under a launch of several ranks every rank replays its own rank of each bundle; rank 0 analyzes, generates and
   // reports.
   std::unique_ptr<comms::Communicator> world;
@@ -155,12 +159,13 @@ int cmd_analyze_measure(int argc, char** argv) {
   std::unique_ptr<WorkDir> work;
   std::vector<analyze::MeasuredFix*> built;  // rank 0: the fixes whose variant was built, in measuring order
   std::string plan;                          // "K" work folder, then one detector per line; or "E" rank 0's error
+  std::optional<TraceSet> report_set;        // rank 0, with --html: the traces its report draws
   if (speaker) {
     try {
       ReadOptions ro;
       if (!quiet) ro.warn = [&line](const std::string& w) { line.message("warning: " + w); };
       phase("read", 0, 0, false, "");
-      const TraceSet set = load_traces(inputs, ro);
+      TraceSet set = load_traces(inputs, ro);
       phase("read", 0, 0, true, std::to_string(set.ranks.size()) + " rank(s)");
       if (world && int(set.ranks.size()) != world_size)
         throw UserError("analyze: --measure under a launch of " + std::to_string(world_size) +
@@ -179,6 +184,7 @@ int cmd_analyze_measure(int argc, char** argv) {
       phase("analyze", 0, 0, false, "");
       a = analyze::analyze(set, o);
       a.measured = analyze::plan_fixes(a, world != nullptr);
+      if (!html_out.empty()) report_set.emplace(std::move(set));
       phase("analyze", 0, 0, true,
             std::to_string(a.windows.size()) + " windows, " + std::to_string(a.findings.size()) + " findings");
       size_t measurable = 0;
@@ -422,11 +428,13 @@ int cmd_analyze_measure(int argc, char** argv) {
   }
   if (!speaker) return 0;
   if (!json_out.empty()) write_text_file(json_out, analyze::analysis_json(a));
+  if (report_set) write_text_file(html_out, analyze::analysis_html(a, *report_set));
   if (vm.count("quiet")) return 0;
-  std::FILE* table = report_stream({json_out});  // stderr when the JSON goes to standard output
+  std::FILE* table = report_stream({json_out, html_out});  // stderr when a report goes to standard output
   analyze::print_analysis(table, a, top);
   if (a.findings.empty()) std::fprintf(table, "nothing to measure: no findings\n");
   if (!json_out.empty()) std::fprintf(table, "json: %s\n", json_out.c_str());
+  if (report_set) std::fprintf(table, "report: %s\n", html_out.c_str());
   return 0;
 }
 
