@@ -4,7 +4,7 @@
   bench/analyze_measure.py [--case cpp|python] [--anti-pattern casts|sync|unfused|loop|unaligned|loader|pageable|launches]
                            [--dtype float32|bfloat16] [--device cpu|cuda] [--pairs N]
                            [--ranks R] [--batch B] [--hidden H] [--layers L] [--bin build/bin] [--work DIR]
-                           [--json FILE]
+                           [--host-time none|recorded|SCALE] [--json FILE]
 
   cpp     `reprise capture --workload mlp --anti-pattern AP` (LibTorch; its host timeline has no GPU kernels, so
           the GPU-side detectors such as host_sync do not fire on it)
@@ -91,7 +91,7 @@ def measure(a, path):
     out = os.path.join(path, "measured.json")
     # The Python helper's op times come from steps run without an observer: their host gaps are the framework's,
     # re-spent on both sides (a sync's cost on a GPU is mostly the host-bound work after it no longer overlapping).
-    host = ["--host-time", "recorded"] if a.case == "python" else []
+    host = ["--host-time", a.host_time or ("recorded" if a.case == "python" else "default")]
     run(launcher(a.ranks) + [
         f"{a.bin}/reprise", "analyze", path, "--measure", "--pairs", "5", "--iterations", "5", "--threads", "1",
         "--device", a.device, "--only", DETECTOR[a.anti_pattern], "--json", out, "-q"] + host)
@@ -117,6 +117,9 @@ def main():
     ap.add_argument("--batch", type=int, default=8192)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--layers", type=int, default=0, help="cpp: the mlp's layers (0: its default, 4)")
+    ap.add_argument("--host-time", default=None,
+                    help="analyze --measure's --host-time on both sides (default: recorded for the python case, the "
+                         "device's default for cpp: none on a CPU)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--work", default=None)
     ap.add_argument("--json", default=None)
