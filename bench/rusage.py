@@ -15,9 +15,12 @@ import time
 
 
 def main():
-    if len(sys.argv) < 3 or sys.argv[1] in ("-h", "--help"):
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
         print(__doc__.strip())
-        return 0 if len(sys.argv) > 1 else 2
+        return 0
+    if len(sys.argv) < 3:
+        print("usage: bench/rusage.py LABEL COMMAND [ARGS...]", file=sys.stderr)
+        return 2
     label, cmd = sys.argv[1], sys.argv[2:]
     rank = next((os.environ[k] for k in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID") if k in os.environ), "-")
     t0 = time.monotonic()
@@ -31,7 +34,7 @@ def main():
     print(f"{label} rank {rank}: wall {wall:.2f} s, user {r.ru_utime:.2f} s, sys {r.ru_stime:.2f} s, "
           f"faults {r.ru_minflt} minor / {r.ru_majflt} major, switches {r.ru_nvcsw} voluntary / {r.ru_nivcsw} "
           f"involuntary, exit {rc}", flush=True)
-    return rc
+    return rc if rc >= 0 else 128 - rc  # killed by a signal: as a shell says it
 
 
 if __name__ == "__main__":

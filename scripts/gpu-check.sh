@@ -210,6 +210,7 @@ lscpu | grep -E "^(Model name|CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket
   CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 timeout 60 mpiexec --allow-run-as-root --oversubscribe -np 2 \
     --mca pml_base_verbose 10 --report-bindings $B/reprise replay /tmp/predict_distributed/dlrm-2 --threads 1 \
     --iterations 1 --warmup 0 -q --out /tmp/mpi_opt.json 2>&1 | grep -E "component .* selected|bound" | sort -u | head -6
+rm -f /tmp/mpi_opt.json
 CUDA_VISIBLE_DEVICES= timeout 30 mpiexec --allow-run-as-root --oversubscribe -np 8 --report-bindings true 2>&1 |
   grep -E "bound" | head -8
 local k opt np bundle

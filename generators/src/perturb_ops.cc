@@ -324,8 +324,8 @@ bool touches(const Trace& t, uint32_t node, const std::set<int64_t>& storages) {
   return false;
 }
 
-// The step a node belongs to as replay cuts steps (profiler_steps: id ranges; -1 in none), and the thread node it runs
-// under.
+}  // namespace
+
 int64_t step_of(const Trace& t, const std::vector<StepSpan>& steps, uint32_t i) {
   const int64_t id = t.nodes[i].id;  // the spans are in id order, each ending where the next begins
   const auto s = std::upper_bound(steps.begin(), steps.end(), id,
@@ -336,8 +336,6 @@ uint32_t thread_of(const Trace& t, uint32_t i) {
   while (t.nodes[i].kind != NodeKind::Thread && t.nodes[i].parent != kNone32) i = t.nodes[i].parent;
   return i;
 }
-
-}  // namespace
 
 std::string overlap_collectives(Trace& t, const OpPattern& which) {
   const std::vector<uint32_t> ops = outermost_ops(t);

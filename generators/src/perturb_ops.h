@@ -54,9 +54,14 @@ std::string move_to_stream(Trace& t, const OpPattern& ops, int64_t stream);
 // op there, so the work in between overlaps it (perturb_ops.cc).
 std::string overlap_collectives(Trace& t, const OpPattern& which);
 
-// The op times closed over the dropped ops' spans (begin, end in microseconds; perturb.cc): each time moves earlier
-// by the time dropped before it, so the gaps on either side of what went stay as they were.
+// The op times closed over the dropped spans (begin, end in microseconds; perturb.cc): each time moves earlier by the
+// time dropped before it, a time inside a span to where the span began; the gaps outside the spans stay as they were.
 void close_dropped_time(Trace& t, std::vector<std::pair<double, double>> dropped);
+
+// The step a node belongs to as replay cuts steps (profiler_steps: id ranges; -1 in none), and the thread node it runs
+// under.
+int64_t step_of(const Trace& t, const std::vector<StepSpan>& steps, uint32_t i);
+uint32_t thread_of(const Trace& t, uint32_t i);
 
 // foreach: each optimizer step (a scope matching `scope`) whose ops repeat one per-parameter block of ops
 // becomes one _foreach_ op per op of the block, over every parameter's tensors (perturb_foreach.cc). Each foreach

@@ -233,9 +233,10 @@ TEST(Bundle, RanksThatDisagreeNameTheirFilesAndNodes) {
   }
 }
 
-// A one-rank job whose ET has its op times beside it (as a Python capture writes them), for replay's --host-time.
-std::string timed_job() {
-  const std::string dir = test::temp_dir() + "/timed_job";
+// A one-rank job whose ET has its op times beside it (as a Python capture writes them), for replay's --host-time;
+// the nodes named in `untimed` without times (an op Kineto did not link).
+std::string timed_job(const std::set<int64_t>& untimed = {}) {
+  const std::string dir = test::temp_dir() + "/timed_job" + std::to_string(untimed.size());
   fs::create_directories(dir);
   SyntheticSpec s;
   s.world_size = 1;
@@ -247,7 +248,7 @@ std::string timed_job() {
   t.kineto.emplace();
   t.kineto->producer = "python profiler";
   for (Node& n : t.nodes)
-    if (n.kind == NodeKind::Operator || n.kind == NodeKind::Annotation) {
+    if ((n.kind == NodeKind::Operator || n.kind == NodeKind::Annotation) && !untimed.count(n.id)) {
       n.ts_us = 10.0 * static_cast<double>(n.id);
       n.dur_us = 5;
     }
@@ -281,56 +282,76 @@ TEST(Bundle, KeepsTheOpTimesUnlessATransformChangesTheOps) {
   EXPECT_EQ(check_hashes(b).size(), 1u);
 
   // perturb: drop keeps them, closed over the dropped ops and the host's time that issued each (the gap before it,
-  // from the op before it in its step): between two kept ops with relus dropped between them, the gap is the one after
-  // the last relu; elsewhere the gaps and every op's span stay as they were.
+  // from the end of the op before it on its thread in its step, when that op has times): between two kept ops with
+  // ops dropped between them, the gap is the source's less what went; elsewhere the gaps and every op's span stay as
+  // they were. relu and sum: two of them in a row; one op without times (its neighbours' gaps are unknown).
   {
-    const TraceSet source = load_traces({job});
-    const Trace& before = source.ranks[0];
-    const std::string out3 = test::temp_dir() + "/dropped";
-    r = generate_from_config(
-        config("dropped", "source: " + job + "\ntransforms:\n  - perturb: {drop: '^aten::relu$'}\n"), quiet(out3));
-    Bundle d = read_bundle(out3);
-    EXPECT_EQ(d.roles[0].timeline, "traces/role-0.kineto.json.gz");
-    Trace dt = load_bundle_rank(d, 0);
     auto outermost = [](const Trace& t) {  // operators not called by an operator, by id
       std::vector<const Node*> out;
       for (const Node& n : t.nodes)
-        if (n.kind == NodeKind::Operator && n.ts_us >= 0 &&
-            (n.parent == kNone32 || t.nodes[n.parent].kind != NodeKind::Operator))
+        if (n.kind == NodeKind::Operator && (n.parent == kNone32 || t.nodes[n.parent].kind != NodeKind::Operator))
           out.push_back(&n);
       std::sort(out.begin(), out.end(), [](const Node* a, const Node* b) { return a->id < b->id; });
       return out;
     };
-    auto step = [](const Trace& t, const Node& n) {
-      for (uint32_t p = n.parent; p != kNone32; p = t.nodes[p].parent)
-        if (t.name(t.nodes[p]).rfind("ProfilerStep#", 0) == 0) return static_cast<int64_t>(t.nodes[p].id);
-      return int64_t{-1};
+    const TraceSet plain = load_traces({job});
+    int64_t untimed = -1;  // the op right before the second relu
+    {
+      const std::vector<const Node*> ops = outermost(plain.ranks[0]);
+      int relus = 0;
+      for (size_t k = 1; k < ops.size() && untimed < 0; ++k)
+        if (plain.ranks[0].name(*ops[k]) == "aten::relu" && ++relus == 2) untimed = ops[k - 1]->id;
+    }
+    ASSERT_GE(untimed, 0);
+    const std::string job2 = timed_job({untimed});
+    const TraceSet source = load_traces({job2});
+    const Trace& before = source.ranks[0];
+    const std::string out3 = test::temp_dir() + "/dropped";
+    r = generate_from_config(
+        config("dropped", "source: " + job2 + "\ntransforms:\n  - perturb: {drop: '^aten::(relu|sum)$'}\n"),
+        quiet(out3));
+    Bundle d = read_bundle(out3);
+    EXPECT_EQ(d.roles[0].timeline, "traces/role-0.kineto.json.gz");
+    Trace dt = load_bundle_rank(d, 0);
+    const std::vector<StepSpan> steps = profiler_steps(before);
+    auto step = [&](const Node& n) {
+      int64_t s = -1;
+      for (size_t k = 0; k < steps.size(); ++k)
+        if (n.id >= steps[k].first_id) s = int64_t(k);
+      return s;
     };
+    auto dropped = [&](const Node& n) { return before.name(n) == "aten::relu" || before.name(n) == "aten::sum"; };
     std::map<int64_t, const Node*> kept;
     for (const Node* n : outermost(dt)) {
-      EXPECT_NE(dt.name(*n), "aten::relu");
-      EXPECT_EQ(n->dur_us, 5) << n->id;
+      EXPECT_FALSE(dt.name(*n) == "aten::relu" || dt.name(*n) == "aten::sum");
+      if (n->ts_us >= 0) EXPECT_EQ(n->dur_us, 5) << n->id;
       kept[n->id] = n;
     }
     const std::vector<const Node*> src = outermost(before);
-    int64_t checked = 0, after_drops = 0;
+    int64_t checked = 0, after_drops = 0, in_a_row = 0, after_untimed = 0;
     for (size_t k = 1; k < src.size(); ++k) {
-      if (!kept.count(src[k]->id)) continue;
-      size_t a = k - 1;  // the kept op before it, past the relus dropped between
-      while (a > 0 && !kept.count(src[a]->id)) --a;
-      if (!kept.count(src[a]->id)) continue;
-      const double gap = kept[src[k]->id]->ts_us - (kept[src[a]->id]->ts_us + 5);
-      const Node& last = *src[k - 1];
-      double want = src[k]->ts_us - (last.ts_us + last.dur_us);  // the gap before this op, as it was
-      // Relus dropped between: each took its gap before it too, but for one that opened its step.
-      for (size_t x = a + 1; x < k; ++x)
-        if (step(before, *src[x]) != step(before, *src[x - 1])) want += src[x]->ts_us - (src[x - 1]->ts_us + 5);
-      after_drops += a + 1 < k;
-      EXPECT_DOUBLE_EQ(gap, want) << src[a]->id << " -> " << src[k]->id;
+      if (dropped(*src[k]) || src[k]->ts_us < 0) continue;
+      size_t a = k - 1;  // the timed kept op before it, past what was dropped or has no times
+      while (a > 0 && (dropped(*src[a]) || src[a]->ts_us < 0)) --a;
+      if (dropped(*src[a]) || src[a]->ts_us < 0) continue;
+      double want = src[k]->ts_us - (src[a]->ts_us + 5);
+      for (size_t x = a + 1; x < k; ++x) {
+        if (!dropped(*src[x])) continue;
+        const Node& prev = *src[x - 1];
+        const bool gap_known = prev.ts_us >= 0 && step(prev) == step(*src[x]);
+        want -= 5 + (gap_known ? src[x]->ts_us - (prev.ts_us + 5) : 0);
+        after_drops += 1;
+        in_a_row += dropped(prev);
+        after_untimed += prev.ts_us < 0;
+      }
+      EXPECT_DOUBLE_EQ(kept[src[k]->id]->ts_us - (kept[src[a]->id]->ts_us + 5), want)
+          << src[a]->id << " -> " << src[k]->id;
       ++checked;
     }
     EXPECT_GT(checked, 10);
     EXPECT_GT(after_drops, 2);
+    EXPECT_GT(in_a_row, 0);
+    EXPECT_EQ(after_untimed, 1);
   }
 
   // A dtype, across the trace or for some ops with casts at their seams, keeps them: the same ops, the host's gaps

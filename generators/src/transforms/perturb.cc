@@ -164,38 +164,27 @@ bool within(const Trace& t, uint32_t i, const OpPattern& scope) {
   return false;
 }
 
-uint32_t root_of(const Trace& t, uint32_t i) {
-  while (t.nodes[i].parent != kNone32) i = t.nodes[i].parent;
-  return i;
-}
-
-// The ProfilerStep annotation an op runs in (kNone32 outside any).
-uint32_t step_of(const Trace& t, uint32_t i) {
-  for (uint32_t p = t.nodes[i].parent; p != kNone32; p = t.nodes[p].parent)
-    if (t.name(t.nodes[p]).rfind("ProfilerStep#", 0) == 0) return p;
-  return kNone32;
-}
-
 // Each matching op goes with its subtree, and its time with the host's time before it since the op before it on its
-// thread in its step ended: what the framework spent issuing it (Python, the argument parsing, autograd's engine
-// reaching a backward node), which a program without the op does not spend either. The gap after it stays: it is the
-// next op's.
+// thread in its step (as replay cuts steps) ended, when that op has times: what the framework spent issuing it (Python,
+// the argument parsing, autograd's engine reaching a backward node), which a program without the op does not spend
+// either. The gap after it stays: it is the next op's.
 void drop_ops(Trace& t, const OpPattern& drop, const OpPattern* scope, Workspace& ws) {
   std::vector<bool> keep(t.nodes.size(), true);
   std::vector<std::pair<double, double>> spans;
   size_t dropped = 0;
   struct Last {
-    uint32_t step = kNone32;
-    double end = -1;
+    int64_t step = -2;
+    double end = -1;  // -1: the op before had no times, so the gap is unknown
   };
-  std::map<uint32_t, Last> last;  // per thread (root node): the step and end of its latest timed op
+  const std::vector<StepSpan> steps = profiler_steps(t);
+  std::map<uint32_t, Last> last;  // per thread: the step and end of its latest op (dropped or kept)
   for (uint32_t i : outermost_ops(t)) {
     const Node& n = t.nodes[i];
     const bool timed = n.ts_us >= 0 && n.dur_us >= 0;
-    Last& before = last[root_of(t, i)];
-    const uint32_t step = step_of(t, i);
+    Last& before = last[thread_of(t, i)];
+    const int64_t step = step_of(t, steps, i);
     const double issued = before.step == step && before.end >= 0 ? std::min(before.end, n.ts_us) : n.ts_us;
-    if (timed) before = {step, std::max(before.step == step ? before.end : -1, n.ts_us + n.dur_us)};
+    before = {step, timed ? std::max(before.step == step ? before.end : -1.0, n.ts_us + n.dur_us) : -1.0};
     if (!drop.matches(t.name(n)) || (scope && !within(t, i, *scope))) continue;
     keep[i] = false, ++dropped;
     if (timed && n.ts_us + n.dur_us > issued) spans.emplace_back(issued, n.ts_us + n.dur_us);
@@ -241,7 +230,7 @@ Member run_member(const Trace& t, uint32_t i, const OpPattern& ops) {
 void fuse_runs(Trace& t, const OpPattern& ops, const OpPattern* outside, int64_t min, Workspace& ws) {
   std::vector<bool> keep(t.nodes.size(), true);
   std::vector<std::pair<double, double>> spans;
-  std::map<uint32_t, std::vector<uint32_t>> open;  // per thread (root node): the run so far
+  std::map<uint32_t, std::vector<uint32_t>> open;  // per thread: the run so far
   size_t runs = 0, dropped = 0;
   auto close = [&](std::vector<uint32_t>& run) {
     if (static_cast<int64_t>(run.size()) >= min) {
@@ -265,7 +254,7 @@ void fuse_runs(Trace& t, const OpPattern& ops, const OpPattern* outside, int64_t
     run.clear();
   };
   for (uint32_t i : outermost_ops(t)) {
-    std::vector<uint32_t>& run = open[root_of(t, i)];
+    std::vector<uint32_t>& run = open[thread_of(t, i)];
     const Member m = run_member(t, i, ops);
     if (m == Member::Neither) continue;
     if (m == Member::Yes && !(outside && within(t, i, *outside)))
@@ -330,10 +319,10 @@ TransformStep parse_perturb(const YAML::Node& p, const ConfigContext& cx) {
 }  // namespace
 
 // The op times (a linked Kineto trace's or a capture's) closed over the dropped spans (an op's, with the host's time
-// that issued it where the caller says so): each time moves earlier by the time dropped before it, the gaps outside
-// the spans (the host time replay's --host-time re-spends) stay as they were, and what the spans took, a sync's wait
-// included, is gone. Host waits inside a dropped span go with it. Spans that overlap or touch (ops of two threads at
-// once, a fused run's members and the gaps between them) count once.
+// that issued it where the caller says so): each time moves earlier by the time dropped before it, a time inside a
+// span to where the span began; the gaps outside the spans (the host time replay's --host-time re-spends) stay as
+// they were, and what the spans took, a sync's wait included, is gone. Host waits inside a dropped span go with it.
+// Spans that overlap or touch (ops of two threads at once, a fused run's members and the gaps between them) count once.
 void close_dropped_time(Trace& t, std::vector<std::pair<double, double>> dropped) {
   if (dropped.empty()) return;
   const std::vector<std::pair<double, double>> spans = merge_intervals(std::move(dropped));  // by begin and by end
@@ -343,23 +332,27 @@ void close_dropped_time(Trace& t, std::vector<std::pair<double, double>> dropped
     ends.push_back(e);
     before.push_back(before.back() + (e - b));
   }
-  auto dropped_by = [&](double x) {  // the time dropped in spans that end by x
-    return before[size_t(std::upper_bound(ends.begin(), ends.end(), x) - ends.begin())];
+  // Where a time lands: earlier by the spans that end by it, and a time inside a span (an annotation opened in a
+  // dropped op's gap, a kept call's end inside one) where that span began.
+  auto moved = [&](double x) {
+    const size_t k = size_t(std::upper_bound(ends.begin(), ends.end(), x) - ends.begin());
+    const double inside = k < spans.size() && spans[k].first < x ? x - spans[k].first : 0;
+    return x - before[k] - inside;
   };
   for (Node& n : t.nodes) {
     if (n.ts_us < 0 || n.dur_us < 0) continue;
-    const double end = n.ts_us + n.dur_us;
-    n.ts_us -= dropped_by(n.ts_us);
-    n.dur_us = std::max(0.0, end - dropped_by(end) - n.ts_us);
+    const double end = moved(n.ts_us + n.dur_us);
+    n.ts_us = moved(n.ts_us);
+    n.dur_us = std::max(0.0, end - n.ts_us);
   }
   if (!t.kineto) return;
   for (KinetoEvent& e : t.kineto->events) {
     if (e.dur <= 0 || !is_host_sync(t, e)) continue;
     const bool inside = std::any_of(spans.begin(), spans.end(),
                                     [&](const auto& s) { return e.ts >= s.first && e.ts + e.dur <= s.second; });
-    const double end = e.ts + e.dur;
-    e.ts -= dropped_by(e.ts);
-    e.dur = inside ? 0 : std::max(0.0, end - dropped_by(end) - e.ts);
+    const double end = moved(e.ts + e.dur);
+    e.ts = moved(e.ts);
+    e.dur = inside ? 0 : std::max(0.0, end - e.ts);
   }
 }
 
