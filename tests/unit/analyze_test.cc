@@ -159,6 +159,18 @@ analyze::Analysis two_ranks(size_t steps) {
   return a;
 }
 
+// What print_analysis prints for `a`, with its `top` findings listed.
+std::string printed_table(const analyze::Analysis& a, size_t top = 0) {
+  char* text = nullptr;
+  size_t size = 0;
+  std::FILE* out = open_memstream(&text, &size);
+  analyze::print_analysis(out, a, top);
+  std::fclose(out);
+  const std::string printed(text, size);
+  std::free(text);
+  return printed;
+}
+
 TEST(Analyze, AJobsPlanHasOneFixPerClassWithTheLargestRanksEstimate) {
   analyze::Analysis a = two_ranks(2);
   auto add = [&](const char* detector, int rank, double saving) {
@@ -184,13 +196,7 @@ TEST(Analyze, AJobsPlanHasOneFixPerClassWithTheLargestRanksEstimate) {
   EXPECT_NE(job[1].note.find("no generator transform"), std::string::npos);
   // The table names the whole job's rank "all".
   a.measured = job;
-  char* text = nullptr;
-  size_t size = 0;
-  std::FILE* out = open_memstream(&text, &size);
-  analyze::print_analysis(out, a, 0);
-  std::fclose(out);
-  const std::string printed(text, size);
-  std::free(text);
+  const std::string printed = printed_table(a);
   EXPECT_NE(printed.find("dtype_churn               all"), std::string::npos) << printed;
 }
 
@@ -237,13 +243,7 @@ TEST(AnalyzeMeasure, MedianIntervalIsTheSignTestsOrderStatistics) {
   m.detector = "host_sync";
   m.pairs = 1, m.interval_coverage = 0, m.interval_lo_us = m.interval_hi_us = 40;
   a.measured.push_back(m);
-  char* text = nullptr;
-  size_t size = 0;
-  std::FILE* out = open_memstream(&text, &size);
-  analyze::print_analysis(out, a, 0);
-  std::fclose(out);
-  const std::string printed(text, size);
-  std::free(text);
+  const std::string printed = printed_table(a);
   EXPECT_NE(
       printed.find("dtype_churn: within the replays' noise: the median's 94% interval, -335 us to 523 us, holds 0"),
       std::string::npos)
@@ -650,13 +650,7 @@ TEST(Analyze, OutputsJsonHtmlAndAPerfettoOverlay) {
   EXPECT_NE(html.find("host_sync"), std::string::npos);
   EXPECT_NE(html.find("<svg"), std::string::npos);
 
-  char* buf = nullptr;
-  size_t len = 0;
-  std::FILE* mem = open_memstream(&buf, &len);
-  analyze::print_analysis(mem, a, 5);
-  std::fclose(mem);
-  const std::string table(buf, len);
-  std::free(buf);
+  const std::string table = printed_table(a, 5);
   EXPECT_NE(table.find("host_sync"), std::string::npos) << table;
 }
 
