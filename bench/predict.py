@@ -86,6 +86,10 @@ class Bench:
             print(f"probe failed ({e}): no drift from it", flush=True)
         return got
 
+    def save_probes(self, **extra):
+        with open(self.probe_file, "w") as f:
+            json.dump({"calibration": self.probe_calibration, "measure": self.probe_measure, **extra}, f)
+
     def drift(self):
         """Median probe step while measuring over that while calibrating (None without both)."""
         if not self.probe_calibration or not self.probe_measure:
@@ -127,8 +131,7 @@ class Bench:
         print(f"calibrated in {time.time() - t0:.0f} s: {self.cal} (one rank), {self.cal_busy} (every core)", flush=True)
         after = self.probe(3)
         self.probe_calibration = before + after if before and after else []
-        with open(self.probe_file, "w") as f:
-            json.dump({"calibration": self.probe_calibration, "before": before, "after": after}, f)
+        self.save_probes(before=before, after=after)
         if self.probe_calibration:
             print(f"probe at calibration: {1e3 * statistics.median(before):.2f} ms before, "
                   f"{1e3 * statistics.median(after):.2f} ms after", flush=True)
@@ -186,8 +189,7 @@ class Bench:
             for n, p, np_ in items:
                 got[n].append(self.replay(p, np_, n))
         if self.probe_measure:
-            with open(self.probe_file, "w") as f:
-                json.dump({"calibration": self.probe_calibration, "measure": self.probe_measure}, f)
+            self.save_probes()
         return {n: statistics.median(v) for n, v in got.items()}, got
 
 
@@ -221,6 +223,7 @@ def validate(b, items, title, predicted=None):
 
 def rows_of(b, items, preds, measured=None):
     med, raw = measured or b.measure(items)
+    drift = b.drift()
     rows = []
     for n, _, _ in items:
         p = preds[n]
@@ -228,9 +231,9 @@ def rows_of(b, items, preds, measured=None):
         rows.append({"name": n, "measured": med[n], "predicted": p["iteration_seconds"], "lo": p["interval"]["lo"],
                      "hi": p["interval"]["hi"], "error": p["iteration_seconds"] / med[n] - 1, "spread": spread,
                      "samples": raw[n], "coverage": p["coverage"]["fraction"]})
-        if b.drift() is not None:
-            rows[-1]["drift"] = b.drift()
-            rows[-1]["error_with_drift"] = p["iteration_seconds"] * b.drift() / med[n] - 1
+        if drift is not None:
+            rows[-1]["drift"] = drift
+            rows[-1]["error_with_drift"] = p["iteration_seconds"] * drift / med[n] - 1
     return rows
 
 

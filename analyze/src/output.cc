@@ -113,6 +113,11 @@ void print_classifier(std::FILE* out, const Analysis& a) {
   if (only.size() > 10) std::fprintf(out, "  ... %zu more in the JSON (windows' \"learned\")\n", only.size() - 10);
 }
 
+// Whether a measured saving stands out of the replays' noise (MeasuredFix::resolved), for the table and the report.
+const char* verdict_of(const MeasuredFix& m) {
+  return m.resolved() ? "resolved" : m.interval_coverage < 0.9 ? "too few pairs" : "within the noise";
+}
+
 // --measure in the HTML report: each class's estimate beside what replay measured, the median's interval over the
 // pairs and whether it resolves a saving.
 std::string measured_html(const Analysis& a) {
@@ -132,13 +137,10 @@ std::string measured_html(const Analysis& a) {
            html_escape(m.note) + "</td></tr>\n";
       continue;
     }
-    const std::string verdict = m.resolved()                ? "resolved"
-                                : m.interval_coverage < 0.9 ? "too few pairs"
-                                                            : "within the noise";
     h += "<td class=num><b>" + time_text(m.saving_us) + "</b></td><td class=num>" + time_text(m.interval_lo_us) +
          " to " + time_text(m.interval_hi_us) + " <span class=small>(" + num(100 * m.interval_coverage) +
          "%)</span></td><td class=num>" + std::to_string(m.pairs) + "</td><td class=num>" + time_text(m.original_us) +
-         "</td><td class=num>" + time_text(m.fixed_us) + "</td><td>" + verdict + "</td><td class=small>" +
+         "</td><td class=num>" + time_text(m.fixed_us) + "</td><td>" + verdict_of(m) + "</td><td class=small>" +
          html_escape(m.note) + "</td></tr>\n";
   }
   return h + "</table>\n";
@@ -175,7 +177,7 @@ void print_measured(std::FILE* out, const Analysis& a) {
   // A saving is only as good as the pairs agree: say which are within the replays' noise.
   for (const MeasuredFix& m : a.measured) {
     if (m.pairs == 0 || m.resolved()) continue;
-    if (m.interval_coverage < 0.9)
+    if (m.interval_coverage < 0.9)  // verdict_of: too few pairs
       std::fprintf(out, "%s: %d pair(s) give no 90%% interval of the median: not resolved; give --pairs 5 or more\n",
                    m.detector.c_str(), m.pairs);
     else

@@ -184,7 +184,7 @@ void drop_ops(Trace& t, const OpPattern& drop, const OpPattern* scope, Workspace
     Last& before = last[thread_of(t, i)];
     const int64_t step = step_of(t, steps, i);
     const double issued = before.step == step && before.end >= 0 ? std::min(before.end, n.ts_us) : n.ts_us;
-    before = {step, timed ? std::max(before.step == step ? before.end : -1.0, n.ts_us + n.dur_us) : -1.0};
+    before = {step, timed ? n.ts_us + n.dur_us : -1.0};
     if (!drop.matches(t.name(n)) || (scope && !within(t, i, *scope))) continue;
     keep[i] = false, ++dropped;
     if (timed && n.ts_us + n.dur_us > issued) spans.emplace_back(issued, n.ts_us + n.dur_us);
@@ -348,8 +348,9 @@ void close_dropped_time(Trace& t, std::vector<std::pair<double, double>> dropped
   if (!t.kineto) return;
   for (KinetoEvent& e : t.kineto->events) {
     if (e.dur <= 0 || !is_host_sync(t, e)) continue;
-    const bool inside = std::any_of(spans.begin(), spans.end(),
-                                    [&](const auto& s) { return e.ts >= s.first && e.ts + e.dur <= s.second; });
+    // Within one span (they are apart and sorted): the first that ends at or after the wait begins.
+    const size_t k = size_t(std::lower_bound(ends.begin(), ends.end(), e.ts) - ends.begin());
+    const bool inside = k < spans.size() && spans[k].first <= e.ts && e.ts + e.dur <= spans[k].second;
     const double end = moved(e.ts + e.dur);
     e.ts = moved(e.ts);
     e.dur = inside ? 0 : std::max(0.0, end - e.ts);
