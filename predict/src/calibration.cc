@@ -174,7 +174,7 @@ double CollectiveCurve::seconds(double bytes, double factor) const {
 }
 
 std::vector<OpSample> samples_from_trace(const Trace& t, const std::vector<std::pair<uint32_t, double>>& measured,
-                                         const std::vector<double>& host) {
+                                         const std::vector<double>& host, double fresh_page_seconds_per_byte) {
   std::vector<OpSample> out;
   out.reserve(measured.size());
   for (size_t i = 0; i < measured.size(); ++i) {
@@ -189,8 +189,8 @@ std::vector<OpSample> samples_from_trace(const Trace& t, const std::vector<std::
     s.key = w.key;
     s.flops = w.flops;
     s.bytes = w.bytes;
-    s.seconds = seconds;
-    if (i < host.size() && host[i] >= 0) s.host_seconds = std::min(host[i], seconds);
+    s.seconds = std::max(seconds - w.fresh_bytes * fresh_page_seconds_per_byte, seconds / 10);
+    if (i < host.size() && host[i] >= 0) s.host_seconds = std::min(host[i], s.seconds);
     out.push_back(std::move(s));
   }
   return out;
@@ -280,6 +280,7 @@ void write_calibration(const Calibration& c, const std::string& path) {
   json contention = json::object();
   for (const auto& [ranks, factor] : c.memory_contention) contention[std::to_string(ranks)] = factor;
   j["memory_contention"] = contention;
+  j["fresh_page_seconds_per_byte"] = c.fresh_page_seconds_per_byte;
   j["default_overhead"] = c.default_overhead;
   j["overheads"] = c.overheads;
   if (!c.dispatch.empty()) j["dispatch"] = c.dispatch;
@@ -360,6 +361,7 @@ Calibration read_calibration(const std::string& path) {
           json_value_number(factor, path + ": memory_contention: " + ranks, 1, 1000);
     }
   }
+  c.fresh_page_seconds_per_byte = json_number(j, "fresh_page_seconds_per_byte", path, 0, 1e-6, 0.0);
   c.default_overhead = json_number(j, "default_overhead", path, 0, kLongestSeconds);
   c.overheads = numbers("overheads", 0, kLongestSeconds, true);
   c.sigma = numbers("sigma", 0, 10, false);
@@ -450,6 +452,7 @@ std::vector<OpTimes> read_op_times(const std::string& path) {
     OpTimes o;
     o.trace = detail::json_string(d, "trace", where, detail::json_string(j, "trace", path, ""));
     o.rank = detail::json_integer(d, "rank", where, 0, int64_t{1} << 30, 0);
+    o.world_size = detail::json_integer(j, "world_size", path, 1, int64_t{1} << 30, 1);
     const json& ot = d["op_times"];
     const std::string at = where + ": op_times";
     if (!ot.is_object() || !ot.contains("node_ids") || !ot.contains("seconds") || !ot["node_ids"].is_array() ||

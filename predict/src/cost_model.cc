@@ -12,14 +12,14 @@ namespace {
 // The spread assumed for a model with no measurements behind it: public peak rates times a typical efficiency.
 constexpr double kUncalibratedSigma = 0.3;
 
-double efficiency(const OpWork& w, const DeviceSpec& d) {
+double efficiency(const OpWork& w, const DeviceSpec& d, double cache_sharing) {
   switch (w.family) {
     case OpFamily::Gemm:
     case OpFamily::Conv:
     case OpFamily::Attention:
       return d.compute_efficiency;
     case OpFamily::Embedding:
-      return w.key[2] > d.largest_cache() ? d.random_access_efficiency : d.memory_efficiency;
+      return w.key[2] * cache_sharing > d.largest_cache() ? d.random_access_efficiency : d.memory_efficiency;
     default:
       return d.memory_efficiency;
   }
@@ -69,6 +69,7 @@ struct CostModel::Impl {
   const Calibration* cal = nullptr;
   detail::RateIndex index;
   double memory_slowdown = 1;    // set_ranks_per_node
+  double cache_sharing = 1;      // the same: an embedding table's size is timed as this many times larger
   double default_dispatch = -1;  // a GPU calibration's median host part, for ops it did not sweep (-1: none measured)
 
   double overhead(const std::string& op) const {
@@ -93,12 +94,19 @@ CostModel::CostModel(CostModel&&) noexcept = default;
 
 const Cluster& CostModel::cluster() const { return impl_->cluster; }
 
-void CostModel::set_ranks_per_node(int64_t ranks) {
-  impl_->memory_slowdown = 1;
-  if (!impl_->cal || impl_->cluster.device.kind != "cpu") return;
-  auto it = impl_->cal->memory_contention.find(static_cast<int>(ranks));
+void CostModel::set_ranks_per_node(int64_t running, int64_t resident) {
+  impl_->memory_slowdown = impl_->cache_sharing = 1;
+  if (impl_->cluster.device.kind != "cpu") return;
+  // The calibration's tables each shared the caches with concurrent_ranks - 1 others of their size (the sweep runs
+  // on every rank at once); an uncalibrated cache size is one rank's alone.
+  impl_->cache_sharing = static_cast<double>(std::max<int64_t>(resident, 1)) /
+                         static_cast<double>(impl_->cal ? std::max(impl_->cal->concurrent_ranks, 1) : 1);
+  if (!impl_->cal) return;
+  auto it = impl_->cal->memory_contention.find(static_cast<int>(running));
   if (it != impl_->cal->memory_contention.end()) impl_->memory_slowdown = it->second;
 }
+
+double CostModel::cache_sharing() const { return impl_->cache_sharing; }
 
 OpCost CostModel::op(const Trace& t, uint32_t node) const {
   const DeviceSpec& d = impl_->cluster.device;
@@ -106,18 +114,24 @@ OpCost CostModel::op(const Trace& t, uint32_t node) const {
   c.work = op_work(t, node);
   const OpWork& w = c.work;
   const std::string op(t.name(t.nodes[node]));
-  const double work = detail::work_measure(w);
+  double work = detail::work_measure(w);
   double busy = 0;
   c.modeled = w.family == OpFamily::View || w.family == OpFamily::Sync || w.family == OpFamily::Collective;
   if (work > 0) {
     double log_rate = 0;
-    if (impl_->cal && impl_->index.estimate(op, w.family, w.dtype, w.key, log_rate)) {
+    std::array<double, 4> key = w.key;
+    if (w.family == OpFamily::Embedding && impl_->cache_sharing != 1) {
+      // A lookup into a table cache_sharing times its size (and a dense backward's gradient as large).
+      key[2] *= impl_->cache_sharing;
+      work += (impl_->cache_sharing - 1) * w.table_bytes;
+    }
+    if (impl_->cal && impl_->index.estimate(op, w.family, w.dtype, key, log_rate)) {
       busy = work / std::exp(log_rate);
       auto s = impl_->cal->sigma.find(family_name(w.family));
       c.sigma = s != impl_->cal->sigma.end() ? s->second : kUncalibratedSigma;
       c.modeled = w.by_name;
     } else if (const double roof = roofline_seconds(w, d); roof > 0) {
-      busy = roof / efficiency(w, d);
+      busy = roof / efficiency(w, d, impl_->cache_sharing);
       c.sigma = kUncalibratedSigma;
       c.modeled = w.by_name;
     }
@@ -125,6 +139,7 @@ OpCost CostModel::op(const Trace& t, uint32_t node) const {
   // Streaming work shares the node's memory bandwidth; an embedding lookup's gathers and scatters wait on latency
   // and do not (a DLRM's _embedding_bag_backward of 50,000 x 64 tables ran as fast beside another rank as alone).
   if (w.family == OpFamily::Memory) busy *= impl_->memory_slowdown;
+  if (d.kind == "cpu" && impl_->cal) busy += w.fresh_bytes * impl_->cal->fresh_page_seconds_per_byte;
   const double overhead = impl_->overhead(op);
   if (d.kind == "cpu") {
     c.host = overhead + busy;

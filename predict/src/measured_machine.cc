@@ -104,6 +104,9 @@ void print_calibration(std::FILE* out, const Calibration& c) {
   if (swept)
     std::fprintf(out, "  overhead    %s per op (median of %zu op kinds)\n", human_seconds(c.default_overhead).c_str(),
                  c.overheads.size());
+  if (c.fresh_page_seconds_per_byte > 0)
+    std::fprintf(out, "  fresh pages %s per MiB of outputs of 32 MiB or more (left out of the rates)\n",
+                 human_seconds(c.fresh_page_seconds_per_byte * 1024 * 1024).c_str());
   if (!c.dispatch.empty()) {  // a GPU's: what a call costs the host, and the ops that wait for their kernels
     std::string waiting;
     for (const std::string& op : c.waits_device) waiting += (waiting.empty() ? "" : ", ") + op;

@@ -798,6 +798,9 @@ TEST(Cli, CalibrateQuickMemorySweep) {
   }
   EXPECT_TRUE(cal.overheads.count("aten::add"));
   EXPECT_TRUE(cal.sigma.count("memory"));
+  // A 64 MiB tensor made afresh costs more than the same fill of one kept: the pages the kernel faults in and zeroes.
+  EXPECT_GT(cal.fresh_page_seconds_per_byte, 0);
+  EXPECT_NE(c.out.find("fresh pages"), std::string::npos) << c.out;
 
   // The calibration times the predictions it is given to.
   const std::string cluster = std::string(REPRISE_SOURCE_DIR) + "/clusters/cpu-2core-example.yaml";
@@ -841,6 +844,15 @@ TEST(Cli, ReplayPerOpTimesFeedPredictAndCalibrate) {
   const reprise::predict::Calibration cal = reprise::predict::read_calibration(dir + "/c.json");
   EXPECT_FALSE(cal.samples.empty());
   EXPECT_NE(cal.source.find(dir + "/r.json"), std::string::npos) << cal.source;
+  EXPECT_EQ(cal.concurrent_ranks, 1);
+  // A replay's ranks measure their ops at once: the times of a 2-rank replay fit a calibration of 2 concurrent ranks
+  // (predict's embedding tables then shared the caches as two ranks' do).
+  nlohmann::json two = nlohmann::json::parse(std::ifstream(dir + "/r.json"));
+  two["world_size"] = 2;
+  std::ofstream(dir + "/r2.json") << two.dump();
+  Result c2 = run("calibrate --from-replay " + dir + "/r2.json --out " + dir + "/c2r.json -q");
+  ASSERT_EQ(c2.status, 0) << c2.out;
+  EXPECT_EQ(reprise::predict::read_calibration(dir + "/c2r.json").concurrent_ranks, 2);
 
   // A calibration times real work on a real device, and does not write over what it reads.
   for (const std::string device : {"meta", "tpu", "cuda:x"}) {

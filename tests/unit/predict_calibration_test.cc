@@ -331,6 +331,7 @@ TEST(CalibrationFile, RoundTrips) {
   c.threads = 2;
   c.concurrent_ranks = 2;
   c.memory_contention[2] = 1.375;
+  c.fresh_page_seconds_per_byte = 4.25e-10;
   c.collectives.push_back(fit_collective(sweep_points(0, 1), kFactor));
   const std::string path = test::test_dir() + "/c.json";
   write_calibration(c, path);
@@ -342,6 +343,7 @@ TEST(CalibrationFile, RoundTrips) {
   EXPECT_EQ(r.threads, 2);
   EXPECT_EQ(r.concurrent_ranks, 2);
   EXPECT_EQ(r.memory_contention, c.memory_contention);
+  EXPECT_EQ(r.fresh_page_seconds_per_byte, c.fresh_page_seconds_per_byte);
   EXPECT_EQ(r.overheads, c.overheads);
   EXPECT_EQ(r.default_overhead, c.default_overhead);
   EXPECT_EQ(r.sigma, c.sigma);
@@ -501,6 +503,8 @@ TEST(CalibrationFile, ValuesOutOfRangeAreRefusedByKey) {
   refused([](nlohmann::json& j) { j["threads"] = "1"; }, "threads: expected an integer from 1");
   refused([](nlohmann::json& j) { j["threads"] = 0; }, "threads: expected an integer from 1");
   refused([](nlohmann::json& j) { j["concurrent_ranks"] = -4; }, "concurrent_ranks: expected an integer from 1");
+  refused([](nlohmann::json& j) { j["fresh_page_seconds_per_byte"] = -1e-10; },
+          "fresh_page_seconds_per_byte: expected a number from 0 to 1e-06");
   refused([](nlohmann::json& j) { j["memory_contention"]["2"] = -1.5; },
           "memory_contention: 2: expected a number from 1 to 1000, got -1.5");
   refused(

@@ -43,6 +43,25 @@ TEST(OpWork, MatrixProducts) {
   EXPECT_EQ(w.dtype, "Float");
 }
 
+// An output of 32 MiB or more in storage of its own is mapped afresh on a CPU every call: its bytes are fresh. An
+// in-place result (the input's storage) and a smaller output are not.
+TEST(OpWork, FreshBytesAreLargeOutputsOfTheirOwnStorage) {
+  Built x;
+  const int64_t rows = 200000, dim = 64;  // 51.2 MB
+  x.b.op("aten::zeros_like(Tensor self) -> Tensor", {x.t({rows, dim})}, {x.t({rows, dim})});
+  const Value table = x.t({rows, dim}, "float", 4, 7);
+  x.b.op("aten::add_(Tensor self, Tensor other) -> Tensor", {table, x.t({rows, dim})},
+         {x.t({rows, dim}, "float", 4, 7)});
+  x.b.op("aten::zeros_like(Tensor self) -> Tensor", {x.t({4096, 2048})}, {x.t({4096, 2048})});  // 32 MiB exactly
+  x.b.op("aten::zeros_like(Tensor self) -> Tensor", {x.t({4095, 2048})}, {x.t({4095, 2048})});  // 8 KiB short of it
+  Trace tr = x.b.finish();
+  const uint32_t last = last_op(tr);
+  EXPECT_DOUBLE_EQ(op_work(tr, last - 3).fresh_bytes, 4.0 * rows * dim);
+  EXPECT_EQ(op_work(tr, last - 2).fresh_bytes, 0);
+  EXPECT_DOUBLE_EQ(op_work(tr, last - 1).fresh_bytes, kFreshPageBytes);
+  EXPECT_EQ(op_work(tr, last).fresh_bytes, 0);
+}
+
 TEST(OpWork, LinearAndBatchedMatmul) {
   Built x;
   // linear: [8, 16, 32] x weight [64, 32]^T: m = 128 rows, n = 64, k = 32, in bfloat16
@@ -108,6 +127,7 @@ TEST(OpWork, EmbeddingBagAndAttention) {
   EXPECT_EQ(e.key[2], 1000 * 16 * 4);
   EXPECT_EQ(e.key[3], 8);
   EXPECT_DOUBLE_EQ(e.bytes, 40.0 * 16 * 4 + 40 * 8 + 8 * 16 * 4);
+  EXPECT_EQ(e.table_bytes, 0);  // a lookup reads rows; only a dense backward writes a table-sized gradient
   OpWork a = op_work(tr, last_op(tr));
   EXPECT_EQ(a.family, OpFamily::Attention);
   EXPECT_DOUBLE_EQ(a.flops, 2.0 * 8 * 128 * 256 * 128);
@@ -218,8 +238,10 @@ TEST(OpWork, TableBatchedLookupsAndTheirFusedBackward) {
   EXPECT_EQ(b.family, OpFamily::Embedding);
   EXPECT_DOUBLE_EQ(b.bytes, 128.0 * 48 * 4 + 768 * (16 * 4 + 32) + 768 * 16 * (2 * 4 + 2 * 4));
   EXPECT_EQ(b.key, f.key);
+  EXPECT_EQ(b.table_bytes, 0);
   OpWork db = op_work(tr, last - 1);  // the dense variant accumulates into a gradient of the tables' size
   EXPECT_DOUBLE_EQ(db.bytes, 16.0 * 32 * 4 + 32 * (16 * 4 + 32) + 112 * 4 + 2 * 32 * 16 * 4);
+  EXPECT_EQ(db.table_bytes, 112 * 4);
   OpWork none = op_work(tr, last);
   EXPECT_EQ(none.family, OpFamily::Memory);
   EXPECT_FALSE(none.by_name);

@@ -2,8 +2,10 @@
 // calibration file for `reprise predict`.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <malloc.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdlib>
@@ -20,6 +22,7 @@
 #include "reprise/common/stats.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/comms/sweep.h"
+#include "reprise/device/device.h"
 #include "reprise/predict/calibration.h"
 #include "reprise/replay/replay.h"
 #include "reprise/trace/builder.h"
@@ -37,7 +40,7 @@ using namespace reprise::predict;
 // A replay's op times (node id, seconds) as samples: by node index (Trace::find), with their host parts (a GPU's,
 // in the same order; empty when not measured).
 std::vector<OpSample> samples_of(const Trace& t, const std::vector<std::pair<int64_t, double>>& times,
-                                 const std::vector<double>& host_times) {
+                                 const std::vector<double>& host_times, double fresh_page_seconds_per_byte) {
   std::vector<std::pair<uint32_t, double>> measured;
   std::vector<double> host;
   for (size_t k = 0; k < times.size(); ++k)
@@ -45,7 +48,30 @@ std::vector<OpSample> samples_of(const Trace& t, const std::vector<std::pair<int
       measured.emplace_back(i, times[k].second);
       if (k < host_times.size()) host.push_back(host_times[k]);
     }
-  return samples_from_trace(t, measured, host);
+  return samples_from_trace(t, measured, host, fresh_page_seconds_per_byte);
+}
+
+// What a fresh page costs a byte on this CPU, as an op pays it: a 64 MiB tensor made, filled and freed (with
+// replay's allocator settings glibc maps it afresh and unmaps it, so the kernel faults in and zeroes every page)
+// against the same fill of a tensor kept, alternating, the difference of the medians of 9 each over the bytes. (A
+// raw mmap written by memset read 0.55-0.59 ns a byte where tensors read 0.43-0.45: the figure is the tensors'.)
+double fresh_page_seconds_per_byte() {
+  device::install_memory_tracking();
+  const int64_t n = int64_t{16} << 20;  // floats
+  const at::Tensor kept = at::empty({n});
+  kept.fill_(0);
+  auto seconds = [](auto&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<double> fresh, reused;
+  for (int k = 0; k < 11; ++k) {
+    const double a = seconds([n] { at::empty({n}).fill_(1); });
+    const double b = seconds([&kept] { kept.fill_(1); });
+    if (k >= 2) fresh.push_back(a), reused.push_back(b);
+  }
+  return std::max(0.0, (median(fresh) - median(reused)) / static_cast<double>(n * 4));
 }
 
 std::string cpu_model() {
@@ -76,10 +102,12 @@ void describe_this_cpu(DeviceSpec& d) {
 }
 
 // Samples from replays written with --per-op: each rank's op times against its own trace.
-std::vector<OpSample> samples_from_replays(const std::vector<std::string>& files, std::string& source) {
+std::vector<OpSample> samples_from_replays(const std::vector<std::string>& files, std::string& source,
+                                           int& concurrent_ranks, double fresh_page_seconds_per_byte) {
   std::vector<OpSample> out;
   for (const std::string& f : files) {
     for (const OpTimes& ot : read_op_times(f)) {
+      concurrent_ranks = std::max(concurrent_ranks, static_cast<int>(ot.world_size));
       if (ot.trace.empty()) throw UserError(f + ": the results do not name their trace");
       // The trace as the replay named it: relative to where it ran, else to the results file's folder.
       std::string trace = ot.trace;
@@ -92,7 +120,7 @@ std::vector<OpSample> samples_from_replays(const std::vector<std::string>& files
       for (const Trace& x : set.ranks)
         if (x.rank == ot.rank || set.ranks.size() == 1) t = &x;
       if (!t) throw UserError(f + ": " + ot.trace + " has no rank " + std::to_string(ot.rank));
-      std::vector<OpSample> s = samples_of(*t, ot.in_order, ot.host_in_order);
+      std::vector<OpSample> s = samples_of(*t, ot.in_order, ot.host_in_order, fresh_page_seconds_per_byte);
       out.insert(out.end(), s.begin(), s.end());
     }
     source += (source.empty() ? "" : ", ") + f;
@@ -275,8 +303,12 @@ int cmd_calibrate(int argc, char** argv) {
       line.message("host overheads: " + std::to_string(calls) + " op call(s), " + std::to_string(host.by_op.size()) +
                    " op(s), " + std::to_string(host.by_shape.size()) + " op shape(s) from " + host.source);
   }
+  // A CPU's fresh pages, timed before the sweep (on every rank at once under a launcher, as the sweep runs).
+  if (device == "cpu" && (!from_replay.empty() || !no_sweep))
+    cal.fresh_page_seconds_per_byte = fresh_page_seconds_per_byte();
   if (!from_replay.empty()) {
-    samples = samples_from_replays(from_replay, cal.source);
+    // A replay's outputs of 32 MiB and more were mapped afresh: their pages come out of its ops' times.
+    samples = samples_from_replays(from_replay, cal.source, cal.concurrent_ranks, cal.fresh_page_seconds_per_byte);
     cal.device = device;
   } else if (no_sweep) {
     cal.source = "no microbenchmarks";
@@ -288,6 +320,14 @@ int cmd_calibrate(int argc, char** argv) {
     so.quick = quick;
     so.families = families;
     Trace sweep = calibration_sweep(so);
+    // The sweep's ops take all their memory from the heap, which is never trimmed (replay's thresholds, and no
+    // mappings at all): after its first pass none faults in fresh pages, so its times hold none. A replay maps
+    // outputs of 32 MiB and more afresh each call (an 8 MiB table's gradient would not be, a 51.2 MB one's would
+    // be, and from a heap free chunk of its size, not), so the cost model adds those pages back by size.
+    if (device == "cpu") {
+      device::install_memory_tracking();
+      mallopt(M_MMAP_MAX, 0);
+    }
     replay::ReplayOptions ro;
     ro.device = device;
     ro.per_op = true;
@@ -300,7 +340,7 @@ int cmd_calibrate(int argc, char** argv) {
     if (!r.failed.empty() && reporter)
       line.message("warning: " + std::to_string(r.failed.size()) + " sweep op(s) failed, first " + r.failed.front().op +
                    ": " + r.failed.front().reason);
-    samples = samples_of(sweep, r.op_times, r.op_host_times);
+    samples = samples_of(sweep, r.op_times, r.op_host_times, 0);
     cal.source = "microbenchmarks (" + std::to_string(samples.size()) + " ops, " + std::to_string(passes) + " passes)";
     cal.device = r.device;
   }
@@ -326,8 +366,11 @@ int cmd_calibrate(int argc, char** argv) {
   fitted.machine = no_sweep && from_replay.empty() ? "" : cal.device.rfind("cuda", 0) == 0 ? cal.device : cpu_model();
   fitted.torch_version = TORCH_VERSION;
   fitted.threads = threads;
-  fitted.concurrent_ranks = std::max(launch.local_size, 1);
+  // The ranks that measured the ops at once: this launch's on the node, or the fitted replays' (taken to have shared
+  // one machine, as a CPU replay's ranks do here).
+  fitted.concurrent_ranks = std::max({launch.local_size, cal.concurrent_ranks, 1});
   fitted.memory_contention = contention;
+  fitted.fresh_page_seconds_per_byte = cal.fresh_page_seconds_per_byte;
   write_calibration(fitted, out);
   std::FILE* report = report_stream({out, cluster_out});
   print_calibration(report, fitted);

@@ -154,6 +154,24 @@ OpFamily family_of_name(std::string_view op, bool has_tensors) {
   return has_tensors ? OpFamily::Memory : OpFamily::Unmodeled;
 }
 
+namespace {
+
+// Outputs of at least kFreshPageBytes whose storage is no input's (not an in-place result, not a view).
+double fresh_output_bytes(const Trace& t, const Node& n) {
+  double fresh = 0;
+  for (size_t o = 0; o < n.num_outputs; ++o) {
+    const Tensor* out = detail::output_tensor(t, n, o);
+    if (!out || static_cast<double>(out->bytes()) < kFreshPageBytes) continue;
+    bool input = false;
+    for (size_t i = 0; i < n.num_inputs && !input; ++i)
+      if (const Tensor* in = detail::input_tensor(t, n, i)) input = in->storage_id == out->storage_id;
+    if (!input) fresh += static_cast<double>(out->bytes());
+  }
+  return fresh;
+}
+
+}  // namespace
+
 OpWork op_work(const Trace& t, uint32_t node) {
   using namespace detail;
   const Node& n = t.nodes[node];
@@ -188,6 +206,7 @@ OpWork op_work(const Trace& t, uint32_t node) {
     w.by_name = false;
     kMemory.work(t, n, w);
   }
+  w.fresh_bytes = fresh_output_bytes(t, n);
   return w;
 }
 

@@ -77,6 +77,11 @@ struct Calibration {
   // (a 64 MiB copy on all of them against one). The cost model slows memory-bound work by it on CPU nodes with that
   // many ranks running.
   std::map<int, double> memory_contention;
+  // What faulting in and zeroing fresh pages costs a byte (a CPU's: OpWork::fresh_bytes). The samples' seconds hold
+  // none (the sweep's memory all comes from the heap; a replay's fitted times have it taken out, samples_from_trace),
+  // so that an op's rate does not depend on where its outputs cross glibc's mmap threshold; the cost model adds it
+  // for the fresh bytes of the op it times.
+  double fresh_page_seconds_per_byte = 0;
   std::vector<OpSample> samples;
   std::map<std::string, double> overheads;  // host seconds per call, by op name
   double default_overhead = 0;              // for ops without their own
@@ -110,8 +115,9 @@ std::vector<std::string> sweep_families();  // "gemm", "memory", "embedding", "c
 // Samples from a trace and the seconds measured for some of its nodes (by node index); nodes of no family with a
 // model (views, waits, unmodeled ops) still give overhead samples.
 // `host`, when not empty, holds each measured op's host part (OpSample::host_seconds), in the order of `measured`.
+// Each op's seconds leave out its fresh bytes' pages at `fresh_page_seconds_per_byte` (down to a tenth of them).
 std::vector<OpSample> samples_from_trace(const Trace& t, const std::vector<std::pair<uint32_t, double>>& measured,
-                                         const std::vector<double>& host = {});
+                                         const std::vector<double>& host = {}, double fresh_page_seconds_per_byte = 0);
 
 // Fits overheads, residuals and collective curves. Throws UserError when there is nothing to fit.
 Calibration fit_calibration(std::vector<OpSample> samples, const std::vector<CommPoint>& comms = {});
@@ -136,6 +142,7 @@ struct OpTimes {
   std::unordered_map<int64_t, double> seconds;       // node id -> seconds (the last occurrence of a repeated node)
   std::vector<std::pair<int64_t, double>> in_order;  // as replayed: (node id, seconds)
   std::vector<double> host_in_order;                 // a GPU replay's host part of each (empty: not measured)
+  int64_t world_size = 1;                            // the replay's ranks, which measured their ops at once
 };
 std::vector<OpTimes> read_op_times(const std::string& results_json_path);
 // Points of `reprise comms --json` output files.

@@ -44,7 +44,14 @@ struct OpWork {
   // others: bytes, flops). Zero where unused.
   std::array<double, 4> key{};
   int64_t collective = -1;  // Collective and Sync: index in Trace::collectives
+  // Bytes of the outputs of at least kFreshPageBytes in storage no input holds. On a CPU, glibc maps an allocation
+  // that large afresh on every call (its mmap threshold tops out at 32 MiB on 64-bit) and unmaps it when freed, so
+  // the kernel faults in and zeroes each of its pages every time: a cost of the size alone, not of the op's rate.
+  double fresh_bytes = 0;
+  double table_bytes = 0;  // Embedding: the part of `bytes` that is a table-sized gradient (a dense backward's)
 };
+
+constexpr double kFreshPageBytes = 32.0 * 1024 * 1024;
 
 // The work of node `node` (an operator, collective or wait). Never throws: what the shapes cannot settle falls
 // back to bytes moved, and an op with no tensors to Unmodeled.
