@@ -211,13 +211,12 @@ int cmd_calibrate(int argc, char** argv) {
       "to FILE (docs/predict.md). --from-replay fits from replays written with --per-op instead (measured results\n"
       "fed back into the model). --host-from adds a GPU's host overheads measured from Kineto traces (per op and\n"
       "shape: the gap before it, start to first launch, the launch calls and the gaps between them, last launch to\n"
-      "its end; with --family none alone). --cluster-out also writes the measured machine as a cluster description. "
-      "Under\n"
-      "mpirun -np K or srun -n K (one rank per core) every rank runs the sweep at once (the machine as busy as a\n"
-      "K-rank replay keeps it); then a CPU's memory contention is measured (a 64 MiB copy on every rank at once "
-      "against one\n"
-      "alone) and every collective is swept at K ranks (MPI on CPUs, NCCL on GPUs); rank 0 writes the "
-      "files.\n\noptions");
+      "its end; with --family none alone). --cluster-out also writes the measured machine as a cluster description.\n"
+      "On a CPU the sweep's memory all comes from the heap and what a fresh page costs a byte is timed apart (a\n"
+      "replay maps each output of 32 MiB or more afresh; predict adds those pages by size). Under mpirun -np K or\n"
+      "srun -n K (one rank per core) every rank runs the sweep at once (the machine as busy as a K-rank replay keeps\n"
+      "it); then a CPU's memory contention is measured (a 64 MiB copy on every rank at once against one alone) and\n"
+      "every collective is swept at K ranks (MPI on CPUs, NCCL on GPUs); rank 0 writes the files.\n\noptions");
   std::string out, cluster_out, device = "cpu", dtype = "float", comms_max_text = "16M";
   std::vector<std::string> from_replay, comms, families, host_from;
   int threads = 1, passes = 5;
