@@ -57,7 +57,7 @@ std::vector<OpSample> samples_of(const Trace& t, const std::vector<std::pair<int
 // raw mmap written by memset read 0.55-0.59 ns a byte where tensors read 0.43-0.45: the figure is the tensors'.)
 double fresh_page_seconds_per_byte() {
   device::install_memory_tracking();
-  const int64_t n = int64_t{16} << 20;  // floats
+  constexpr int64_t n = int64_t{16} << 20;  // floats
   const at::Tensor kept = at::empty({n});
   kept.fill_(0);
   auto seconds = [](auto&& f) {
@@ -67,7 +67,7 @@ double fresh_page_seconds_per_byte() {
   };
   std::vector<double> fresh, reused;
   for (int k = 0; k < 11; ++k) {
-    const double a = seconds([n] { at::empty({n}).fill_(1); });
+    const double a = seconds([] { at::empty({n}).fill_(1); });
     const double b = seconds([&kept] { kept.fill_(1); });
     if (k >= 2) fresh.push_back(a), reused.push_back(b);
   }
