@@ -37,6 +37,14 @@ struct Ops {
     b.op(schema, in, out);
     return ops++;
   }
+  // aten::embedding of `lookups` rows of a rows x dim float table.
+  uint32_t embedding(int64_t rows, int64_t dim, int64_t lookups) {
+    return op(
+        "aten::embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, bool "
+        "sparse=False) -> Tensor",
+        {t({rows, dim}), t({lookups}, "long", 8), b.integer(-1), b.boolean(false), b.boolean(false)},
+        {t({lookups, dim})});
+  }
   uint32_t ops = 0;
 };
 
@@ -149,11 +157,7 @@ TEST_F(H100Ops, MemoryContentionSlowsMemoryBoundWorkWhenTheNodeIsBusy) {
 // Embedding lookups gather and scatter rows: latency, not bandwidth, so a busy node's contention leaves them.
 TEST(CostModelEmbedding, LookupsAreNotSlowedByMemoryContention) {
   Ops x;
-  const uint32_t bag = x.op(
-      "aten::embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, bool "
-      "sparse=False) -> Tensor",
-      {x.t({50000, 64}), x.t({40960}, "long", 8), x.b.integer(-1), x.b.boolean(false), x.b.boolean(false)},
-      {x.t({40960, 64})});
+  const uint32_t bag = x.embedding(50000, 64, 40960);
   const Trace tr = x.b.finish();
   Calibration cal;
   cal.memory_contention[2] = 1.5;
@@ -173,13 +177,6 @@ TEST(CostModelEmbedding, LookupsAreNotSlowedByMemoryContention) {
 // calibration ran, its own; under fewer, a smaller table's. A GPU's caches are its own.
 TEST(CostModelEmbedding, RanksSharingANodesCachesTimeTablesAsLarger) {
   Ops x;
-  auto lookup = [&](int64_t rows) {
-    return x.op(
-        "aten::embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, bool "
-        "sparse=False) -> Tensor",
-        {x.t({rows, 64}), x.t({40960}, "long", 8), x.b.integer(-1), x.b.boolean(false), x.b.boolean(false)},
-        {x.t({40960, 64})});
-  };
   auto backward = [&](int64_t rows) {
     return x.op(
         "aten::embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, int padding_idx, "
@@ -187,7 +184,7 @@ TEST(CostModelEmbedding, RanksSharingANodesCachesTimeTablesAsLarger) {
         {x.t({40960, 64}), x.t({40960}, "long", 8), x.b.integer(rows), x.b.integer(-1), x.b.boolean(false)},
         {x.t({rows, 64})});
   };
-  const uint32_t small = lookup(50000), large = lookup(200000);  // 12.8 MB and 51.2 MB
+  const uint32_t small = x.embedding(50000, 64, 40960), large = x.embedding(200000, 64, 40960);  // 12.8, 51.2 MB
   const uint32_t small_back = backward(50000), large_back = backward(200000);
   const Trace tr = x.b.finish();
   const Cluster cpu = shipped("cpu-2core-example");
@@ -251,14 +248,8 @@ TEST(CostModelEmbedding, FreshPagesAreLeftOutOfTheRateAndAddedBack) {
 
 TEST(CostModelEmbedding, TablesPastTheLargestCacheReadAtTheRandomAccessRate) {
   Ops x;
-  auto bag = [&](int64_t rows) {
-    return x.op(
-        "aten::embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, bool "
-        "sparse=False) -> Tensor",
-        {x.t({rows, 128}), x.t({65536}, "long", 8), x.b.integer(-1), x.b.boolean(false), x.b.boolean(false)},
-        {x.t({65536, 128})});
-  };
-  const uint32_t small = bag(1000), large = bag(1000000);  // 512 KB, 512 MB against a 50 MiB L2
+  // 512 KB and 512 MB against the H100's 50 MiB L2
+  const uint32_t small = x.embedding(1000, 128, 65536), large = x.embedding(1000000, 128, 65536);
   const Trace tr = x.b.finish();
   const CostModel m(shipped("h100-sxm-8"));
   const OpCost s = m.op(tr, operator_node(tr, small)), l = m.op(tr, operator_node(tr, large));
