@@ -189,7 +189,7 @@ std::vector<OpSample> samples_from_trace(const Trace& t, const std::vector<std::
     s.key = w.key;
     s.flops = w.flops;
     s.bytes = w.bytes;
-    s.seconds = std::max(seconds - w.fresh_bytes * fresh_page_seconds_per_byte, seconds / 10);
+    s.seconds = std::max(seconds - w.fresh_bytes * std::max(fresh_page_seconds_per_byte, 0.0), seconds / 10);
     if (i < host.size() && host[i] >= 0) s.host_seconds = std::min(host[i], s.seconds);
     out.push_back(std::move(s));
   }
@@ -280,7 +280,7 @@ void write_calibration(const Calibration& c, const std::string& path) {
   json contention = json::object();
   for (const auto& [ranks, factor] : c.memory_contention) contention[std::to_string(ranks)] = factor;
   j["memory_contention"] = contention;
-  j["fresh_page_seconds_per_byte"] = c.fresh_page_seconds_per_byte;
+  if (c.fresh_page_seconds_per_byte >= 0) j["fresh_page_seconds_per_byte"] = c.fresh_page_seconds_per_byte;
   j["default_overhead"] = c.default_overhead;
   j["overheads"] = c.overheads;
   if (!c.dispatch.empty()) j["dispatch"] = c.dispatch;
@@ -361,7 +361,8 @@ Calibration read_calibration(const std::string& path) {
           json_value_number(factor, path + ": memory_contention: " + ranks, 1, 1000);
     }
   }
-  c.fresh_page_seconds_per_byte = json_number(j, "fresh_page_seconds_per_byte", path, 0, 1e-6, 0.0);
+  c.fresh_page_seconds_per_byte =
+      j.contains("fresh_page_seconds_per_byte") ? json_number(j, "fresh_page_seconds_per_byte", path, 0, 1e-6) : -1;
   c.default_overhead = json_number(j, "default_overhead", path, 0, kLongestSeconds);
   c.overheads = numbers("overheads", 0, kLongestSeconds, true);
   c.sigma = numbers("sigma", 0, 10, false);

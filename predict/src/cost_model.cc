@@ -12,14 +12,14 @@ namespace {
 // The spread assumed for a model with no measurements behind it: public peak rates times a typical efficiency.
 constexpr double kUncalibratedSigma = 0.3;
 
-double efficiency(const OpWork& w, const DeviceSpec& d, double cache_sharing) {
+double efficiency(const OpWork& w, const DeviceSpec& d, double tables_sharing_the_cache) {
   switch (w.family) {
     case OpFamily::Gemm:
     case OpFamily::Conv:
     case OpFamily::Attention:
       return d.compute_efficiency;
     case OpFamily::Embedding:
-      return w.key[2] * cache_sharing > d.largest_cache() ? d.random_access_efficiency : d.memory_efficiency;
+      return w.key[2] * tables_sharing_the_cache > d.largest_cache() ? d.random_access_efficiency : d.memory_efficiency;
     default:
       return d.memory_efficiency;
   }
@@ -70,6 +70,7 @@ struct CostModel::Impl {
   detail::RateIndex index;
   double memory_slowdown = 1;    // set_ranks_per_node
   double cache_sharing = 1;      // the same: an embedding table's size is timed as this many times larger
+  int64_t resident = 1;          // the same: ranks on a CPU node
   double default_dispatch = -1;  // a GPU calibration's median host part, for ops it did not sweep (-1: none measured)
 
   double overhead(const std::string& op) const {
@@ -96,10 +97,13 @@ const Cluster& CostModel::cluster() const { return impl_->cluster; }
 
 void CostModel::set_ranks_per_node(int64_t running, int64_t resident) {
   impl_->memory_slowdown = impl_->cache_sharing = 1;
+  impl_->resident = 1;
   if (impl_->cluster.device.kind != "cpu") return;
+  impl_->resident = std::max<int64_t>(resident, 1);
   // The calibration's tables each shared the caches with concurrent_ranks - 1 others of their size (the sweep runs
-  // on every rank at once); an uncalibrated cache size is one rank's alone.
-  impl_->cache_sharing = static_cast<double>(std::max<int64_t>(resident, 1)) /
+  // on every rank at once). Without one, the roofline's test of a table against the cluster's caches takes every
+  // resident rank's tables.
+  impl_->cache_sharing = static_cast<double>(impl_->resident) /
                          static_cast<double>(impl_->cal ? std::max(impl_->cal->concurrent_ranks, 1) : 1);
   if (!impl_->cal) return;
   auto it = impl_->cal->memory_contention.find(static_cast<int>(running));
@@ -131,7 +135,7 @@ OpCost CostModel::op(const Trace& t, uint32_t node) const {
       c.sigma = s != impl_->cal->sigma.end() ? s->second : kUncalibratedSigma;
       c.modeled = w.by_name;
     } else if (const double roof = roofline_seconds(w, d); roof > 0) {
-      busy = roof / efficiency(w, d, impl_->cache_sharing);
+      busy = roof / efficiency(w, d, static_cast<double>(impl_->resident));  // the cluster's caches: every rank's
       c.sigma = kUncalibratedSigma;
       c.modeled = w.by_name;
     }
@@ -139,7 +143,8 @@ OpCost CostModel::op(const Trace& t, uint32_t node) const {
   // Streaming work shares the node's memory bandwidth; an embedding lookup's gathers and scatters wait on latency
   // and do not (a DLRM's _embedding_bag_backward of 50,000 x 64 tables ran as fast beside another rank as alone).
   if (w.family == OpFamily::Memory) busy *= impl_->memory_slowdown;
-  if (d.kind == "cpu" && impl_->cal) busy += w.fresh_bytes * impl_->cal->fresh_page_seconds_per_byte;
+  if (d.kind == "cpu" && impl_->cal && impl_->cal->fresh_page_seconds_per_byte > 0)
+    busy += w.fresh_bytes * impl_->cal->fresh_page_seconds_per_byte;
   const double overhead = impl_->overhead(op);
   if (d.kind == "cpu") {
     c.host = overhead + busy;

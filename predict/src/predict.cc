@@ -99,7 +99,6 @@ class Predictor {
   std::map<int64_t, double> plain_step_;    // by rank: the step without the observers (capture manifest)
   std::map<int64_t, double> plain_loader_;  // by rank: its DataLoader calls' time without them (the same)
   double oversubscribed_ = 1;               // CPU ranks per device, when more than one
-  int64_t resident_ = 1;                    // ranks on one node
   Prediction p_;
 
   void note(const std::string& phase, int64_t done, int64_t total) const {
@@ -125,11 +124,14 @@ void Predictor::set_world(int world) {
   // The ranks that run at once on one node: as many as it has devices, fewer when the world is smaller; those that
   // live there: more, when a CPU's ranks outnumber its cores and take turns on them.
   const int64_t running = std::min<int64_t>(world, c.devices_per_node);
-  resident_ = world > c.devices() && c.device.kind == "cpu" ? (world + c.nodes - 1) / c.nodes : running;
-  model_.set_ranks_per_node(running, resident_);
+  const int64_t resident = world > c.devices() && c.device.kind == "cpu" ? (world + c.nodes - 1) / c.nodes : running;
+  model_.set_ranks_per_node(running, resident);
+  p_.ranks_running = running;
+  p_.ranks_resident = resident;
+  p_.cache_sharing = model_.cache_sharing();
   if (world <= c.devices()) return;
   if (c.device.kind == "cpu") {
-    oversubscribed_ = static_cast<double>(world) / static_cast<double>(c.devices());
+    p_.oversubscribed = oversubscribed_ = static_cast<double>(world) / static_cast<double>(c.devices());
     p_.warnings.push_back(std::to_string(world) + " ranks share the " + std::to_string(c.devices()) + " device(s) of " +
                           c.name + ": every op " + std::to_string(oversubscribed_).substr(0, 4) + "x slower");
   } else {
@@ -366,17 +368,18 @@ Prediction Predictor::run() {
     p_.warnings.push_back("the op times of " + (times->trace.empty() ? std::string("--op-times") : times->trace) +
                           " (rank " + std::to_string(times->rank) + ") match none of the " + std::to_string(b.ops) +
                           " ops of rank 0 by node id: results of another trace? The models time every op");
-  if (const double sharing = model_.cache_sharing(); sharing != 1 && p_.families.count("embedding"))
-    p_.warnings.push_back("embedding tables timed as " + std::to_string(sharing).substr(0, 4) +
-                          "x their size: " + std::to_string(resident_) + " ranks' tables share a node's caches, " +
-                          (o_.calibration ? "the calibration's " + std::to_string(o_.calibration->concurrent_ranks)
-                                          : std::string("the cluster's figures one rank's")));
+  if (p_.cache_sharing != 1 && p_.families.count("embedding"))
+    p_.warnings.push_back("embedding tables timed as " + std::to_string(p_.cache_sharing).substr(0, 4) +
+                          "x their size: " + std::to_string(p_.ranks_resident) +
+                          (p_.ranks_resident == 1 ? " rank's tables have" : " ranks' tables share") +
+                          " a node's caches, the calibration's " +
+                          (o_.calibration ? std::to_string(o_.calibration->concurrent_ranks) : std::string("1")) +
+                          " shared them");
   if (o_.calibration && o_.cluster.device.kind == "cpu" && !o_.calibration->samples.empty() &&
-      o_.calibration->fresh_page_seconds_per_byte == 0)
+      o_.calibration->fresh_page_seconds_per_byte < 0)
     p_.warnings.push_back(
-        "the calibration"
-        " has no fresh-page cost (made before it was measured?): its samples of outputs of 32 MiB "
-        "or more may hold page faults; calibrate again");
+        "the calibration has no fresh-page cost (made before it was measured?): its samples of "
+        "outputs of 32 MiB or more may hold page faults; calibrate again");
   if (b.fallback > 0)
     p_.warnings.push_back(std::to_string(b.fallback) +
                           " op(s) of rank 0 have no family model and were timed by the bytes they move");

@@ -344,6 +344,10 @@ TEST(CalibrationFile, RoundTrips) {
   EXPECT_EQ(r.concurrent_ranks, 2);
   EXPECT_EQ(r.memory_contention, c.memory_contention);
   EXPECT_EQ(r.fresh_page_seconds_per_byte, c.fresh_page_seconds_per_byte);
+  c.fresh_page_seconds_per_byte = -1;  // not measured: not written, and read back as not measured
+  write_calibration(c, path);
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(path)).count("fresh_page_seconds_per_byte"), 0u);
+  EXPECT_EQ(read_calibration(path).fresh_page_seconds_per_byte, -1);
   EXPECT_EQ(r.overheads, c.overheads);
   EXPECT_EQ(r.default_overhead, c.default_overhead);
   EXPECT_EQ(r.sigma, c.sigma);

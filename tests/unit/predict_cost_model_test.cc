@@ -209,12 +209,14 @@ TEST(CostModelEmbedding, RanksSharingANodesCachesTimeTablesAsLarger) {
   EXPECT_EQ(m.cache_sharing(), 4);
   EXPECT_NEAR(m.op(tr, operator_node(tr, small)).host, 3e-3, 1e-9);
   EXPECT_NEAR(m.op(tr, operator_node(tr, small_back)).host, 7e-3, 1e-9);
-  m.set_ranks_per_node(1, 1);  // one rank: a fourth of the large table's pressure, half the small one's
+  m.set_ranks_per_node(1, 1);  // one rank: the caches to itself, its table timed at half its size
   EXPECT_EQ(m.cache_sharing(), 0.5);
   EXPECT_LT(m.op(tr, operator_node(tr, large)).host, 3e-3);
   CostModel gpu(shipped("h100-sxm-8"), &cal);
+  const double alone = gpu.op(tr, operator_node(tr, small)).device;
   gpu.set_ranks_per_node(8, 8);
   EXPECT_EQ(gpu.cache_sharing(), 1);
+  EXPECT_EQ(gpu.op(tr, operator_node(tr, small)).device, alone);
 }
 
 // A dense embedding backward's gradient of 51.2 MB is mapped afresh each call: the calibration's sample leaves its
@@ -240,7 +242,7 @@ TEST(CostModelEmbedding, FreshPagesAreLeftOutOfTheRateAndAddedBack) {
   cal.fresh_page_seconds_per_byte = rate;
   const Cluster cpu = shipped("cpu-2core-example");
   EXPECT_NEAR(CostModel(cpu, &cal).op(tr, node).host, measured, 1e-9);
-  cal.fresh_page_seconds_per_byte = 0;  // a calibration from before: its samples as they are
+  cal.fresh_page_seconds_per_byte = -1;  // not measured (a calibration from before): its samples as they are
   EXPECT_NEAR(CostModel(cpu, &cal).op(tr, node).host, measured - fresh * rate, 1e-9);
   cal.fresh_page_seconds_per_byte = rate;  // a GPU's memory is not glibc's
   EXPECT_NEAR(CostModel(shipped("h100-sxm-8"), &cal).op(tr, node).device, measured - fresh * rate, 1e-9);

@@ -54,11 +54,15 @@ TEST(OpWork, FreshBytesAreLargeOutputsOfTheirOwnStorage) {
          {x.t({rows, dim}, "float", 4, 7)});
   x.b.op("aten::zeros_like(Tensor self) -> Tensor", {x.t({4096, 2048})}, {x.t({4096, 2048})});  // 32 MiB exactly
   x.b.op("aten::zeros_like(Tensor self) -> Tensor", {x.t({4095, 2048})}, {x.t({4095, 2048})});  // 8 KiB short of it
+  // An `empty` touches none of its pages (the op that first writes them does, in place).
+  x.b.op("aten::empty_like(Tensor self) -> Tensor", {x.t({rows, dim})}, {x.t({rows, dim})});
   Trace tr = x.b.finish();
   const uint32_t last = last_op(tr);
-  EXPECT_DOUBLE_EQ(op_work(tr, last - 3).fresh_bytes, 4.0 * rows * dim);
-  EXPECT_EQ(op_work(tr, last - 2).fresh_bytes, 0);
-  EXPECT_DOUBLE_EQ(op_work(tr, last - 1).fresh_bytes, kFreshPageBytes);
+  EXPECT_DOUBLE_EQ(op_work(tr, last - 4).fresh_bytes, 4.0 * rows * dim);
+  EXPECT_EQ(op_work(tr, last - 3).fresh_bytes, 0);
+  EXPECT_DOUBLE_EQ(op_work(tr, last - 2).fresh_bytes, kFreshPageBytes);
+  EXPECT_EQ(op_work(tr, last - 1).fresh_bytes, 0);
+  EXPECT_EQ(op_work(tr, last).family, OpFamily::View);
   EXPECT_EQ(op_work(tr, last).fresh_bytes, 0);
 }
 

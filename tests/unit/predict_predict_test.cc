@@ -16,6 +16,7 @@
 #include "../common/p2p_trace.h"
 #include "reprise/common/error.h"
 #include "reprise/generators/generate.h"
+#include "reprise/predict/calibration.h"
 #include "reprise/predict/cost_model.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/write.h"
@@ -164,6 +165,66 @@ TEST(Predict, MeasuredOpTimesMakeAOneRankPredictionExact) {
   // Measured ops carry no spread: the interval is the point.
   EXPECT_NEAR(p.lo, want, 1e-9 * want);
   EXPECT_NEAR(p.hi, want, 1e-9 * want);
+}
+
+bool has_warning(const Prediction& p, const std::string& text) {
+  return std::any_of(p.warnings.begin(), p.warnings.end(),
+                     [&](const std::string& w) { return w.find(text) != std::string::npos; });
+}
+
+// Where ranks live on a CPU. Eight ranks on the 2-core cluster take turns on its cores: every op 4x slower, and their
+// embedding tables share its caches (uncalibrated: all eight against the cluster's cache). One rank predicted with
+// a calibration that two ranks ran at once has the caches to itself: its table timed at half its size, which a
+// warning says when rank 0 looks tables up; a CPU calibration with samples and no fresh-page cost is named too.
+TEST(Predict, RanksPerNodeTheirTurnsAndTheirCachesOnACpu) {
+  const Prediction p2 = predict(rank_folder(2), cpu_options());  // first: rank_folder(8) writes over its ranks
+  EXPECT_EQ(p2.ranks_resident, 2);
+  EXPECT_EQ(p2.oversubscribed, 1);
+  const Prediction p8 = predict(rank_folder(8), cpu_options());
+  EXPECT_EQ(p8.ranks_running, 2);
+  EXPECT_EQ(p8.ranks_resident, 8);
+  EXPECT_EQ(p8.oversubscribed, 4);
+  EXPECT_EQ(p8.cache_sharing, 8);
+  EXPECT_TRUE(has_warning(p8, "8 ranks share the 2 device(s) of test-cpu: every op 4.00x slower"));
+  EXPECT_FALSE(has_warning(p8, "embedding tables")) << "the mlp looks no table up";
+
+  TraceBuilder b;
+  b.roots();
+  b.set_parent(b.annotation("ProfilerStep#0"));
+  auto tensor = [&](std::vector<int64_t> shape, const std::string& dtype, int itemsize) {
+    TensorSpec s;
+    s.id = b.next_id();
+    s.storage_id = s.id;
+    s.dtype = dtype;
+    s.itemsize = itemsize;
+    s.device = "cpu";
+    s.shape = std::move(shape);
+    return b.tensor(s);
+  };
+  b.op(
+      "aten::embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, bool "
+      "sparse=False) -> Tensor",
+      {tensor({50000, 64}, "float", 4), tensor({4096}, "long", 8), b.integer(-1), b.boolean(false), b.boolean(false)},
+      {tensor({4096, 64}, "float", 4)});
+  const Trace tr = b.finish();
+  const std::string dir = test::test_dir();
+  write_et(tr, dir + "/lookup.et.json.gz");
+  uint32_t node = 0;
+  while (tr.nodes[node].kind != NodeKind::Operator) ++node;
+  Calibration cal;
+  cal.samples = samples_from_trace(tr, {{node, 1e-3}});
+  cal.concurrent_ranks = 2;
+  PredictOptions o = cpu_options();
+  o.calibration = &cal;
+  const Prediction p1 = predict(dir + "/lookup.et.json.gz", o);
+  EXPECT_EQ(p1.ranks_resident, 1);
+  EXPECT_EQ(p1.cache_sharing, 0.5);
+  EXPECT_TRUE(has_warning(p1,
+                          "embedding tables timed as 0.50x their size: 1 rank's tables have a node's caches, "
+                          "the calibration's 2 shared them"));
+  EXPECT_TRUE(has_warning(p1, "the calibration has no fresh-page cost"));
+  cal.fresh_page_seconds_per_byte = 4e-10;
+  EXPECT_FALSE(has_warning(predict(dir + "/lookup.et.json.gz", o), "fresh-page"));
 }
 
 TEST(Predict, MeasuredOpTimesOfTwoRanksAddTheModeledCollectives) {
@@ -370,9 +431,10 @@ TEST(Predict, JsonAndTimelineHoldWhatTheDocsList) {
   const json j = json::parse(prediction_json(p));
   EXPECT_EQ(j.at("format"), "reprise-prediction/1");
   for (const char* key : {"name", "world_size", "iteration_seconds", "interval", "ranks", "families", "coverage",
-                          "per_op", "critical_path", "simulation", "launch"})
+                          "per_op", "critical_path", "simulation", "launch", "placement"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j.at("world_size"), 2);
+  EXPECT_EQ(j.at("placement").at("ranks_resident_per_node"), 2);
   EXPECT_EQ(j.at("ranks").size(), 2u);
   EXPECT_DOUBLE_EQ(j.at("iteration_seconds").get<double>(), p.seconds);
   EXPECT_DOUBLE_EQ(j.at("interval").at("lo").get<double>(), p.lo);

@@ -206,7 +206,8 @@ OpWork op_work(const Trace& t, uint32_t node) {
     w.by_name = false;
     kMemory.work(t, n, w);
   }
-  w.fresh_bytes = fresh_output_bytes(t, n);
+  // A view, or an `empty`, touches no page: the op that first writes its storage does (in place, so not fresh).
+  if (w.family != OpFamily::View) w.fresh_bytes = fresh_output_bytes(t, n);
   return w;
 }
 

@@ -81,7 +81,7 @@ struct Calibration {
   // none (the sweep's memory all comes from the heap; a replay's fitted times have it taken out, samples_from_trace),
   // so that an op's rate does not depend on where its outputs cross glibc's mmap threshold; the cost model adds it
   // for the fresh bytes of the op it times.
-  double fresh_page_seconds_per_byte = 0;
+  double fresh_page_seconds_per_byte = -1;  // -1: not measured (a GPU's, or a calibration from before)
   std::vector<OpSample> samples;
   std::map<std::string, double> overheads;  // host seconds per call, by op name
   double default_overhead = 0;              // for ops without their own
