@@ -12,14 +12,14 @@ namespace {
 // The spread assumed for a model with no measurements behind it: public peak rates times a typical efficiency.
 constexpr double kUncalibratedSigma = 0.3;
 
-double efficiency(const OpWork& w, const DeviceSpec& d, double tables_sharing_the_cache) {
+double efficiency(const OpWork& w, const DeviceSpec& d) {
   switch (w.family) {
     case OpFamily::Gemm:
     case OpFamily::Conv:
     case OpFamily::Attention:
       return d.compute_efficiency;
     case OpFamily::Embedding:
-      return w.key[2] * tables_sharing_the_cache > d.largest_cache() ? d.random_access_efficiency : d.memory_efficiency;
+      return w.key[2] > d.largest_cache() ? d.random_access_efficiency : d.memory_efficiency;
     default:
       return d.memory_efficiency;
   }
@@ -69,8 +69,6 @@ struct CostModel::Impl {
   const Calibration* cal = nullptr;
   detail::RateIndex index;
   double memory_slowdown = 1;    // set_ranks_per_node
-  double cache_sharing = 1;      // the same: an embedding table's size is timed as this many times larger
-  int64_t resident = 1;          // the same: ranks on a CPU node
   double default_dispatch = -1;  // a GPU calibration's median host part, for ops it did not sweep (-1: none measured)
 
   double overhead(const std::string& op) const {
@@ -95,22 +93,12 @@ CostModel::CostModel(CostModel&&) noexcept = default;
 
 const Cluster& CostModel::cluster() const { return impl_->cluster; }
 
-void CostModel::set_ranks_per_node(int64_t running, int64_t resident) {
-  impl_->memory_slowdown = impl_->cache_sharing = 1;
-  impl_->resident = 1;
-  if (impl_->cluster.device.kind != "cpu") return;
-  impl_->resident = std::max<int64_t>(resident, 1);
-  // The calibration's tables each shared the caches with concurrent_ranks - 1 others of their size (the sweep runs
-  // on every rank at once). Without one, the roofline's test of a table against the cluster's caches takes every
-  // resident rank's tables.
-  impl_->cache_sharing = static_cast<double>(impl_->resident) /
-                         static_cast<double>(impl_->cal ? std::max(impl_->cal->concurrent_ranks, 1) : 1);
-  if (!impl_->cal) return;
-  auto it = impl_->cal->memory_contention.find(static_cast<int>(running));
+void CostModel::set_ranks_per_node(int64_t ranks) {
+  impl_->memory_slowdown = 1;
+  if (!impl_->cal || impl_->cluster.device.kind != "cpu") return;
+  auto it = impl_->cal->memory_contention.find(static_cast<int>(ranks));
   if (it != impl_->cal->memory_contention.end()) impl_->memory_slowdown = it->second;
 }
-
-double CostModel::cache_sharing() const { return impl_->cache_sharing; }
 
 OpCost CostModel::op(const Trace& t, uint32_t node) const {
   const DeviceSpec& d = impl_->cluster.device;
@@ -118,24 +106,18 @@ OpCost CostModel::op(const Trace& t, uint32_t node) const {
   c.work = op_work(t, node);
   const OpWork& w = c.work;
   const std::string op(t.name(t.nodes[node]));
-  double work = detail::work_measure(w);
+  const double work = detail::work_measure(w);
   double busy = 0;
   c.modeled = w.family == OpFamily::View || w.family == OpFamily::Sync || w.family == OpFamily::Collective;
   if (work > 0) {
     double log_rate = 0;
-    std::array<double, 4> key = w.key;
-    if (w.family == OpFamily::Embedding && impl_->cache_sharing != 1) {
-      // A lookup into a table cache_sharing times its size (and a dense backward's gradient as large).
-      key[2] *= impl_->cache_sharing;
-      work += (impl_->cache_sharing - 1) * w.table_bytes;
-    }
-    if (impl_->cal && impl_->index.estimate(op, w.family, w.dtype, key, log_rate)) {
+    if (impl_->cal && impl_->index.estimate(op, w.family, w.dtype, w.key, log_rate)) {
       busy = work / std::exp(log_rate);
       auto s = impl_->cal->sigma.find(family_name(w.family));
       c.sigma = s != impl_->cal->sigma.end() ? s->second : kUncalibratedSigma;
       c.modeled = w.by_name;
     } else if (const double roof = roofline_seconds(w, d); roof > 0) {
-      busy = roof / efficiency(w, d, static_cast<double>(impl_->resident));  // the cluster's caches: every rank's
+      busy = roof / efficiency(w, d);
       c.sigma = kUncalibratedSigma;
       c.modeled = w.by_name;
     }

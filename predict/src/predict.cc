@@ -125,10 +125,9 @@ void Predictor::set_world(int world) {
   // live there: more, when a CPU's ranks outnumber its cores and take turns on them.
   const int64_t running = std::min<int64_t>(world, c.devices_per_node);
   const int64_t resident = world > c.devices() && c.device.kind == "cpu" ? (world + c.nodes - 1) / c.nodes : running;
-  model_.set_ranks_per_node(running, resident);
+  model_.set_ranks_per_node(running);
   p_.ranks_running = running;
   p_.ranks_resident = resident;
-  p_.cache_sharing = model_.cache_sharing();
   if (world <= c.devices()) return;
   if (c.device.kind == "cpu") {
     p_.oversubscribed = oversubscribed_ = static_cast<double>(world) / static_cast<double>(c.devices());
@@ -368,13 +367,6 @@ Prediction Predictor::run() {
     p_.warnings.push_back("the op times of " + (times->trace.empty() ? std::string("--op-times") : times->trace) +
                           " (rank " + std::to_string(times->rank) + ") match none of the " + std::to_string(b.ops) +
                           " ops of rank 0 by node id: results of another trace? The models time every op");
-  if (p_.cache_sharing != 1 && p_.families.count("embedding"))
-    p_.warnings.push_back("embedding tables timed as " + std::to_string(p_.cache_sharing).substr(0, 4) +
-                          "x their size: " + std::to_string(p_.ranks_resident) +
-                          (p_.ranks_resident == 1 ? " rank's tables have" : " ranks' tables share") +
-                          " a node's caches, the calibration's " +
-                          (o_.calibration ? std::to_string(o_.calibration->concurrent_ranks) : std::string("1")) +
-                          " shared them");
   if (o_.calibration && o_.cluster.device.kind == "cpu" && !o_.calibration->samples.empty() &&
       o_.calibration->fresh_page_seconds_per_byte < 0)
     p_.warnings.push_back(

@@ -75,8 +75,7 @@ std::string prediction_json(const Prediction& p) {
                      {"ops_per_second", p.simulate_seconds > 0 ? p.simulated_ops / p.simulate_seconds : 0.0}};
   j["placement"] = {{"ranks_running_per_node", p.ranks_running},
                     {"ranks_resident_per_node", p.ranks_resident},
-                    {"oversubscribed", p.oversubscribed},
-                    {"cache_sharing", p.cache_sharing}};
+                    {"oversubscribed", p.oversubscribed}};
   j["warnings"] = p.warnings;
   return j.dump(2) + "\n";
 }

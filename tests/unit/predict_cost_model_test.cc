@@ -143,14 +143,14 @@ TEST_F(H100Ops, MemoryContentionSlowsMemoryBoundWorkWhenTheNodeIsBusy) {
   const double add1 = m.op(tr, add).host, gemm1 = m.op(tr, gemm).host, overhead = m.op(tr, view).host;
   ASSERT_GT(add1, overhead);
   EXPECT_DOUBLE_EQ(overhead, shipped("cpu-2core-example").device.op_overhead);
-  m.set_ranks_per_node(2, 2);
+  m.set_ranks_per_node(2);
   EXPECT_DOUBLE_EQ(m.op(tr, add).host, overhead + 1.5 * (add1 - overhead));
   EXPECT_DOUBLE_EQ(m.op(tr, gemm).host, gemm1);
-  m.set_ranks_per_node(3, 3);  // no figure for 3 ranks: as measured alone
+  m.set_ranks_per_node(3);  // no figure for 3 ranks: as measured alone
   EXPECT_DOUBLE_EQ(m.op(tr, add).host, add1);
   CostModel gpu(shipped("h100-sxm-8"), &cal);
   const double dev = gpu.op(tr, add).device;
-  gpu.set_ranks_per_node(2, 2);
+  gpu.set_ranks_per_node(2);
   EXPECT_DOUBLE_EQ(gpu.op(tr, add).device, dev);
 }
 
@@ -161,62 +161,11 @@ TEST(CostModelEmbedding, LookupsAreNotSlowedByMemoryContention) {
   const Trace tr = x.b.finish();
   Calibration cal;
   cal.memory_contention[2] = 1.5;
-  cal.concurrent_ranks = 2;  // its tables shared the caches as two ranks' do
   CostModel m(shipped("cpu-2core-example"), &cal);
-  m.set_ranks_per_node(1, 2);
   const OpCost alone = m.op(tr, operator_node(tr, bag));
   ASSERT_EQ(alone.work.family, OpFamily::Embedding);
-  m.set_ranks_per_node(2, 2);
+  m.set_ranks_per_node(2);
   EXPECT_DOUBLE_EQ(m.op(tr, operator_node(tr, bag)).host, alone.host);
-}
-
-// Ranks that take turns on a CPU's cores keep their tables in its shared caches all the same: eight ranks' tables
-// evict each other where the calibration's two did not. A lookup is timed as one into a table resident /
-// concurrent_ranks times its size: with two samples 4x apart in table size, the smaller table under 8 ranks takes
-// the larger one's time (a dense backward's as well: its gradient is timed 4x as large); under as many ranks as the
-// calibration ran, its own; under fewer, a smaller table's. A GPU's caches are its own.
-TEST(CostModelEmbedding, RanksSharingANodesCachesTimeTablesAsLarger) {
-  Ops x;
-  auto backward = [&](int64_t rows) {
-    return x.op(
-        "aten::embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, int padding_idx, "
-        "bool scale_grad_by_freq) -> Tensor",
-        {x.t({40960, 64}), x.t({40960}, "long", 8), x.b.integer(rows), x.b.integer(-1), x.b.boolean(false)},
-        {x.t({rows, 64})});
-  };
-  const uint32_t small = x.embedding(50000, 64, 40960), large = x.embedding(200000, 64, 40960);  // 12.8, 51.2 MB
-  const uint32_t small_back = backward(50000), large_back = backward(200000);
-  const Trace tr = x.b.finish();
-  const Cluster cpu = shipped("cpu-2core-example");
-  Calibration cal;
-  cal.concurrent_ranks = 2;
-  cal.default_overhead = 0;
-  for (auto [node, seconds] :
-       {std::pair{small, 1e-3}, std::pair{large, 3e-3}, std::pair{small_back, 2e-3}, std::pair{large_back, 7e-3}}) {
-    const OpWork w = CostModel(cpu).op(tr, operator_node(tr, node)).work;
-    ASSERT_EQ(w.family, OpFamily::Embedding);
-    cal.samples.push_back(
-        {std::string(tr.name(tr.nodes[operator_node(tr, node)])), w.family, w.dtype, w.key, w.flops, w.bytes, seconds});
-  }
-  EXPECT_EQ(cal.samples[2].bytes + 3 * 50000 * 64 * 4, cal.samples[3].bytes);  // the gradient's bytes 4x
-  CostModel m(cpu, &cal);
-  m.set_ranks_per_node(2, 2);
-  EXPECT_EQ(m.cache_sharing(), 1);
-  EXPECT_NEAR(m.op(tr, operator_node(tr, small)).host, 1e-3, 1e-9);
-  EXPECT_NEAR(m.op(tr, operator_node(tr, large)).host, 3e-3, 1e-9);
-  EXPECT_NEAR(m.op(tr, operator_node(tr, small_back)).host, 2e-3, 1e-9);
-  m.set_ranks_per_node(2, 8);  // eight ranks take turns on two cores
-  EXPECT_EQ(m.cache_sharing(), 4);
-  EXPECT_NEAR(m.op(tr, operator_node(tr, small)).host, 3e-3, 1e-9);
-  EXPECT_NEAR(m.op(tr, operator_node(tr, small_back)).host, 7e-3, 1e-9);
-  m.set_ranks_per_node(1, 1);  // one rank: the caches to itself, its table timed at half its size
-  EXPECT_EQ(m.cache_sharing(), 0.5);
-  EXPECT_LT(m.op(tr, operator_node(tr, large)).host, 3e-3);
-  CostModel gpu(shipped("h100-sxm-8"), &cal);
-  const double alone = gpu.op(tr, operator_node(tr, small)).device;
-  gpu.set_ranks_per_node(8, 8);
-  EXPECT_EQ(gpu.cache_sharing(), 1);
-  EXPECT_EQ(gpu.op(tr, operator_node(tr, small)).device, alone);
 }
 
 // A dense embedding backward's gradient of 51.2 MB is mapped afresh each call: the calibration's sample leaves its

@@ -172,11 +172,9 @@ bool has_warning(const Prediction& p, const std::string& text) {
                      [&](const std::string& w) { return w.find(text) != std::string::npos; });
 }
 
-// Where ranks live on a CPU. Eight ranks on the 2-core cluster take turns on its cores: every op 4x slower, and their
-// embedding tables share its caches (uncalibrated: all eight against the cluster's cache). One rank predicted with
-// a calibration that two ranks ran at once has the caches to itself: its table timed at half its size, which a
-// warning says when rank 0 looks tables up; a CPU calibration with samples and no fresh-page cost is named too.
-TEST(Predict, RanksPerNodeTheirTurnsAndTheirCachesOnACpu) {
+// Where ranks live on a CPU: eight ranks on the 2-core cluster take turns on its cores, every op 4x slower, and the
+// JSON's placement says so. A CPU calibration with samples and no fresh-page cost is named in a warning.
+TEST(Predict, RanksPerNodeAndAnOldCalibrationOnACpu) {
   const Prediction p2 = predict(rank_folder(2), cpu_options());  // first: rank_folder(8) writes over its ranks
   EXPECT_EQ(p2.ranks_resident, 2);
   EXPECT_EQ(p2.oversubscribed, 1);
@@ -184,47 +182,22 @@ TEST(Predict, RanksPerNodeTheirTurnsAndTheirCachesOnACpu) {
   EXPECT_EQ(p8.ranks_running, 2);
   EXPECT_EQ(p8.ranks_resident, 8);
   EXPECT_EQ(p8.oversubscribed, 4);
-  EXPECT_EQ(p8.cache_sharing, 8);
   EXPECT_TRUE(has_warning(p8, "8 ranks share the 2 device(s) of test-cpu: every op 4.00x slower"));
-  EXPECT_FALSE(has_warning(p8, "embedding tables")) << "the mlp looks no table up";
 
-  TraceBuilder b;
-  b.roots();
-  b.set_parent(b.annotation("ProfilerStep#0"));
-  auto tensor = [&](std::vector<int64_t> shape, const std::string& dtype, int itemsize) {
-    TensorSpec s;
-    s.id = b.next_id();
-    s.storage_id = s.id;
-    s.dtype = dtype;
-    s.itemsize = itemsize;
-    s.device = "cpu";
-    s.shape = std::move(shape);
-    return b.tensor(s);
-  };
-  b.op(
-      "aten::embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, bool "
-      "sparse=False) -> Tensor",
-      {tensor({50000, 64}, "float", 4), tensor({4096}, "long", 8), b.integer(-1), b.boolean(false), b.boolean(false)},
-      {tensor({4096, 64}, "float", 4)});
-  const Trace tr = b.finish();
+  const Trace tr = synthetic_trace(mlp(1, 0));
   const std::string dir = test::test_dir();
-  write_et(tr, dir + "/lookup.et.json.gz");
+  write_et(tr, dir + "/one.et.json.gz");
   uint32_t node = 0;
   while (tr.nodes[node].kind != NodeKind::Operator) ++node;
   Calibration cal;
   cal.samples = samples_from_trace(tr, {{node, 1e-3}});
-  cal.concurrent_ranks = 2;
   PredictOptions o = cpu_options();
   o.calibration = &cal;
-  const Prediction p1 = predict(dir + "/lookup.et.json.gz", o);
+  const Prediction p1 = predict(dir + "/one.et.json.gz", o);
   EXPECT_EQ(p1.ranks_resident, 1);
-  EXPECT_EQ(p1.cache_sharing, 0.5);
-  EXPECT_TRUE(has_warning(p1,
-                          "embedding tables timed as 0.50x their size: 1 rank's tables have a node's caches, "
-                          "the calibration's 2 shared them"));
   EXPECT_TRUE(has_warning(p1, "the calibration has no fresh-page cost"));
   cal.fresh_page_seconds_per_byte = 4e-10;
-  EXPECT_FALSE(has_warning(predict(dir + "/lookup.et.json.gz", o), "fresh-page"));
+  EXPECT_FALSE(has_warning(predict(dir + "/one.et.json.gz", o), "fresh-page"));
 }
 
 TEST(Predict, MeasuredOpTimesOfTwoRanksAddTheModeledCollectives) {

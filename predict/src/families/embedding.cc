@@ -53,7 +53,7 @@ bool embedding_work(const Trace& t, const Node& n, OpWork& w) {
   if (lookups <= 0 || dim <= 0 || rows <= 0 || bags <= 0) return false;
   const double table_bytes = rows * dim * item;
   w.bytes = lookups * dim * item + static_cast<double>(idx->bytes()) + bags * dim * item;
-  if (backward && name.find("sparse") == std::string_view::npos) w.bytes += table_bytes, w.table_bytes = table_bytes;
+  if (backward && name.find("sparse") == std::string_view::npos) w.bytes += table_bytes;
   w.flops = lookups * dim;
   w.key = {lookups, dim, table_bytes, bags};
   return true;
@@ -103,7 +103,6 @@ bool tbe_backward_work(const Trace& t, const Node& n, std::string_view opt, OpWo
   w.bytes = static_cast<double>(grad->numel) * g + lookups * (dim * g + 2 * 16);
   w.bytes += table_batched_dense(opt) ? l.table_bytes + 2 * lookups * dim * item
                                       : lookups * dim * (2 * item + 2 * 4 * state_per_element(opt));
-  if (table_batched_dense(opt)) w.table_bytes = l.table_bytes;
   w.flops = lookups * dim * (2 + 2 * state_per_element(opt));
   return true;
 }

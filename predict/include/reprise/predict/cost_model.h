@@ -37,15 +37,9 @@ class CostModel {
   CostModel(CostModel&&) noexcept;
 
   OpCost op(const Trace& t, uint32_t node) const;
-  // On each CPU node `running` ranks run at once and `resident` ranks live (more when they take turns on its cores).
-  // Streaming work (the memory family) slows by the calibration's measured memory contention for `running`, when
-  // it has one; embedding lookups (latency-bound gathers) do not. But an embedding table shares the node's caches
-  // with the tables of every resident rank, where the calibration's tables shared them with its concurrent_ranks:
-  // a lookup is timed as one into a table `resident / concurrent_ranks` times its size (a dense backward's gradient
-  // as large).
-  void set_ranks_per_node(int64_t running, int64_t resident);
-  // That factor: 1 off a CPU or with as many ranks resident as the calibration ran.
-  double cache_sharing() const;
+  // `ranks` run at once on each CPU node: streaming work (the memory family) slows by the calibration's measured
+  // memory contention for that many, when it has one; embedding lookups (latency-bound gathers) do not.
+  void set_ranks_per_node(int64_t ranks);
   // A collective's time over a group of global ranks (their link level picks the curve), and its sigma.
   double collective(const Collective& c, const std::vector<int64_t>& group, double* sigma = nullptr) const;
   const Cluster& cluster() const;

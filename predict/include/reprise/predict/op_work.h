@@ -48,7 +48,6 @@ struct OpWork {
   // that large afresh on every call (its mmap threshold tops out at 32 MiB on 64-bit) and unmaps it when freed, so
   // the kernel faults in and zeroes each of its pages every time: a cost of the size alone, not of the op's rate.
   double fresh_bytes = 0;
-  double table_bytes = 0;  // Embedding: the part of `bytes` that is a table-sized gradient (a dense backward's)
 };
 
 constexpr double kFreshPageBytes = 32.0 * 1024 * 1024;

@@ -83,10 +83,10 @@ struct Prediction {
   int64_t simulated_ops = 0;
   double build_seconds = 0, simulate_seconds = 0;
   std::vector<SimEvent> critical_path, timeline;
-  // Ranks per node: run at once, and live there (more when a CPU's ranks outnumber its cores and take turns);
-  // each op on a CPU is `oversubscribed` times slower, and an embedding table timed `cache_sharing` times its size.
+  // Ranks per node: run at once, and live there (more when a CPU's ranks outnumber its cores and take turns, each
+  // op on a CPU then `oversubscribed` times slower).
   int64_t ranks_running = 1, ranks_resident = 1;
-  double oversubscribed = 1, cache_sharing = 1;
+  double oversubscribed = 1;
   std::vector<std::string> warnings;
   std::map<std::string, std::string> launch;  // launcher -> the command that replays the input on the cluster
 };
