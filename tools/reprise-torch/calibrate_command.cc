@@ -319,10 +319,10 @@ int cmd_calibrate(int argc, char** argv) {
     so.quick = quick;
     so.families = families;
     Trace sweep = calibration_sweep(so);
-    // The sweep's ops take all their memory from the heap, which is never trimmed (replay's thresholds, and no
-    // mappings at all): after its first pass none faults in fresh pages, so its times hold none. A replay maps
-    // outputs of 32 MiB and more afresh each call (an 8 MiB table's gradient would not be, a 51.2 MB one's would
-    // be, and from a heap free chunk of its size, not), so the cost model adds those pages back by size.
+    // The sweep's ops take all their memory from the heap, trimmed only past 1 GiB (replay's settings, and no
+    // mappings at all): after its first pass none faults in fresh pages, so its times hold none. A replay maps an
+    // output of 32 MiB or more afresh each call (unless a free heap chunk as large serves it): the cost model adds
+    // those pages back by size (OpWork::fresh_bytes).
     if (device == "cpu") {
       device::install_memory_tracking();
       mallopt(M_MMAP_MAX, 0);

@@ -44,9 +44,10 @@ struct OpWork {
   // others: bytes, flops). Zero where unused.
   std::array<double, 4> key{};
   int64_t collective = -1;  // Collective and Sync: index in Trace::collectives
-  // Bytes of the outputs of at least kFreshPageBytes in storage no input holds. On a CPU, glibc maps an allocation
-  // that large afresh on every call (its mmap threshold tops out at 32 MiB on 64-bit) and unmaps it when freed, so
-  // the kernel faults in and zeroes each of its pages every time: a cost of the size alone, not of the op's rate.
+  // Bytes of the outputs of at least kFreshPageBytes in storage no input holds (none for a view or an `empty`). On a
+  // CPU, glibc maps an allocation that large afresh on every call (replay fixes its mmap threshold there; a free heap
+  // chunk as large would serve it instead) and unmaps it when freed, so the kernel faults in and zeroes each of its
+  // pages every time: a cost of the size alone, not of the op's rate.
   double fresh_bytes = 0;
 };
 
