@@ -33,10 +33,11 @@ across cases, and the median taken. The machine's own speed is watched by a prob
 sizes, captured once, replayed alone: GEMMs and embedding lookups): three replays before and three after the
 calibration, one before each round of measurements. Their ratio, the drift, says how much faster or slower the
 machine ran while the cases were measured than while it was calibrated (a shared VM's neighbours); each case's error
-is also printed adjusted by it (predicted x drift against measured): a diagnostic, the bars judge the error itself. Exit 1 when a bar is missed (accuracy geomean > 10%, distributed error > 15%,
-speed < 1M ops/s or 1,024 ranks > 10 s, ranking neither match nor within 5%). Every launch (captures, calibration,
-replays) is `mpiexec --allow-run-as-root --oversubscribe -np N`, with REPRISE_MPIEXEC_ARGS's words added when set
-(`--mca pml ob1 --mca btl self,vader` on a machine whose default transport is in question).
+is also printed adjusted by it (predicted x drift against measured): a diagnostic, the bars judge the error itself.
+Exit 1 when a bar is missed (accuracy geomean > 10%, distributed error > 15%, speed < 1M ops/s or 1,024 ranks > 10 s,
+ranking neither match nor within 5%). Every launch (captures, calibration, replays) is `mpiexec --allow-run-as-root
+--oversubscribe -np N`, with REPRISE_MPIEXEC_ARGS's words added when set (`--mca pml ob1 --mca btl self,vader` on a
+machine whose default transport is in question).
 """
 import argparse
 import json

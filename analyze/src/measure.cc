@@ -33,8 +33,10 @@ MedianInterval median_interval(std::vector<double> xs, double confidence) {
   return r;
 }
 
+bool MeasuredFix::too_few_pairs() const { return pairs > 0 && interval_coverage < kMeasureConfidence; }
+
 bool MeasuredFix::resolved() const {
-  return pairs > 0 && interval_coverage >= 0.9 && (interval_lo_us > 0 || interval_hi_us < 0);
+  return pairs > 0 && !too_few_pairs() && (interval_lo_us > 0 || interval_hi_us < 0);
 }
 
 std::vector<MeasuredFix> plan_fixes(const Analysis& a, bool every_rank) {

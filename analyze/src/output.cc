@@ -115,7 +115,7 @@ void print_classifier(std::FILE* out, const Analysis& a) {
 
 // Whether a measured saving stands out of the replays' noise (MeasuredFix::resolved), for the table and the report.
 const char* verdict_of(const MeasuredFix& m) {
-  return m.resolved() ? "resolved" : m.interval_coverage < 0.9 ? "too few pairs" : "within the noise";
+  return m.resolved() ? "resolved" : m.too_few_pairs() ? "too few pairs" : "within the noise";
 }
 
 // --measure in the HTML report: each class's estimate beside what replay measured, the median's interval over the
@@ -177,9 +177,9 @@ void print_measured(std::FILE* out, const Analysis& a) {
   // A saving is only as good as the pairs agree: say which are within the replays' noise.
   for (const MeasuredFix& m : a.measured) {
     if (m.pairs == 0 || m.resolved()) continue;
-    if (m.interval_coverage < 0.9)  // verdict_of: too few pairs
-      std::fprintf(out, "%s: %d pair(s) give no 90%% interval of the median: not resolved; give --pairs 5 or more\n",
-                   m.detector.c_str(), m.pairs);
+    if (m.too_few_pairs())
+      std::fprintf(out, "%s: %d pair(s) give no %.0f%% interval of the median: not resolved; give --pairs 5 or more\n",
+                   m.detector.c_str(), m.pairs, 100 * kMeasureConfidence);
     else
       std::fprintf(out,
                    "%s: within the replays' noise: the median's %.0f%% interval, %s to %s, holds 0; more --pairs "

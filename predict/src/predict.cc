@@ -98,7 +98,6 @@ class Predictor {
   std::vector<const Built*> rank_program_;  // per world rank
   std::map<int64_t, double> plain_step_;    // by rank: the step without the observers (capture manifest)
   std::map<int64_t, double> plain_loader_;  // by rank: its DataLoader calls' time without them (the same)
-  double oversubscribed_ = 1;               // CPU ranks per device, when more than one
   Prediction p_;
 
   void note(const std::string& phase, int64_t done, int64_t total) const {
@@ -130,9 +129,9 @@ void Predictor::set_world(int world) {
   p_.ranks_resident = resident;
   if (world <= c.devices()) return;
   if (c.device.kind == "cpu") {
-    p_.oversubscribed = oversubscribed_ = static_cast<double>(world) / static_cast<double>(c.devices());
+    p_.oversubscribed = static_cast<double>(world) / static_cast<double>(c.devices());
     p_.warnings.push_back(std::to_string(world) + " ranks share the " + std::to_string(c.devices()) + " device(s) of " +
-                          c.name + ": every op " + std::to_string(oversubscribed_).substr(0, 4) + "x slower");
+                          c.name + ": every op " + std::to_string(p_.oversubscribed).substr(0, 4) + "x slower");
   } else {
     const LinkLevel& outer = c.levels.back();
     const bool within_a_node = outer.span != 0 && outer.span <= c.devices_per_node;
@@ -167,8 +166,8 @@ Built* Predictor::build(std::unique_ptr<Trace> t, int64_t rank) {
   // More CPU ranks than the machine has devices (cores / threads): they share the cores, every op slower by the
   // ratio (MPI ranks poll while they wait, so none gives its core back). Collective curves measured at that world
   // size hold the sharing already.
-  if (oversubscribed_ > 1)
-    for (SimOp& op : b->b.program.ops) op.host *= oversubscribed_, op.device *= oversubscribed_;
+  if (const double k = p_.oversubscribed; k > 1)
+    for (SimOp& op : b->b.program.ops) op.host *= k, op.device *= k;
   const double z = two_sided_z(o_.confidence);
   b->lo = detail::scaled_program(b->b, -z);
   b->hi = detail::scaled_program(b->b, z);

@@ -51,12 +51,12 @@ std::vector<OpSample> samples_of(const Trace& t, const std::vector<std::pair<int
   return samples_from_trace(t, measured, host, fresh_page_seconds_per_byte);
 }
 
-// What a fresh page costs a byte on this CPU, as an op pays it: a 64 MiB tensor made, filled and freed (with
-// replay's allocator settings glibc maps it afresh and unmaps it, so the kernel faults in and zeroes every page)
-// against the same fill of a tensor kept, alternating, the difference of the medians of 9 each over the bytes. (A
-// raw mmap written by memset read 0.55-0.59 ns a byte where tensors read 0.43-0.45: the figure is the tensors'.)
+// What a fresh page costs a byte on this CPU, as an op pays it: a 64 MiB tensor made, filled and freed (under
+// replay's allocator settings, which the caller installs, glibc maps it afresh and unmaps it, so the kernel faults in
+// and zeroes every page) against the same fill of a tensor kept, alternating, the difference of the medians of 9 each
+// over the bytes. (A raw mmap written by memset read 0.55-0.59 ns a byte where tensors read 0.43-0.45: the figure is
+// the tensors'.)
 double fresh_page_seconds_per_byte() {
-  device::install_memory_tracking();
   constexpr int64_t n = int64_t{16} << 20;  // floats
   const at::Tensor kept = at::empty({n});
   kept.fill_(0);
@@ -302,9 +302,12 @@ int cmd_calibrate(int argc, char** argv) {
       line.message("host overheads: " + std::to_string(calls) + " op call(s), " + std::to_string(host.by_op.size()) +
                    " op(s), " + std::to_string(host.by_shape.size()) + " op shape(s) from " + host.source);
   }
-  // A CPU's fresh pages, timed before the sweep (on every rank at once under a launcher, as the sweep runs).
-  if (device == "cpu" && (!from_replay.empty() || !no_sweep))
+  // A CPU's fresh pages, timed under replay's allocator settings before the sweep (on every rank at once under a
+  // launcher, as the sweep runs), which keeps those settings.
+  if (device == "cpu" && (!from_replay.empty() || !no_sweep)) {
+    device::install_memory_tracking();
     cal.fresh_page_seconds_per_byte = fresh_page_seconds_per_byte();
+  }
   if (!from_replay.empty()) {
     // A replay's outputs of 32 MiB and more were mapped afresh: their pages come out of its ops' times.
     samples = samples_from_replays(from_replay, cal.source, cal.concurrent_ranks, cal.fresh_page_seconds_per_byte);
@@ -319,14 +322,11 @@ int cmd_calibrate(int argc, char** argv) {
     so.quick = quick;
     so.families = families;
     Trace sweep = calibration_sweep(so);
-    // The sweep's ops take all their memory from the heap, trimmed only past 1 GiB (replay's settings, and no
-    // mappings at all): after its first pass none faults in fresh pages, so its times hold none. A replay maps an
-    // output of 32 MiB or more afresh each call (unless a free heap chunk as large serves it): the cost model adds
-    // those pages back by size (OpWork::fresh_bytes).
-    if (device == "cpu") {
-      device::install_memory_tracking();
-      mallopt(M_MMAP_MAX, 0);
-    }
+    // The sweep's ops take all their memory from the heap, trimmed only past 1 GiB (replay's settings, installed
+    // above, and no mappings at all): after its first pass none faults in fresh pages, so its times hold none. A
+    // replay maps an output of 32 MiB or more afresh each call (unless a free heap chunk as large serves it): the cost
+    // model adds those pages back by size (OpWork::fresh_bytes).
+    if (device == "cpu") mallopt(M_MMAP_MAX, 0);
     replay::ReplayOptions ro;
     ro.device = device;
     ro.per_op = true;

@@ -123,6 +123,7 @@ struct MeasuredFix {
   // The median's interval over the pairs (median_interval: 90% or more where the pairs allow, its coverage here);
   // the saving is resolved when the interval leaves 0 out at that confidence, else it is within the replays' noise.
   double interval_lo_us = 0, interval_hi_us = 0, interval_coverage = 0;
+  bool too_few_pairs() const;  // measured, but too few pairs for an interval at kMeasureConfidence
   bool resolved() const;
   std::string device;     // where it was replayed
   std::string host_time;  // replay's --host-time mode on both sides: "none", "recorded", "scale"
@@ -148,7 +149,8 @@ Analysis analyze(const TraceSet& set, const Options& options = {});
 struct MedianInterval {
   double lo = 0, hi = 0, coverage = 0;
 };
-MedianInterval median_interval(std::vector<double> xs, double confidence = 0.9);
+constexpr double kMeasureConfidence = 0.9;  // the interval a measured saving is resolved at
+MedianInterval median_interval(std::vector<double> xs, double confidence = kMeasureConfidence);
 
 // One MeasuredFix per class of findings per rank, with its transform (or a note that none builds it) and the
 // estimated saving per step; the measured fields are left for the caller that replays. With `every_rank`, one per
