@@ -10,7 +10,8 @@ one thread everywhere (OMP_NUM_THREADS=1, --threads 1); the ratios replay/origin
   bench/host_time.py [--pairs N] [--case python|cpp] [--device cpu|cuda] [--bin build/bin] [--work DIR] [--json FILE]
 
 With --device cuda both programs run on the GPU (issue 12's GPU check: recorded is the GPU's default, since its
-launch-bound steps are mostly host time), and the exit status says nothing: the 5% bar is the CPU's.
+launch-bound steps are mostly host time), a third replay of each pair adds --hold-ops (`held`: each op's call held to
+its original's own host time), and the exit status says nothing: the 5% bar is the CPU's.
 
 Each side of a pair is summarized twice: by its median (the original's uninstrumented steps, the replay's 10
 measured iterations) and by its minimum, the step the machine disturbed least, which on a shared, loaded machine is
@@ -43,8 +44,9 @@ def capture(case, bin_, out, device):
 
 def replay(bin_, path, mode):
     out = os.path.join(path, f"replay-{mode}.json")
-    run([f"{bin_}/reprise", "replay", path, "--host-time", mode, "--threads", "1", "--iterations", "10",
-         "--warmup", "2", "--out", out, "-q"])
+    hold = ["--hold-ops"] if mode == "held" else []
+    run([f"{bin_}/reprise", "replay", path, "--host-time", "recorded" if mode == "held" else mode, *hold,
+         "--threads", "1", "--iterations", "10", "--warmup", "2", "--out", out, "-q"])
     r = json.load(open(out))
     return r["iteration_seconds"], r["host_time"]
 
@@ -72,7 +74,8 @@ def main():
             path = os.path.join(work, f"{case}-{k}")
             original = capture(case, a.bin, path, a.device)
             row = {"original_seconds": original}
-            for mode in (["recorded", "none"] if k % 2 == 0 else ["none", "recorded"]):
+            modes = ["recorded", "none"] + (["held"] if a.device != "cpu" else [])
+            for mode in modes[k % len(modes):] + modes[:k % len(modes)]:  # each first in turn
                 seconds, host = replay(a.bin, path, mode)
                 row[mode] = {"seconds": seconds, "host_time": host,
                              "ratio_median": statistics.median(seconds) / statistics.median(original),
@@ -87,9 +90,12 @@ def main():
         for by in ("median", "min"):
             rec = [r["recorded"]["ratio_" + by] for r in rows]
             none = [r["none"]["ratio_" + by] for r in rows]
+            held = [r["held"]["ratio_" + by] for r in rows if "held" in r]
             print(f"{case}: replay/original by {by}s, median over {a.pairs} pairs: recorded {spread(rec)}, "
-                  f"none {spread(none)}")
+                  f"none {spread(none)}" + (f", held {spread(held)}" if held else ""))
             entry.update({f"recorded_by_{by}": statistics.median(rec), f"none_by_{by}": statistics.median(none)})
+            if held:
+                entry[f"held_by_{by}"] = statistics.median(held)
             if case == "python" and by == "min" and a.device == "cpu":
                 failed |= not 0.95 <= statistics.median(rec) <= 1.05
         host = [r["recorded"]["host_time"]["seconds_per_iteration"] / min(r["original_seconds"]) for r in rows]

@@ -153,6 +153,7 @@ Built* Predictor::build(std::unique_ptr<Trace> t, int64_t rank) {
   bo.op_times = op_times_for(rank);
   bo.rank = rank;
   bo.host_time_scale = host_time_scale(o_, tr);
+  bo.hold_ops = o_.hold_ops;
   bo.data_loader_scale = o_.data_loader_scale;
   if (auto plain = plain_step_.find(rank); plain != plain_step_.end()) bo.plain_step_seconds = plain->second;
   if (auto plain = plain_loader_.find(rank); plain != plain_loader_.end()) bo.plain_data_loader_seconds = plain->second;
@@ -351,6 +352,7 @@ Prediction Predictor::run() {
   p_.unmodeled = b.unmodeled;
   p_.host_time_scale = host_time_scale(o_, *zero.trace);
   p_.host_time_seconds = b.host_time_seconds;
+  p_.op_floor_seconds = b.op_floor_seconds;
   p_.data_loader_seconds = b.data_loader_seconds;
   p_.host_time_known = b.op_times;
   for (const auto& [label, tot] : b.per_op) {

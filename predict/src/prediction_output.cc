@@ -52,6 +52,7 @@ std::string prediction_json(const Prediction& p) {
   j["host_time"] = {{"mode", host_time_mode(p.host_time_known ? p.host_time_scale : 0)},
                     {"scale", p.host_time_scale},
                     {"seconds_per_iteration", p.host_time_seconds},
+                    {"op_floor_seconds_per_iteration", p.op_floor_seconds},
                     {"data_loader_seconds_per_iteration", p.data_loader_seconds}};
   j["launch"] = p.launch;
   json fam = json::object();
@@ -141,6 +142,9 @@ void print_prediction(std::FILE* out, const Prediction& p) {
     std::fprintf(out,
                  "  host time    %s (--host-time): %s per iteration between rank 0's ops, as the trace recorded it\n",
                  host_time_mode(p.host_time_scale), human_seconds(p.host_time_seconds).c_str());
+  if (p.op_floor_seconds > 0)
+    std::fprintf(out, "               and %s per iteration holding ops to their original's own host time\n",
+                 human_seconds(p.op_floor_seconds).c_str());
   else if (p.host_time_scale > 0)
     std::fprintf(out,
                  "  host time    none: the trace has no op times (no Kineto trace or capture timeline linked to it)\n");

@@ -45,7 +45,7 @@ class Builder {
     ++tot.count;
     tot.seconds += seconds;
   }
-  void compute(uint32_t node, double gap);
+  void compute(uint32_t node, double gap, double floor);
   bool comm(uint32_t node, double gap);
   // The DataLoader calls' time (--data-loader) due before the next op issued, measured host overheads or not.
   double loader_due_ = 0;
@@ -69,8 +69,9 @@ bool Builder::peer_of(const Collective& c, int32_t group, int64_t& peer) const {
 }
 
 // `gap`: the recorded host time before the op (seconds), spent on the host before its own part, unless measured host
-// overheads time it (their gap before the op is that time, measured on other traces).
-void Builder::compute(uint32_t node, double gap) {
+// overheads time it (their gap before the op is that time, measured on other traces). `floor`: with --hold-ops on a
+// GPU, the original op's own host time (seconds; own_host_us), the least its host part takes, as replay holds the call.
+void Builder::compute(uint32_t node, double gap, double floor) {
   const Node& n = t_.nodes[node];
   p2p_run_.clear();
   OpCost c = m_.op(t_, node);
@@ -100,6 +101,11 @@ void Builder::compute(uint32_t node, double gap) {
       }
       c.sigma = 0;
     }
+  }
+  if (!c.host_kinds && c.host - gap < floor) {  // launched where the model says, then held, as replay's call is
+    if (c.launch_at < 0) c.launch_at = c.host;
+    b_.op_floor_seconds += floor - (c.host - gap);
+    c.host = gap + floor;
   }
   SimOp op;
   op.kind = syncs_host(t_.name(n)) || c.waits_device ? SimOp::Kind::HostSync : SimOp::Kind::Compute;
@@ -206,6 +212,10 @@ BuiltProgram Builder::run() {
   const bool timed = o_.host_time_scale > 0 || o_.data_loader_scale > 0;
   const std::vector<std::pair<double, double>> waits =
       timed ? host_device_waits(t_) : std::vector<std::pair<double, double>>{};
+  // --hold-ops on a GPU cluster: each op's host part at least its original's own host time, as replay holds the call.
+  const bool holds = o_.hold_ops && o_.host_time_scale > 0 && !b_.program.host_runs_ops;
+  const std::vector<std::pair<double, double>> blocking =
+      holds ? host_blocking_calls(t_) : std::vector<std::pair<double, double>>{};
   const std::vector<uint32_t> below = o_.data_loader_scale > 0 ? ops_below(t_) : std::vector<uint32_t>{};
   for (const StepSpan& s : steps) {
     // The ops, and the DataLoader calls among them: units of the timeline whose time is not host time, as in replay
@@ -218,6 +228,7 @@ BuiltProgram Builder::run() {
     RecordedGaps gaps;
     gaps.before_us.assign(units.size(), 0);
     if (timed) gaps = recorded_gaps(t_, units, marker, plain_us, waits);
+    const std::vector<double> own = holds ? own_host_us(t_, units, blocking) : std::vector<double>(units.size(), 0);
     b_.op_times = b_.op_times || gaps.timed;
     const double scale = o_.host_time_scale * gaps.keep * 1e-6;  // microseconds recorded -> seconds spent
     const DataLoaderRule rule =                                  // replay's
@@ -238,7 +249,7 @@ BuiltProgram Builder::run() {
       if (kind == NodeKind::Collective || kind == NodeKind::Wait || kind == NodeKind::CommOp) {
         if (comm(node, pending)) pending = 0;
       } else {
-        compute(node, pending);
+        compute(node, pending, own[k] * scale);
         pending = 0;
       }
     }
@@ -264,6 +275,7 @@ BuiltProgram Builder::run() {
   }
   for (int64_t* count : {&b_.ops, &b_.modeled, &b_.fallback, &b_.measured}) per_step(*count);
   b_.host_time_seconds /= static_cast<double>(n);
+  b_.op_floor_seconds /= static_cast<double>(n);
   b_.data_loader_seconds /= static_cast<double>(n);
   for (auto& [op, count] : b_.unmodeled) per_step(count);
   return std::move(b_);

@@ -28,9 +28,10 @@ struct BuiltProgram {
   std::map<std::string, OpTotals> per_op;  // by op label, per iteration
   // Coverage, per iteration:
   int64_t ops = 0, modeled = 0, fallback = 0, measured = 0;
-  double host_time_seconds = 0;              // the recorded host time added, per iteration
-  double data_loader_seconds = 0;            // the DataLoader calls' recorded time added, per iteration
-  bool op_times = false;                     // with host time asked for: whether any op of the steps has recorded times
+  double host_time_seconds = 0;    // the recorded host time added, per iteration
+  double op_floor_seconds = 0;     // on a GPU: what holding ops to their original's own host time added, per iteration
+  double data_loader_seconds = 0;  // the DataLoader calls' recorded time added, per iteration
+  bool op_times = false;           // with host time asked for: whether any op of the steps has recorded times
   std::map<std::string, int64_t> unmodeled;  // op -> count
 };
 
@@ -39,6 +40,7 @@ struct BuildOptions {
   bool all_steps = false;
   const OpTimes* op_times = nullptr;     // measured seconds by node id, for this rank's trace
   double host_time_scale = 0;            // of the recorded host time between ops added before each (0: none)
+  bool hold_ops = false;                 // on a GPU: each op's host part at least its original's own (--hold-ops)
   double plain_step_seconds = 0;         // the step without the observers (a capture manifest's): scales the gaps
   double plain_data_loader_seconds = 0;  // its DataLoader calls' time without them (the manifest's); 0 unknown
   double data_loader_scale = 0;          // of the DataLoader calls' recorded time added where they were (0: none)

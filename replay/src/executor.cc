@@ -202,11 +202,20 @@ inline void respend_host_time(int64_t ns) {
   if (ns > 0) busy_wait_ns(ns);
 }
 
+// An instruction held to its floor (Instr::floor_ns): the call, then a busy wait for what it took less.
+inline void Executor::exec_held(Instr& in) {
+  const int64_t until = in.floor_ns > 0 ? now_ns() + in.floor_ns : 0;
+  exec(in);
+  if (until > 0)
+    while (now_ns() < until) {
+    }
+}
+
 void Executor::run_step(size_t s) {
   Instr* in = plan_.instrs.data();
   for (uint32_t i = plan_.step_begin[s], end = plan_.step_begin[s + 1]; i < end; ++i) {
     respend_host_time(in[i].host_ns);
-    exec(in[i]);
+    exec_held(in[i]);
   }
   respend_host_time(plan_.step_tail_ns[s]);
   end_step();
@@ -218,7 +227,7 @@ void Executor::run_step_reporting(size_t s, const std::function<void(uint32_t)>&
   double next = now_seconds() + kInterval;
   for (uint32_t i = plan_.step_begin[s], end = plan_.step_begin[s + 1]; i < end; ++i) {
     respend_host_time(in[i].host_ns);
-    exec(in[i]);
+    exec_held(in[i]);
     double now = now_seconds();
     if (now < next) continue;
     report(i + 1);

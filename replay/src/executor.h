@@ -46,6 +46,7 @@ class Executor {
 
  private:
   void exec(Instr& in);
+  void exec_held(Instr& in);
   void exec_on_stream(Instr& in);
   void end_step();
   void fail(Instr& in, const char* what);

@@ -67,11 +67,17 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
   const bool loaders = std::any_of(p.units.begin(), p.units.end(),
                                    [&t](const StepUnit& u) { return is_data_loader_call(t, t.nodes[u.node]); });
   const std::vector<uint32_t> below = loaders ? ops_below(t) : std::vector<uint32_t>{};
+  // --hold-ops on a GPU: each call held to its original's own host time (own_host_us); there the span is dispatch.
+  const bool floors = o.hold_ops && !p.device.is_cpu() && !p.device.is_meta();
+  const std::vector<std::pair<double, double>> blocking =
+      floors ? host_blocking_calls(t) : std::vector<std::pair<double, double>>{};
+  double floor_us = 0;
   auto loader_ns = [&o](double us) { return static_cast<int64_t>(std::llround(us * 1e3 * o.data_loader_scale)); };
   for (size_t s = 0; s < steps; ++s) {
     // A truncated step (--max-ops): what followed its last op is not replayed, nor is the plain step its time.
     const double plain = p.truncated ? 0 : plain_us;
     const RecordedGaps g = recorded_gaps(t, units[s], p.step_nodes[s], plain, waits);
+    const std::vector<double> own = floors ? own_host_us(t, units[s], blocking) : std::vector<double>{};
     const DataLoaderRule rule = loaders ? data_loader_rule(t, units[s], p.step_nodes[s], plain,
                                                            o.plain_data_loader_seconds * 1e6, g.keep, below)
                                         : DataLoaderRule{};
@@ -85,6 +91,10 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
         continue;
       }
       p.instrs[in].host_ns = ns(pending * g.keep) + loader_ns(loader);
+      if (floors && p.instrs[in].comm < 0) {
+        p.instrs[in].floor_ns = ns(own[k] * g.keep);
+        floor_us += own[k] * g.keep;
+      }
       step_us += pending;
       loader_us += loader;
       pending = loader = 0;
@@ -105,10 +115,11 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
   r.seconds = r.recorded_seconds * r.scale;
   r.data_loader_recorded_seconds = loader_us * 1e-6 / static_cast<double>(std::max<size_t>(steps, 1));
   r.data_loader_seconds = r.data_loader_recorded_seconds * o.data_loader_scale;
+  r.op_floor_seconds = floor_us * 1e-6 * r.scale / static_cast<double>(std::max<size_t>(steps, 1));
   if (r.timed_ops == 0) {
-    for (Instr& in : p.instrs) in.host_ns = 0;
+    for (Instr& in : p.instrs) in.host_ns = in.floor_ns = 0;
     std::fill(p.step_tail_ns.begin(), p.step_tail_ns.end(), 0);
-    r.recorded_seconds = r.seconds = r.instrumentation_seconds = 0;
+    r.recorded_seconds = r.seconds = r.instrumentation_seconds = r.op_floor_seconds = 0;
     r.data_loader_recorded_seconds = r.data_loader_seconds = 0;
     if (r.scale > 0 || o.data_loader_scale > 0)
       p.warnings.push_back(

@@ -102,6 +102,9 @@ struct Instr {
   bool failed = false;
   uint32_t reason = 0;  // failed: index in Plan::reasons
   int64_t host_ns = 0;  // host time re-spent before it (--host-time), in nanoseconds
+  // The least host time the call itself takes (--hold-ops on a GPU: the original op's own dispatch work, which a
+  // replayed call does less of), in nanoseconds; 0: none.
+  int64_t floor_ns = 0;
 };
 
 // A node a step ran as one piece: an op replayed whole (or skipped, or past --max-ops), a collective, a DataLoader

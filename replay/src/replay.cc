@@ -170,7 +170,7 @@ void measure(const Trace& trace, detail::Executor& ex, Plan& plan, const ReplayO
     if (graphs) {  // a graph launch runs no host work between its ops: nothing of it is re-spent
       r.host_time.scale = 0;
       r.host_time.mode = host_time_mode(0);
-      r.host_time.seconds = r.host_time.data_loader_seconds = 0;
+      r.host_time.seconds = r.host_time.data_loader_seconds = r.host_time.op_floor_seconds = 0;
       r.host_time.reason = "--cuda-graph: a graph launch re-spends none";
     }
   }

@@ -26,6 +26,7 @@ json host_time_json(const HostTimeReport& h) {
           {"seconds_per_iteration", h.seconds},
           {"recorded_seconds_per_iteration", h.recorded_seconds},
           {"instrumentation_seconds_per_iteration", h.instrumentation_seconds},
+          {"op_floor_seconds_per_iteration", h.op_floor_seconds},
           {"data_loader_seconds_per_iteration", h.data_loader_seconds},
           {"data_loader_recorded_seconds_per_iteration", h.data_loader_recorded_seconds},
           {"timed_ops", h.timed_ops},
@@ -285,6 +286,9 @@ void print_host_time(std::FILE* out, const HostTimeReport& h) {
     less = ", less " + human_seconds(h.instrumentation_seconds) + " of the observers' cost";
   std::fprintf(out, "  host time    %s%s (%s): %s per iteration re-spent (%s, %s ops timed%s)\n", h.mode.c_str(), scale,
                why.c_str(), human_seconds(h.seconds).c_str(), h.source.c_str(), ops.c_str(), less.c_str());
+  if (h.op_floor_seconds > 0)
+    std::fprintf(out, "               each op held to its original's own host time (%s per iteration in all)\n",
+                 human_seconds(h.op_floor_seconds).c_str());
 }
 
 void print_collectives(std::FILE* out, const ReplayResult& r) {

@@ -506,6 +506,43 @@ TEST(HostTime, AUnitThatIssuesNothingLeavesItsGapToTheNext) {
   EXPECT_NEAR(recorded.host_time_seconds, 49 * kUs, 1e-12);
 }
 
+// --hold-ops: each op's host part on a GPU at least the original op's own host time (its span less the blocking calls
+// in it), as replay holds each call; its launch stays where the model puts it. Not on a CPU, nor without host time.
+TEST(HostTime, HoldOpsHoldsEachOpsHostPartToItsRecordedSpan) {
+  OneStep os;
+  const int64_t first = os.relu(), second = os.relu();
+  Trace t = os.b.finish();
+  set_times(t, {{os.step, {0, 100}}, {first, {0, 30}}, {second, {50, 30}}});
+  t.kineto.emplace();  // a pageable copy's call, 12 us of the second op's 30, blocks on the device: not its own
+  KinetoEvent copy;
+  copy.cat = KinetoCat::Runtime;
+  copy.name = t.strings.intern("cudaMemcpyAsync");
+  copy.ts = 60;
+  copy.dur = 12;
+  t.kineto->events.push_back(copy);
+  const CostModel model(parse_cluster(test::kGpuCluster, "<test>"));
+  detail::BuildOptions o = one_rank();
+  o.host_time_scale = 1;
+  const detail::BuiltProgram gaps = detail::build_program(t, model, o);
+  o.hold_ops = true;
+  const detail::BuiltProgram held = detail::build_program(t, model, o);
+  ASSERT_EQ(held.program.ops.size(), 3u);
+  ASSERT_LT(gaps.program.ops[0].host, 18 * kUs) << "the model's own host part is shorter than the spans";
+  EXPECT_NEAR(held.program.ops[0].host, 30 * kUs, 1e-12);
+  EXPECT_NEAR(held.program.ops[1].host, 20 * kUs + 18 * kUs, 1e-12);  // its 20 us gap, then 30 less the copy's 12
+  EXPECT_NEAR(held.op_floor_seconds, (30 + 18) * kUs - gaps.program.ops[0].host - (gaps.program.ops[1].host - 20 * kUs),
+              1e-12);
+  EXPECT_NEAR(held.host_time_seconds, gaps.host_time_seconds, 1e-12) << "the gaps are reported apart";
+  EXPECT_DOUBLE_EQ(held.program.ops[0].launch_at, gaps.program.ops[0].host) << "launched where the model says";
+  o.host_time_scale = 0.5;
+  EXPECT_NEAR(detail::build_program(t, model, o).program.ops[0].host, 15 * kUs, 1e-12);
+  o.host_time_scale = 0;
+  EXPECT_EQ(detail::build_program(t, model, o).op_floor_seconds, 0) << "no host time, no hold";
+  o.host_time_scale = 1;
+  const CostModel cpu(parse_cluster(test::kCpuCluster, "<test>"));
+  EXPECT_EQ(detail::build_program(t, cpu, o).op_floor_seconds, 0) << "a CPU's op span is its compute";
+}
+
 TEST(HostTime, ADataLoaderCallIsNotHostTimeAndIsAddedOnlyWhenAsked) {
   // As replay has it: a DataLoader call (its ops not issued) is a unit of the timeline, so its span is not host time;
   // --data-loader adds it before the next op.

@@ -12,6 +12,7 @@
 #include "executor.h"
 #include "host_time.h"
 #include "plan.h"
+#include "reprise/common/clock.h"
 #include "reprise/common/stats.h"
 #include "reprise/comms/communicator.h"
 #include "reprise/trace/builder.h"
@@ -947,6 +948,77 @@ TEST(ReplayHostTime, RecordedRespendsTheGapsBetweenOpsOnly) {
   EXPECT_EQ(planned_host_ns(partial, 1, &h), 12'000'000);
   EXPECT_EQ(h.timed_ops, 3);
   EXPECT_EQ(h.untimed_ops, 1);
+}
+
+// --hold-ops: on a GPU a replayed call dispatches with less work than the original's op did (no autograd, no
+// Python), so each is held to at least its original's own host time: its span, less another thread's units before it
+// and the blocking calls in it (syncs, copies), scaled as the gaps are. On a CPU the span is the op's compute, which
+// the call repeats: no floor.
+TEST(ReplayHostTime, HoldOpsHoldsEachCallOnAGpuToItsOriginalsOwnHostTime) {
+  auto floors = [](const Trace& t, const char* device, double scale, std::vector<double> original, HostTimeReport& h,
+                   bool hold = true) {
+    ReplayOptions o = quick();
+    o.host_time_scale = scale;
+    o.hold_ops = hold;
+    o.original_iteration_seconds = std::move(original);
+    Plan p = detail::compile_plan(t, o);
+    p.device = at::Device(device);  // what plan_host_time reads; nothing runs here
+    h = detail::plan_host_time(t, o, p);
+    std::vector<int64_t> ns;
+    for (const detail::Instr& in : p.instrs) ns.push_back(in.floor_ns);
+    return ns;
+  };
+  const Trace t = trace_with_host_gaps();  // four 10 us ops (one with an op nested in it) in a 20.04 ms step
+  HostTimeReport h;
+  EXPECT_EQ(floors(t, "cuda", 1, {}, h), std::vector<int64_t>(4, 10'000));
+  EXPECT_NEAR(h.op_floor_seconds, 40e-6, 1e-12);
+  EXPECT_NEAR(h.seconds, 0.020, 1e-12) << "the gaps are re-spent as before";
+  ReplayResult r;
+  r.host_time = h;
+  EXPECT_NEAR(nlohmann::json::parse(result_json(r))["host_time"]["op_floor_seconds_per_iteration"].get<double>(), 40e-6,
+              1e-12);
+  EXPECT_EQ(floors(t, "cuda", 1, {}, h, false), std::vector<int64_t>(4, 0)) << "without --hold-ops";
+  EXPECT_EQ(h.op_floor_seconds, 0);
+  EXPECT_EQ(floors(t, "cuda", 0.5, {}, h), std::vector<int64_t>(4, 5'000));
+  EXPECT_NEAR(h.op_floor_seconds, 20e-6, 1e-12);
+  EXPECT_EQ(floors(t, "cuda", 1, {0.00501}, h), std::vector<int64_t>(4, 2'500)) << "a quarter: the observers' share";
+  EXPECT_EQ(floors(t, "cuda", 0, {}, h), std::vector<int64_t>(4, 0)) << "none holds nothing";
+  EXPECT_EQ(h.op_floor_seconds, 0);
+  EXPECT_EQ(floors(t, "cpu", 1, {}, h), std::vector<int64_t>(4, 0));
+  EXPECT_EQ(h.op_floor_seconds, 0);
+  EXPECT_EQ(floors(t, "meta", 1, {}, h), std::vector<int64_t>(4, 0));
+
+  // The second op starts 4 us before the first ends (another thread): only its 6 us after count. A 3 us wait on the
+  // device inside the third (its synchronize call) is not its own, nor a 2 us pageable copy's call in the fourth.
+  Trace overlapped = trace_with_host_gaps(true, true);
+  std::vector<Node*> ops;
+  for (Node& n : overlapped.nodes)
+    if (n.kind == NodeKind::Operator && n.parent == overlapped.iterations.front().node) ops.push_back(&n);
+  ASSERT_EQ(ops.size(), 4u);
+  ops[1]->ts_us = ops[0]->ts_us + 6;
+  overlapped.kineto->events[0].ts = ops[2]->ts_us + 5;
+  overlapped.kineto->events[0].dur = 3;
+  KinetoEvent copy = overlapped.kineto->events[0];
+  copy.name = overlapped.strings.intern("cudaMemcpyAsync");
+  copy.ts = ops[3]->ts_us + 1;
+  copy.dur = 2;
+  overlapped.kineto->events.push_back(copy);
+  EXPECT_EQ(floors(overlapped, "cuda", 1, {}, h), (std::vector<int64_t>{10'000, 6'000, 7'000, 8'000}));
+}
+
+// The executor holds a call with a floor until it has taken that long.
+TEST(ReplayHostTime, TheExecutorHoldsACallToItsFloor) {
+  const Trace t = trace_with_host_gaps(false);
+  Plan plan = detail::compile_plan(t, quick());
+  ASSERT_EQ(plan.instrs.size(), 4u);
+  std::vector<at::Tensor> ext = detail::create_input_tensors(plan, 0);
+  detail::Executor ex(t, plan, ext);
+  ex.run_step(0);  // warm
+  for (detail::Instr& in : plan.instrs) in.floor_ns = 3'000'000;
+  const double t0 = now_seconds();
+  ex.run_step(0);
+  EXPECT_GE(now_seconds() - t0, 0.012);
+  for (const detail::Instr& in : plan.instrs) EXPECT_FALSE(in.failed) << plan.reasons[in.reason];
 }
 
 TEST(ReplayHostTime, AStepRecordedSlowerThanItRanKeepsItsShareOfTheGaps) {

@@ -335,6 +335,9 @@ int cmd_analyze_measure(int argc, char** argv) {
       }
       try {
         if (fix == ReplayFix::DataLoader) side.data_loader_scale = 1;  // the original re-spends the loader's time
+        // A launch-bound step's time is its dispatch: the original's calls held to their recorded host time, as it
+        // dispatched them (replay's own calls are faster). The fixed side is a graph launch: no host time.
+        if (fix == ReplayFix::CudaGraph) side.hold_ops = true;
         if (fix == ReplayFix::None) {
           const gen::Bundle b = gen::read_bundle((work_path / ("fixed-" + detectors[v])).string());
           fixed = gen::load_bundle_rank(b, my_rank);

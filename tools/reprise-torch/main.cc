@@ -189,9 +189,13 @@ po::options_description replay_options(reprise::replay::LaunchOptions& job, Repl
       "data-loader", po::value(&n.data_loader)->default_value("none"),
       "none, recorded or SCALE: re-spend the time the original's DataLoader calls took (their ops are not "
       "replayed) as a busy wait where they were; none benchmarks the step's own work, recorded a loader-bound step "
-      "as it ran")("pin-memory", po::bool_switch(&o.pin_memory),
-                   "replay the host-to-device copies from pinned memory, non-blocking (DataLoader(pin_memory=True) and "
-                   ".to(device, non_blocking=True)): GPU replays")(
+      "as it ran")("hold-ops", po::bool_switch(&o.hold_ops),
+                   "with host time re-spent on a GPU: hold each op's call to its original's own host time (its span "
+                   "less its copies and syncs), as a launch-bound Python step dispatched; overstates a step recorded "
+                   "under the ET observer (docs/replay.md)")(
+      "pin-memory", po::bool_switch(&o.pin_memory),
+      "replay the host-to-device copies from pinned memory, non-blocking (DataLoader(pin_memory=True) and "
+      ".to(device, non_blocking=True)): GPU replays")(
       "cuda-graph", po::bool_switch(&o.cuda_graph),
       "capture each step in a CUDA graph after the warm-up and measure it as one graph launch (no dispatch, "
       "launches or host time between ops): GPU replays of one stream without collectives")(

@@ -46,6 +46,9 @@ int cmd_predict(int argc, char** argv) {
       "none, recorded or SCALE: add the host time the trace recorded between its ops (Python, autograd, the "
       "optimizer's loop) before each op, times SCALE, as replay re-spends it; default: recorded on a GPU cluster and "
       "for a Python capture's profiled steps, else none (docs/replay.md)")(
+      "hold-ops", po::bool_switch(&o.hold_ops),
+      "on a GPU cluster with host time: each op's host part at least the original op's own host time, as replay "
+      "--hold-ops holds each call")(
       "data-loader", po::value(&data_loader)->default_value("none"),
       "none, recorded or SCALE: add the time the trace's DataLoader calls took where they were, as replay "
       "--data-loader re-spends it")("name", po::value(&o.name),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 #include <utility>
 
 #include "reprise/common/intervals.h"
@@ -27,6 +28,33 @@ std::vector<std::pair<double, double>> host_device_waits(const Trace& t) {
   for (const KinetoEvent& e : t.kineto->events)
     if (e.dur > 0 && is_host_sync(t, e)) w.emplace_back(e.ts, e.ts + e.dur);
   return merge_intervals(std::move(w));
+}
+
+std::vector<std::pair<double, double>> host_blocking_calls(const Trace& t) {
+  std::vector<std::pair<double, double>> w;
+  if (!t.kineto) return w;
+  for (const KinetoEvent& e : t.kineto->events) {
+    if (e.dur <= 0) continue;
+    const bool call = e.cat == KinetoCat::Runtime || e.cat == KinetoCat::Driver;
+    const std::string_view name = t.str(e.name);
+    if (is_host_sync(t, e) ||
+        (call && (name.find("Memcpy") != std::string_view::npos || name.find("Memset") != std::string_view::npos)))
+      w.emplace_back(e.ts, e.ts + e.dur);
+  }
+  return merge_intervals(std::move(w));
+}
+
+std::vector<double> own_host_us(const Trace& t, const std::vector<uint32_t>& units,
+                                const std::vector<std::pair<double, double>>& blocking) {
+  std::vector<double> own(units.size(), 0);
+  double covered = -INFINITY;  // the latest end of a unit so far, any thread
+  for (size_t k = 0; k < units.size(); ++k) {
+    const Node& n = t.nodes[units[k]];
+    if (!n.timed()) continue;
+    own[k] = host_time_between(std::max(covered, n.ts_us), n.ts_us + n.dur_us, blocking);
+    covered = std::max(covered, n.ts_us + n.dur_us);
+  }
+  return own;
 }
 
 bool is_data_loader_call(const Trace& t, const Node& n) {

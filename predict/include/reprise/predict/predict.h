@@ -38,6 +38,8 @@ struct PredictOptions {
   // time"): 0 none, 1 recorded, else that scale; -1 replay's default (recorded on a GPU cluster and for a Python
   // capture's profiled steps, none for other CPU traces, whose gaps hold the observer's cost).
   double host_time_scale = -1;
+  // On a GPU cluster, each op's host part held to the original op's own host time as replay's --hold-ops holds it.
+  bool hold_ops = false;
   // The DataLoader calls' recorded time added where they were, as replay's --data-loader re-spends it: 0 none (the
   // default, as replay's), 1 recorded, else that scale.
   double data_loader_scale = 0;
@@ -76,6 +78,9 @@ struct Prediction {
   int64_t ops = 0, modeled = 0, fallback = 0, measured = 0;  // rank 0's ops per iteration
   double host_time_scale = 0;                                // of the recorded host time added (rank 0's trace)
   double host_time_seconds = 0;                              // rank 0: the recorded host time added per iteration
+  // Rank 0 on a GPU, per iteration: what holding each op's host part to the original op's own host time added (as
+  // replay holds each call; docs/predict.md).
+  double op_floor_seconds = 0;
   double data_loader_seconds = 0;  // rank 0: the DataLoader calls' recorded time added per iteration (--data-loader)
   bool host_time_known = false;    // rank 0's trace has op times (a linked Kineto trace, a capture timeline)
   std::map<std::string, int64_t> unmodeled;  // rank 0: op -> calls

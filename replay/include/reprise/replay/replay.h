@@ -78,6 +78,11 @@ struct ReplayOptions {
   // re-spent as a busy wait before each op, times this: 0 none, 1 as recorded; < 0 the replay device's default
   // (docs/replay.md, "Host time").
   double host_time_scale = -1;
+  // --hold-ops: on a GPU, each op's call held (a busy wait after it) to at least its original's own host time, scaled
+  // as the host time is: the span less the blocking calls in it (own_host_us), the dispatch work a replayed call does
+  // less of (no Python, no autograd). A launch-bound step as it ran; it overstates a step whose recorded spans hold
+  // the observers' cost (docs/replay.md, "Host time"). No effect on a CPU or with host time none.
+  bool hold_ops = false;
   // --data-loader: the time the original's DataLoader calls took (the scopes whose ops replay leaves out), re-spent
   // as a busy wait where they were, times this: 0 none (the default: a benchmark of the step's own work), 1 as
   // recorded (a loader-bound step as it ran). Independent of host_time_scale.
@@ -160,6 +165,9 @@ struct HostTimeReport {
   // uninstrumented step (a capture's manifest) over the recorded one when that ran longer; 0 when either is unknown.
   double instrumentation_seconds = 0;
   double seconds = 0;  // re-spent per iteration: scale x recorded_seconds
+  // --hold-ops on a GPU, per iteration: the replayed ops' own host time in the original (scaled as the gaps), each
+  // call held to at least its share; 0 otherwise.
+  double op_floor_seconds = 0;
   // The DataLoader calls' time per iteration (less the observers' share, as the gaps), and what --data-loader re-spent
   // of it.
   double data_loader_recorded_seconds = 0, data_loader_seconds = 0;

@@ -26,6 +26,17 @@ struct RecordedGaps {
 // (microseconds): what recorded_gaps leaves out. Computed once per trace.
 std::vector<std::pair<double, double>> host_device_waits(const Trace& t);
 
+// The host's waits on the device and its copy and memset calls (a pageable copy blocks in its call), merged:
+// what own_host_us leaves out of an op's span.
+std::vector<std::pair<double, double>> host_blocking_calls(const Trace& t);
+
+// Per unit (a step's ops in execution order, as recorded_gaps takes them): its span's host time less what earlier
+// units covered (another thread's) and the `blocking` calls in it (host_blocking_calls): the original's own work
+// inside the call. On a GPU that is dispatch (Python's and autograd's bookkeeping, the launches), which a replayed call
+// does less of: replay's and predict's --hold-ops hold each call to at least it (docs/replay.md). 0 untimed.
+std::vector<double> own_host_us(const Trace& t, const std::vector<uint32_t>& units,
+                                const std::vector<std::pair<double, double>>& blocking);
+
 // `units` are a step's ops in execution order (node indices), `marker` its ProfilerStep node (kNone32: none), and
 // `plain_us` how long the same step ran without the observers (a capture manifest's time; 0: unknown). The observers'
 // callbacks run inside the recorded spans and between them, so the gaps are scaled by the plain step over the
