@@ -224,6 +224,10 @@ Analysis analyze(const TraceSet& set, const Options& o) {
     // are not its domain.
     if (o.classifier && j.kind == WindowKind::Step && tl.gpu)
       a.windows.back().learned = o.classifier->predict(a.windows.back().features);
+    // The observers' cost in a step recorded longer than it ran without them (Options::plain_step_us).
+    double observers_us = 0;
+    if (auto plain = o.plain_step_us.find(tl.rank); j.kind == WindowKind::Step && plain != o.plain_step_us.end())
+      observers_us = std::max(0.0, j.end - j.begin - plain->second);
     WindowVerdict verdict;
     if (o.verdicts) verdict = {tl.rank, j.name, {}, {}, a.windows.back().features};
     for (const Detector* d : detector_table()) {
@@ -237,6 +241,13 @@ Analysis analyze(const TraceSet& set, const Options& o) {
       }
       if (!wanted || !fired) continue;
       f.detector = d->info.id;
+      if (d->host_saving && observers_us > 0) {
+        f.observers_us = std::min(f.saving_us, observers_us);
+        f.saving_us -= f.observers_us;
+        f.evidence += "; " + time_text(f.observers_us) + " of it the observers' (the step ran " +
+                      time_text(j.end - j.begin) + " recorded, " + time_text(j.end - j.begin - observers_us) +
+                      " without them)";
+      }
       f.ranks = {tl.rank};
       f.window = j.name;
       f.window_us = j.end - j.begin;

@@ -28,6 +28,9 @@ struct Detector {
   // The fix's generator step made from the sizes a class's findings name (Finding::sizes, merged and sorted), for a
   // fix that depends on the trace; "" when none can be built from them. nullptr: info.transform as it is.
   std::string (*fix)(const std::vector<int64_t>& sizes) = nullptr;
+  // Its saving is host time of the recorded step (the GPU waiting for the host to launch), which the observers'
+  // callbacks lengthen: taken down by what the step ran over its time without them (Options::plain_step_us).
+  bool host_saving = false;
 };
 
 extern const Detector kGpuIdle, kHostSync, kLaunchBound, kPageableCopy, kUnfusedElementwise, kDtypeChurn, kFp32Gemm,

@@ -27,6 +27,7 @@ nlohmann::json finding_json(const Finding& f) {
   for (const Instance& i : f.instances)
     j["instances"].push_back({{"begin_us", i.begin_us}, {"end_us", i.end_us}, {"what", i.what}});
   if (!f.sizes.empty()) j["sizes"] = f.sizes;
+  if (f.observers_us > 0) j["observers_us"] = f.observers_us;
   return j;
 }
 

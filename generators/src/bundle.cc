@@ -412,6 +412,15 @@ std::optional<CaptureFacts> read_capture_folder_manifest(const std::string& fold
   return facts;
 }
 
+std::map<int64_t, double> capture_plain_steps(const std::vector<std::string>& inputs) {
+  std::map<int64_t, double> plain;
+  for (const std::string& in : inputs)
+    if (const std::optional<CaptureFacts> facts = read_capture_folder_manifest(in))
+      for (const auto& [rank, seconds] : facts->iteration_seconds)
+        if (!seconds.empty()) plain[rank] = median(seconds);
+  return plain;
+}
+
 double plain_step_seconds(const Bundle& b, const CaptureFacts& capture, int64_t rank) {
   if (std::any_of(b.expected.begin(), b.expected.end(), [&](const RankExpectation& x) { return x.rank == rank; }))
     return 0;  // the original's iteration times say it

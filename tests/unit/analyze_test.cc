@@ -288,6 +288,37 @@ TEST(Analyze, WithoutTheSyncTheSameGapIsTheHosts) {
   })) << f->evidence;
 }
 
+// A step recorded longer than it ran without the observers (a capture manifest's time): the difference was the
+// observers' callbacks on the host, so the GPU idle it caused is taken out of gpu_idle's saving, not of other classes'.
+TEST(Analyze, TheObserversCostComesOutOfTheHostsIdleSaving) {
+  const Kineto k = sync_step(false);
+  const analyze::Analysis whole = run(k);
+  const analyze::Finding* idle = finding(whole, "gpu_idle");
+  ASSERT_NE(idle, nullptr);
+  ASSERT_EQ(whole.windows.front().kind, analyze::WindowKind::Step);
+  const double step = whole.windows.front().end_us - whole.windows.front().begin_us;
+  analyze::Options o;
+  o.plain_step_us[0] = step - 200;  // the observers cost 200 us of the step
+  analyze::Analysis a = analyze::analyze(set_of({k}), o);
+  const analyze::Finding* f = finding(a, "gpu_idle");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->saving_us, idle->saving_us - 200, 1e-9);
+  EXPECT_NEAR(f->observers_us, 200, 1e-9);
+  EXPECT_NE(f->evidence.find("of it the observers' (the step ran"), std::string::npos) << f->evidence;
+  EXPECT_NEAR(nlohmann::json::parse(analyze::analysis_json(a, false))["findings"][0]["observers_us"].get<double>(), 200,
+              1e-9);
+  for (const analyze::Finding& g : a.findings)
+    if (g.detector != "gpu_idle") EXPECT_EQ(g.observers_us, 0) << g.detector;
+  o.plain_step_us[0] = 1;  // all of the idle was the observers': none of it is the program's
+  a = analyze::analyze(set_of({k}), o);
+  ASSERT_NE(finding(a, "gpu_idle"), nullptr);
+  EXPECT_EQ(finding(a, "gpu_idle")->saving_us, 0);
+  o.plain_step_us = {{1, 1}};  // another rank's time: this one's step stays whole
+  EXPECT_NEAR(finding(analyze::analyze(set_of({k}), o), "gpu_idle")->saving_us, idle->saving_us, 1e-9);
+  o.plain_step_us = {{0, step + 500}};  // ran longer without them: nothing to take out
+  EXPECT_NEAR(finding(analyze::analyze(set_of({k}), o), "gpu_idle")->saving_us, idle->saving_us, 1e-9);
+}
+
 TEST(Analyze, LaunchBoundStretchOfKernelsShorterThanTheirLaunches) {
   Kineto k;
   k.op("ProfilerStep#1", 0, 2000);

@@ -286,13 +286,13 @@ TEST(Bundle, KeepsTheOpTimesUnlessATransformChangesTheOps) {
   // ops dropped between them, the gap is the source's less what went; elsewhere the gaps and every op's span stay as
   // they were. relu and sum: two of them in a row; one op without times (its neighbours' gaps are unknown).
   {
-    auto outermost = [](const Trace& t) {  // operators not called by an operator, by id
-      std::vector<const Node*> out;
-      for (const Node& n : t.nodes)
-        if (n.kind == NodeKind::Operator && (n.parent == kNone32 || t.nodes[n.parent].kind != NodeKind::Operator))
-          out.push_back(&n);
-      std::sort(out.begin(), out.end(), [](const Node* a, const Node* b) { return a->id < b->id; });
-      return out;
+    auto outermost = [](const Trace& tr) {  // operators not called by an operator, by id
+      std::vector<const Node*> top;
+      for (const Node& n : tr.nodes)
+        if (n.kind == NodeKind::Operator && (n.parent == kNone32 || tr.nodes[n.parent].kind != NodeKind::Operator))
+          top.push_back(&n);
+      std::sort(top.begin(), top.end(), [](const Node* x, const Node* y) { return x->id < y->id; });
+      return top;
     };
     const TraceSet plain = load_traces({job});
     int64_t untimed = -1;  // the op right before the second relu
@@ -324,7 +324,9 @@ TEST(Bundle, KeepsTheOpTimesUnlessATransformChangesTheOps) {
     std::map<int64_t, const Node*> kept;
     for (const Node* n : outermost(dt)) {
       EXPECT_FALSE(dt.name(*n) == "aten::relu" || dt.name(*n) == "aten::sum");
-      if (n->ts_us >= 0) EXPECT_EQ(n->dur_us, 5) << n->id;
+      if (n->ts_us >= 0) {
+        EXPECT_EQ(n->dur_us, 5) << n->id;
+      }
       kept[n->id] = n;
     }
     const std::vector<const Node*> src = outermost(before);
@@ -377,6 +379,8 @@ TEST(Bundle, KeepsTheOpTimesUnlessATransformChangesTheOps) {
       EXPECT_TRUE(std::none_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
         return n.rfind("host time: ", 0) == 0;
       })) << transform;
+      EXPECT_EQ(capture_plain_steps({job, cap, cap + "/rank-0.kineto.json"}), (std::map<int64_t, double>{{0, 0.005}}))
+          << "the capture folder's median; a bare file and a folder without a manifest say nothing";
       EXPECT_NEAR(plain_step_seconds(d, read_capture_manifest(d.capture_manifest, "manifest"), 0), 0.005, 1e-12)
           << transform;
       EXPECT_NEAR(plain_data_loader_seconds(d, read_capture_manifest(d.capture_manifest, "manifest"), 0), 0.002, 1e-12)

@@ -44,6 +44,9 @@ const Detector kGpuIdle{{"gpu_idle", "GPU idle, waiting for the host",
                          "what CUDA graphs save beyond it is not in the figure",
                          kReplayWithoutHostTime},
                         find,
-                        inject};
+                        inject,
+                        nullptr,
+                        nullptr,
+                        true};
 
 }  // namespace reprise::analyze::detail

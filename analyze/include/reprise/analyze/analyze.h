@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,7 @@ struct Finding {
   std::vector<Instance> instances;        // the worst few, by time
   std::vector<int64_t> sizes;             // what the fix changes, where it depends on the trace (unaligned_gemm:
                                           // the GEMM dimensions that are not multiples of 8)
+  double observers_us = 0;  // taken out of saving_us: the observers' cost in the step (Options::plain_step_us)
 };
 
 // Every detector's verdict on one judged window (a step or segment), parallel to detectors(): whether it fired and
@@ -94,6 +96,10 @@ struct Options {
   bool verdicts = false;          // keep every detector's verdict on every judged window
   // The window classifier run beside the rules on each step or segment (reprise/analyze/evaluate.h); nullptr: none.
   const WindowModel* classifier = nullptr;
+  // By rank: a step's time without the observers (a capture manifest's, the median of its timed steps), in us. A
+  // recorded step that ran longer spent the difference in the observers' callbacks, on the host: a saving that is the
+  // host's time (gpu_idle's) is taken down by it in that step's window.
+  std::map<int, double> plain_step_us;
 };
 
 struct RankInfo {

@@ -122,6 +122,9 @@ std::optional<CaptureFacts> read_capture_manifest_if_ours(const std::string& tex
 // The manifest.json of a capture folder (read_capture_manifest_if_ours): nullopt when `folder` is not a folder or
 // holds none or another tool's. `text`, when given, receives the file's text.
 std::optional<CaptureFacts> read_capture_folder_manifest(const std::string& folder, std::string* text = nullptr);
+// By rank: the median of the rank's iteration times without the observers, from the capture folders among `inputs`
+// (their manifests); empty where none is one. What `reprise analyze` takes the observers' cost out of a step with.
+std::map<int64_t, double> capture_plain_steps(const std::vector<std::string>& inputs);
 // The source step's time without the observers for world rank `rank` of `b` (the median of its source rank's in
 // `capture`, b's capture manifest), when the bundle keeps that role's op times but not the original's iteration times
 // (its work has other sizes or dtypes): replay's host time takes the observers' share out with it
