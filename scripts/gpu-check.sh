@@ -206,7 +206,12 @@ for args in "" "--mca pml ob1 --mca btl self,vader"; do
     --case distributed --repeats 5 --bin $B --work /tmp/predict_distributed \
     --json "$W/predict_distributed${args:+_vader}.json" 2>&1 | tail -9
 done
-cp /tmp/predict_distributed/*.json "$W/" 2>/dev/null
+# One archive (a lent machine returns a few files): the predictions, the measured replays with each rank's collective
+# times, the calibrations.
+local files
+files=$(cd /tmp/predict_distributed 2>/dev/null && echo ./*.json ./*.yaml ./*.html)
+# shellcheck disable=SC2086
+[ -n "$files" ] && tar czf "$W/predict_distributed.tgz" -C /tmp/predict_distributed $files
 }
 
 for n in ${GPU_CHECK_ONLY:-1 2 3 4 5 6}; do  # in the order named
