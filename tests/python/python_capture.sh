@@ -57,7 +57,12 @@ grep -q "replay: --data-loader must be none, recorded or a scale" <<<"$out" || {
   --json "$WORK/loader.json" -q || { echo "FAIL: analyze --measure data_loader"; exit 1; }
 "$PY" - "$WORK/loader.json" <<'PY' || exit 1
 import json, re, sys
-m = [x for x in json.load(open(sys.argv[1]))["measured"] if x["detector"] == "data_loader"]
+d = json.load(open(sys.argv[1]))
+if "measured" not in d:  # nothing found to measure: say what analyze saw (a fresh clone's run under load once did)
+    sys.exit("FAIL: no data_loader finding; findings %s; steps %s" % (
+        [(f["detector"], f["evidence"]) for f in d["findings"]],
+        [(w["name"], round(w["end_us"] - w["begin_us"])) for w in d["windows"] if w["kind"] == "step"]))
+m = [x for x in d["measured"] if x["detector"] == "data_loader"]
 # What was measured, not its size: one pair of one iteration moves with the machine's load (the benchmark,
 # bench/analyze_measure.py --anti-pattern loader, measures the saving).
 if len(m) != 1 or m[0]["pairs"] != 1 or m[0]["transform"] != "replay: {data_loader: none}" \
