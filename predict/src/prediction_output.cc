@@ -138,14 +138,14 @@ void print_prediction(std::FILE* out, const Prediction& p) {
                  human_seconds(r.sim.host_busy).c_str(), human_seconds(r.sim.compute_busy).c_str(),
                  human_seconds(r.sim.comm_busy).c_str(), human_seconds(r.sim.exposed_comm).c_str());
   }
-  if (p.host_time_scale > 0 && p.host_time_known)
+  if (p.host_time_scale > 0 && p.host_time_known) {
     std::fprintf(out,
                  "  host time    %s (--host-time): %s per iteration between rank 0's ops, as the trace recorded it\n",
                  host_time_mode(p.host_time_scale), human_seconds(p.host_time_seconds).c_str());
-  if (p.op_floor_seconds > 0)
-    std::fprintf(out, "               and %s per iteration holding ops to their original's own host time\n",
-                 human_seconds(p.op_floor_seconds).c_str());
-  else if (p.host_time_scale > 0)
+    if (p.op_floor_seconds > 0)
+      std::fprintf(out, "               and %s per iteration holding ops to their original's own host time\n",
+                   human_seconds(p.op_floor_seconds).c_str());
+  } else if (p.host_time_scale > 0)
     std::fprintf(out,
                  "  host time    none: the trace has no op times (no Kineto trace or capture timeline linked to it)\n");
   if (p.data_loader_seconds > 0)

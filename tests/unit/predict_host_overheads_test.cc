@@ -409,6 +409,29 @@ TEST(HostTime, PredictAddsTheRecordedHostTimeBetweenOps) {
   o.host_time_scale = 0.5;
   EXPECT_NEAR(predict(dir, o).host_time_seconds, 0.5 * recorded.host_time_seconds, 1e-12);
   EXPECT_EQ(nlohmann::json::parse(prediction_json(recorded))["host_time"]["mode"], "recorded");
+  // The table says what was added, and says the trace has no op times only when it has none.
+  auto table = [](const Prediction& p) {
+    char* buf = nullptr;
+    size_t size = 0;
+    std::FILE* out = open_memstream(&buf, &size);
+    print_prediction(out, p);
+    std::fclose(out);
+    std::string text(buf, size);
+    std::free(buf);
+    return text;
+  };
+  std::string text = table(recorded);
+  EXPECT_NE(text.find("host time    recorded (--host-time): "), std::string::npos) << text;
+  EXPECT_EQ(text.find("the trace has no op times"), std::string::npos) << text;
+  EXPECT_EQ(text.find("holding ops"), std::string::npos) << text;
+  Prediction held = recorded;
+  held.op_floor_seconds = 2e-3;
+  text = table(held);
+  EXPECT_NE(text.find("and 2.000 ms per iteration holding ops to their original's own host time"), std::string::npos)
+      << text;
+  held.host_time_known = false;
+  held.op_floor_seconds = 0;
+  EXPECT_NE(table(held).find("host time    none: the trace has no op times"), std::string::npos);
 
   // Measured host overheads hold each op's gap before it already: it is not added twice.
   Calibration kinds;
