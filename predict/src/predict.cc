@@ -373,6 +373,11 @@ Prediction Predictor::run() {
     p_.warnings.push_back(
         "the calibration has no fresh-page cost (made before it was measured?): its samples of "
         "outputs of 32 MiB or more may hold page faults; calibrate again");
+  if (o_.hold_ops && o_.cluster.device.kind == "cpu")
+    p_.warnings.push_back(
+        "--hold-ops holds nothing on a CPU cluster: an op's recorded span is its dispatch only on a GPU");
+  else if (o_.hold_ops && p_.host_time_scale == 0)
+    p_.warnings.push_back("--hold-ops holds nothing with host time none: it is held as the host time is scaled");
   if (b.fallback > 0)
     p_.warnings.push_back(std::to_string(b.fallback) +
                           " op(s) of rank 0 have no family model and were timed by the bytes they move");

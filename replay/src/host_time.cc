@@ -116,6 +116,11 @@ HostTimeReport plan_host_time(const Trace& t, const ReplayOptions& o, Plan& p) {
   r.data_loader_recorded_seconds = loader_us * 1e-6 / static_cast<double>(std::max<size_t>(steps, 1));
   r.data_loader_seconds = r.data_loader_recorded_seconds * o.data_loader_scale;
   r.op_floor_seconds = floor_us * 1e-6 * r.scale / static_cast<double>(std::max<size_t>(steps, 1));
+  if (o.hold_ops && !floors)
+    p.warnings.push_back("--hold-ops holds nothing on " + p.device.str() +
+                         ": an op's recorded span is its dispatch only on a GPU (here the call repeats its work)");
+  else if (o.hold_ops && r.scale == 0)
+    p.warnings.push_back("--hold-ops holds nothing with host time none: it is held as the host time is scaled");
   if (r.timed_ops == 0) {
     for (Instr& in : p.instrs) in.host_ns = in.floor_ns = 0;
     std::fill(p.step_tail_ns.begin(), p.step_tail_ns.end(), 0);

@@ -432,6 +432,20 @@ TEST(HostTime, PredictAddsTheRecordedHostTimeBetweenOps) {
   held.host_time_known = false;
   held.op_floor_seconds = 0;
   EXPECT_NE(table(held).find("host time    none: the trace has no op times"), std::string::npos);
+  // --hold-ops where it cannot hold: said.
+  o.hold_ops = true;
+  o.cluster = parse_cluster(test::kCpuCluster, "<test>");
+  auto warned = [](const Prediction& p, const std::string& what) {
+    return std::any_of(p.warnings.begin(), p.warnings.end(),
+                       [&](const std::string& w) { return w.find(what) != std::string::npos; });
+  };
+  EXPECT_TRUE(warned(predict(dir, o), "--hold-ops holds nothing on a CPU cluster"));
+  o.cluster = parse_cluster(test::kGpuCluster, "<test>");
+  o.host_time_scale = 0;
+  EXPECT_TRUE(warned(predict(dir, o), "--hold-ops holds nothing with host time none"));
+  o.host_time_scale = 1;
+  EXPECT_FALSE(warned(predict(dir, o), "--hold-ops holds nothing"));
+  o.hold_ops = false;
 
   // Measured host overheads hold each op's gap before it already: it is not added twice.
   Calibration kinds;

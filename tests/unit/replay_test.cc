@@ -986,6 +986,21 @@ TEST(ReplayHostTime, HoldOpsHoldsEachCallOnAGpuToItsOriginalsOwnHostTime) {
   EXPECT_EQ(h.op_floor_seconds, 0);
   EXPECT_EQ(floors(t, "cpu", 1, {}, h), std::vector<int64_t>(4, 0));
   EXPECT_EQ(h.op_floor_seconds, 0);
+  {  // said, not silently ignored
+    ReplayOptions o = quick();
+    o.host_time_scale = 1;
+    o.hold_ops = true;
+    Plan p = detail::compile_plan(t, o);
+    detail::plan_host_time(t, o, p);
+    ASSERT_FALSE(p.warnings.empty());
+    EXPECT_NE(p.warnings.back().find("--hold-ops holds nothing on cpu"), std::string::npos) << p.warnings.back();
+    p = detail::compile_plan(t, o);
+    p.device = at::Device("cuda");
+    o.host_time_scale = 0;
+    detail::plan_host_time(t, o, p);
+    ASSERT_FALSE(p.warnings.empty());
+    EXPECT_NE(p.warnings.back().find("with host time none"), std::string::npos) << p.warnings.back();
+  }
   EXPECT_EQ(floors(t, "meta", 1, {}, h), std::vector<int64_t>(4, 0));
 
   // The second op starts 4 us before the first ends (another thread): only its 6 us after count. A 3 us wait on the
