@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -47,6 +49,19 @@ std::string user_error(F&& f) {
     return e.what();
   }
   return "";
+}
+
+// What `print(FILE*)` writes (a command's table, a summary), as text.
+template <typename F>
+std::string printed(F&& print) {
+  char* buf = nullptr;
+  size_t size = 0;
+  std::FILE* out = open_memstream(&buf, &size);
+  print(out);
+  std::fclose(out);
+  std::string text(buf, size);
+  std::free(buf);
+  return text;
 }
 
 }  // namespace reprise::test

@@ -161,14 +161,7 @@ analyze::Analysis two_ranks(size_t steps) {
 
 // What print_analysis prints for `a`, with its `top` findings listed.
 std::string printed_table(const analyze::Analysis& a, size_t top = 0) {
-  char* text = nullptr;
-  size_t size = 0;
-  std::FILE* out = open_memstream(&text, &size);
-  analyze::print_analysis(out, a, top);
-  std::fclose(out);
-  const std::string printed(text, size);
-  std::free(text);
-  return printed;
+  return test::printed([&](std::FILE* out) { analyze::print_analysis(out, a, top); });
 }
 
 TEST(Analyze, AJobsPlanHasOneFixPerClassWithTheLargestRanksEstimate) {
@@ -308,7 +301,9 @@ TEST(Analyze, TheObserversCostComesOutOfTheHostsIdleSaving) {
   EXPECT_NEAR(nlohmann::json::parse(analyze::analysis_json(a, false))["findings"][0]["observers_us"].get<double>(), 200,
               1e-9);
   for (const analyze::Finding& g : a.findings)
-    if (g.detector != "gpu_idle") EXPECT_EQ(g.observers_us, 0) << g.detector;
+    if (g.detector != "gpu_idle") {
+      EXPECT_EQ(g.observers_us, 0) << g.detector;
+    }
   o.plain_step_us[0] = 1;  // all of the idle was the observers': none of it is the program's
   a = analyze::analyze(set_of({k}), o);
   ASSERT_NE(finding(a, "gpu_idle"), nullptr);

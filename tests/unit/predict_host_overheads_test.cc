@@ -410,16 +410,7 @@ TEST(HostTime, PredictAddsTheRecordedHostTimeBetweenOps) {
   EXPECT_NEAR(predict(dir, o).host_time_seconds, 0.5 * recorded.host_time_seconds, 1e-12);
   EXPECT_EQ(nlohmann::json::parse(prediction_json(recorded))["host_time"]["mode"], "recorded");
   // The table says what was added, and says the trace has no op times only when it has none.
-  auto table = [](const Prediction& p) {
-    char* buf = nullptr;
-    size_t size = 0;
-    std::FILE* out = open_memstream(&buf, &size);
-    print_prediction(out, p);
-    std::fclose(out);
-    std::string text(buf, size);
-    std::free(buf);
-    return text;
-  };
+  auto table = [](const Prediction& p) { return test::printed([&](std::FILE* out) { print_prediction(out, p); }); };
   std::string text = table(recorded);
   EXPECT_NE(text.find("host time    recorded (--host-time): "), std::string::npos) << text;
   EXPECT_EQ(text.find("the trace has no op times"), std::string::npos) << text;

@@ -461,13 +461,7 @@ TEST(ValidateReports, JsonTextSvgHtml) {
   EXPECT_NO_THROW(parsed = nlohmann::json::parse(validation_json(compare(not_utf8, {timing("", 1.0)}))));
   EXPECT_TRUE(parsed.is_object());
 
-  char* buf = nullptr;
-  size_t size = 0;
-  std::FILE* out = open_memstream(&buf, &size);
-  print_validation(out, v);
-  std::fclose(out);
-  const std::string text(buf, size);
-  std::free(buf);
+  const std::string text = test::printed([&](std::FILE* out) { print_validation(out, v); });
   EXPECT_NE(text.find("+50.0%"), std::string::npos) << text;
   EXPECT_NE(text.find("gemm"), std::string::npos) << text;
   EXPECT_NE(text.find("gmape"), std::string::npos) << text;

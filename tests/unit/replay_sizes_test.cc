@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -10,6 +9,7 @@
 #include "reprise/replay/replay.h"
 #include "reprise/trace/builder.h"
 #include "reprise/trace/summary.h"
+#include "test_util.h"
 
 namespace reprise::replay {
 namespace {
@@ -130,13 +130,7 @@ TEST(ReplaySizes, CoverageNeverPrintsALossAsWhole) {
   r.ops_selected = 9886;
   r.ops_replayed = 9885;
   r.coverage = 9885.0 / 9886.0;
-  char* buf = nullptr;
-  size_t len = 0;
-  std::FILE* f = open_memstream(&buf, &len);
-  print_summary(f, r);
-  std::fclose(f);
-  std::string s(buf, len);
-  std::free(buf);
+  const std::string s = test::printed([&](std::FILE* f) { print_summary(f, r); });
   EXPECT_NE(s.find("(coverage 99.99%)"), std::string::npos) << s;
   EXPECT_EQ(s.find("100.0%"), std::string::npos) << s;
 }
