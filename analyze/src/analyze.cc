@@ -224,10 +224,11 @@ Analysis analyze(const TraceSet& set, const Options& o) {
     // are not its domain.
     if (o.classifier && j.kind == WindowKind::Step && tl.gpu)
       a.windows.back().learned = o.classifier->predict(a.windows.back().features);
-    // The observers' cost in a step recorded longer than it ran without them (Options::plain_step_us).
+    // The observers' cost in a step recorded longer than it ran without them (Options::plain_step_seconds).
     double observers_us = 0;
-    if (auto plain = o.plain_step_us.find(tl.rank); j.kind == WindowKind::Step && plain != o.plain_step_us.end())
-      observers_us = std::max(0.0, j.end - j.begin - plain->second);
+    if (auto plain = o.plain_step_seconds.find(tl.rank);
+        j.kind == WindowKind::Step && plain != o.plain_step_seconds.end())
+      observers_us = std::max(0.0, j.end - j.begin - plain->second * 1e6);
     WindowVerdict verdict;
     if (o.verdicts) verdict = {tl.rank, j.name, {}, {}, a.windows.back().features};
     for (const Detector* d : detector_table()) {

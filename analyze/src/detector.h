@@ -29,7 +29,7 @@ struct Detector {
   // fix that depends on the trace; "" when none can be built from them. nullptr: info.transform as it is.
   std::string (*fix)(const std::vector<int64_t>& sizes) = nullptr;
   // Its saving is host time of the recorded step (the GPU waiting for the host to launch), which the observers'
-  // callbacks lengthen: taken down by what the step ran over its time without them (Options::plain_step_us).
+  // callbacks lengthen: taken down by what the step ran over its time without them (Options::plain_step_seconds).
   bool host_saving = false;
 };
 

@@ -228,7 +228,7 @@ BuiltProgram Builder::run() {
     RecordedGaps gaps;
     gaps.before_us.assign(units.size(), 0);
     if (timed) gaps = recorded_gaps(t_, units, marker, plain_us, waits);
-    const std::vector<double> own = holds ? own_host_us(t_, units, blocking) : std::vector<double>(units.size(), 0);
+    const std::vector<double> own = holds ? own_host_us(t_, units, blocking) : std::vector<double>{};
     b_.op_times = b_.op_times || gaps.timed;
     const double scale = o_.host_time_scale * gaps.keep * 1e-6;  // microseconds recorded -> seconds spent
     const DataLoaderRule rule =                                  // replay's
@@ -249,7 +249,7 @@ BuiltProgram Builder::run() {
       if (kind == NodeKind::Collective || kind == NodeKind::Wait || kind == NodeKind::CommOp) {
         if (comm(node, pending)) pending = 0;
       } else {
-        compute(node, pending, own[k] * scale);
+        compute(node, pending, own.empty() ? 0 : own[k] * scale);
         pending = 0;
       }
     }

@@ -291,7 +291,7 @@ TEST(Analyze, TheObserversCostComesOutOfTheHostsIdleSaving) {
   ASSERT_EQ(whole.windows.front().kind, analyze::WindowKind::Step);
   const double step = whole.windows.front().end_us - whole.windows.front().begin_us;
   analyze::Options o;
-  o.plain_step_us[0] = step - 200;  // the observers cost 200 us of the step
+  o.plain_step_seconds[0] = (step - 200) * 1e-6;  // the observers cost 200 us of the step
   analyze::Analysis a = analyze::analyze(set_of({k}), o);
   const analyze::Finding* f = finding(a, "gpu_idle");
   ASSERT_NE(f, nullptr);
@@ -304,13 +304,13 @@ TEST(Analyze, TheObserversCostComesOutOfTheHostsIdleSaving) {
     if (g.detector != "gpu_idle") {
       EXPECT_EQ(g.observers_us, 0) << g.detector;
     }
-  o.plain_step_us[0] = 1;  // all of the idle was the observers': none of it is the program's
+  o.plain_step_seconds[0] = 1e-6;  // all of the idle was the observers': none of it is the program's
   a = analyze::analyze(set_of({k}), o);
   ASSERT_NE(finding(a, "gpu_idle"), nullptr);
   EXPECT_EQ(finding(a, "gpu_idle")->saving_us, 0);
-  o.plain_step_us = {{1, 1}};  // another rank's time: this one's step stays whole
+  o.plain_step_seconds = {{1, 1e-6}};  // another rank's time: this one's step stays whole
   EXPECT_NEAR(finding(analyze::analyze(set_of({k}), o), "gpu_idle")->saving_us, idle->saving_us, 1e-9);
-  o.plain_step_us = {{0, step + 500}};  // ran longer without them: nothing to take out
+  o.plain_step_seconds = {{0, (step + 500) * 1e-6}};  // ran longer without them: nothing to take out
   EXPECT_NEAR(finding(analyze::analyze(set_of({k}), o), "gpu_idle")->saving_us, idle->saving_us, 1e-9);
 }
 

@@ -166,7 +166,7 @@ int cmd_analyze_measure(int argc, char** argv) {
       if (!quiet) ro.warn = [&line](const std::string& w) { line.message("warning: " + w); };
       phase("read", 0, 0, false, "");
       TraceSet set = load_traces(inputs, ro);
-      for (const auto& [rank, seconds] : gen::capture_plain_steps(inputs)) o.plain_step_us[int(rank)] = seconds * 1e6;
+      o.plain_step_seconds = gen::capture_plain_steps(inputs);
       phase("read", 0, 0, true, std::to_string(set.ranks.size()) + " rank(s)");
       if (world && int(set.ranks.size()) != world_size)
         throw UserError("analyze: --measure under a launch of " + std::to_string(world_size) +

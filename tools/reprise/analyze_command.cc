@@ -137,7 +137,7 @@ int cmd_analyze(int argc, char** argv) {
   if (!quiet) ro.warn = [&line](const std::string& w) { line.message("warning: " + w); };
   phase("read", false, "");
   const TraceSet set = load_traces(inputs, ro);
-  for (const auto& [rank, seconds] : gen::capture_plain_steps(inputs)) o.plain_step_us[int(rank)] = seconds * 1e6;
+  o.plain_step_seconds = gen::capture_plain_steps(inputs);
   phase("read", true, std::to_string(set.ranks.size()) + " rank(s)");
   phase("analyze", false, "");
   const analyze::Analysis a = analyze::analyze(set, o);

@@ -20,28 +20,29 @@ double host_time_between(double from, double to, const std::vector<std::pair<dou
   return std::max(0.0, busy);
 }
 
-}  // namespace
-
-std::vector<std::pair<double, double>> host_device_waits(const Trace& t) {
+// The Kineto events `keep` takes, as merged intervals in time order (microseconds).
+template <typename Keep>
+std::vector<std::pair<double, double>> merged_events(const Trace& t, Keep keep) {
   std::vector<std::pair<double, double>> w;
   if (!t.kineto) return w;
   for (const KinetoEvent& e : t.kineto->events)
-    if (e.dur > 0 && is_host_sync(t, e)) w.emplace_back(e.ts, e.ts + e.dur);
+    if (e.dur > 0 && keep(e)) w.emplace_back(e.ts, e.ts + e.dur);
   return merge_intervals(std::move(w));
 }
 
+}  // namespace
+
+std::vector<std::pair<double, double>> host_device_waits(const Trace& t) {
+  return merged_events(t, [&t](const KinetoEvent& e) { return is_host_sync(t, e); });
+}
+
 std::vector<std::pair<double, double>> host_blocking_calls(const Trace& t) {
-  std::vector<std::pair<double, double>> w;
-  if (!t.kineto) return w;
-  for (const KinetoEvent& e : t.kineto->events) {
-    if (e.dur <= 0) continue;
-    const bool call = e.cat == KinetoCat::Runtime || e.cat == KinetoCat::Driver;
+  return merged_events(t, [&t](const KinetoEvent& e) {
+    if (is_host_sync(t, e)) return true;
+    if (e.cat != KinetoCat::Runtime && e.cat != KinetoCat::Driver) return false;
     const std::string_view name = t.str(e.name);
-    if (is_host_sync(t, e) ||
-        (call && (name.find("Memcpy") != std::string_view::npos || name.find("Memset") != std::string_view::npos)))
-      w.emplace_back(e.ts, e.ts + e.dur);
-  }
-  return merge_intervals(std::move(w));
+    return name.find("Memcpy") != std::string_view::npos || name.find("Memset") != std::string_view::npos;
+  });
 }
 
 std::vector<double> own_host_us(const Trace& t, const std::vector<uint32_t>& units,

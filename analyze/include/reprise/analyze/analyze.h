@@ -75,7 +75,7 @@ struct Finding {
   std::vector<Instance> instances;        // the worst few, by time
   std::vector<int64_t> sizes;             // what the fix changes, where it depends on the trace (unaligned_gemm:
                                           // the GEMM dimensions that are not multiples of 8)
-  double observers_us = 0;  // taken out of saving_us: the observers' cost in the step (Options::plain_step_us)
+  double observers_us = 0;  // taken out of saving_us: the observers' cost in the step (Options::plain_step_seconds)
 };
 
 // Every detector's verdict on one judged window (a step or segment), parallel to detectors(): whether it fired and
@@ -96,10 +96,10 @@ struct Options {
   bool verdicts = false;          // keep every detector's verdict on every judged window
   // The window classifier run beside the rules on each step or segment (reprise/analyze/evaluate.h); nullptr: none.
   const WindowModel* classifier = nullptr;
-  // By rank: a step's time without the observers (a capture manifest's, the median of its timed steps), in us. A
-  // recorded step that ran longer spent the difference in the observers' callbacks, on the host: a saving that is the
-  // host's time (gpu_idle's) is taken down by it in that step's window.
-  std::map<int, double> plain_step_us;
+  // By rank: a step's time without the observers in seconds (a capture manifest's, the median of its timed steps:
+  // gen::capture_plain_steps). A recorded step that ran longer spent the difference in the observers' callbacks, on
+  // the host: a saving that is the host's time (gpu_idle's) is taken down by it in that step's window.
+  std::map<int64_t, double> plain_step_seconds;
 };
 
 struct RankInfo {
