@@ -166,6 +166,25 @@ double Calibration::median_dispatch() const {
   return d.empty() ? -1 : median(d);
 }
 
+double Calibration::contention_factor(std::string_view family, int64_t ranks, double working_set_bytes) const {
+  int measured = 0;  // the largest rank count measured for the family, not above `ranks`
+  for (const Contention& x : contention)
+    if (x.family == family && x.ranks <= ranks) measured = std::max(measured, x.ranks);
+  if (measured < 2) return 1;
+  std::vector<std::pair<double, double>> curve;  // (log working set, factor)
+  for (const Contention& x : contention)
+    if (x.family == family && x.ranks == measured) curve.emplace_back(std::log(x.working_set_bytes), x.factor);
+  std::sort(curve.begin(), curve.end());
+  const double w = std::log(std::max(working_set_bytes, 1.0));
+  if (w <= curve.front().first) return curve.front().second;
+  if (w >= curve.back().first) return curve.back().second;
+  const auto hi = std::upper_bound(curve.begin(), curve.end(), std::make_pair(w, 0.0),
+                                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  const auto lo = hi - 1;
+  const double f = (w - lo->first) / (hi->first - lo->first);
+  return lo->second + f * (hi->second - lo->second);
+}
+
 double CollectiveCurve::seconds(double bytes, double factor) const {
   if (bytes <= 0 || bandwidth <= 0) return latency;
   double bw = bandwidth;
@@ -277,9 +296,11 @@ void write_calibration(const Calibration& c, const std::string& path) {
   j["torch_version"] = c.torch_version;
   j["threads"] = c.threads;
   j["concurrent_ranks"] = c.concurrent_ranks;
-  json contention = json::object();
-  for (const auto& [ranks, factor] : c.memory_contention) contention[std::to_string(ranks)] = factor;
-  j["memory_contention"] = contention;
+  json contention = json::array();
+  for (const Contention& x : c.contention)
+    contention.push_back(
+        {{"family", x.family}, {"ranks", x.ranks}, {"working_set_bytes", x.working_set_bytes}, {"factor", x.factor}});
+  j["contention"] = contention;
   if (c.fresh_page_seconds_per_byte >= 0) j["fresh_page_seconds_per_byte"] = c.fresh_page_seconds_per_byte;
   j["default_overhead"] = c.default_overhead;
   j["overheads"] = c.overheads;
@@ -349,7 +370,7 @@ Calibration read_calibration(const std::string& path) {
   c.torch_version = json_string(j, "torch_version", path, "");
   c.threads = static_cast<int>(json_integer(j, "threads", path, 1, 4096, 1));
   c.concurrent_ranks = static_cast<int>(json_integer(j, "concurrent_ranks", path, 1, 1 << 20, 1));
-  if (j.contains("memory_contention")) {
+  if (j.contains("memory_contention")) {  // calibrations before 2026-11-28: 64 MiB copies (a 128 MiB working set)
     if (!j["memory_contention"].is_object())
       throw UserError(path + ": memory_contention: expected {ranks: factor >= 1}");
     for (const auto& [ranks, factor] : j["memory_contention"].items()) {
@@ -357,8 +378,25 @@ Calibration read_calibration(const std::string& path) {
       const long k = std::strtol(ranks.c_str(), &end, 10);
       if (ranks.empty() || *end != '\0' || k < 1 || k > (1 << 20))
         throw UserError(path + ": memory_contention: the key \"" + ranks + "\" is not a rank count of at least 1");
-      c.memory_contention[static_cast<int>(k)] =
-          json_value_number(factor, path + ": memory_contention: " + ranks, 1, 1000);
+      c.contention.push_back({"memory", static_cast<int>(k), 128.0 * 1024 * 1024,
+                              json_value_number(factor, path + ": memory_contention: " + ranks, 1, 1000)});
+    }
+  }
+  if (const auto it = j.find("contention"); it != j.end()) {
+    if (!it->is_array())
+      throw UserError(path + ": contention: expected a list of {family, ranks, working_set_bytes, factor}");
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& x = (*it)[i];
+      const std::string where = path + ": contention[" + std::to_string(i) + "]";
+      if (!x.is_object()) throw UserError(where + ": expected {family, ranks, working_set_bytes, factor}");
+      Contention k;
+      k.family = json_string(x, "family", where);
+      if (k.family != "memory" && k.family != "embedding")
+        throw UserError(where + ": family: expected memory or embedding, got \"" + k.family + "\"");
+      k.ranks = static_cast<int>(json_integer(x, "ranks", where, 1, 1 << 20));
+      k.working_set_bytes = json_number(x, "working_set_bytes", where, 1, kBig);
+      k.factor = json_number(x, "factor", where, 1, 1000);
+      c.contention.push_back(k);
     }
   }
   c.fresh_page_seconds_per_byte =

@@ -68,7 +68,6 @@ struct CostModel::Impl {
   Cluster cluster;
   const Calibration* cal = nullptr;
   detail::RateIndex index;
-  double memory_slowdown = 1;    // set_ranks_per_node
   double default_dispatch = -1;  // a GPU calibration's median host part, for ops it did not sweep (-1: none measured)
 
   double overhead(const std::string& op) const {
@@ -93,13 +92,6 @@ CostModel::CostModel(CostModel&&) noexcept = default;
 
 const Cluster& CostModel::cluster() const { return impl_->cluster; }
 
-void CostModel::set_ranks_per_node(int64_t ranks) {
-  impl_->memory_slowdown = 1;
-  if (!impl_->cal || impl_->cluster.device.kind != "cpu") return;
-  auto it = impl_->cal->memory_contention.find(static_cast<int>(ranks));
-  if (it != impl_->cal->memory_contention.end()) impl_->memory_slowdown = it->second;
-}
-
 OpCost CostModel::op(const Trace& t, uint32_t node) const {
   const DeviceSpec& d = impl_->cluster.device;
   OpCost c;
@@ -122,9 +114,8 @@ OpCost CostModel::op(const Trace& t, uint32_t node) const {
       c.modeled = w.by_name;
     }
   }
-  // Streaming work shares the node's memory bandwidth; an embedding lookup's gathers and scatters wait on latency
-  // and do not (a DLRM's _embedding_bag_backward of 50,000 x 64 tables ran as fast beside another rank as alone).
-  if (w.family == OpFamily::Memory) busy *= impl_->memory_slowdown;
+  // Streaming work shares the node's memory bandwidth and last-level cache with the other ranks' (predict slows it).
+  if (d.kind == "cpu" && (w.family == OpFamily::Memory || w.family == OpFamily::Embedding)) c.streaming = busy;
   if (d.kind == "cpu" && impl_->cal && impl_->cal->fresh_page_seconds_per_byte > 0)
     busy += w.fresh_bytes * impl_->cal->fresh_page_seconds_per_byte;
   const double overhead = impl_->overhead(op);

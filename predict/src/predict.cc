@@ -65,7 +65,8 @@ struct Built {
   detail::BuiltProgram b;
   SimProgram lo, hi;
   std::vector<int32_t> groups_used;
-  int64_t rank = 0;  // the rank whose trace it was built from
+  int64_t rank = 0;       // the rank whose trace it was built from
+  double contention = 1;  // how much slower its streaming ops run beside the node's other ranks (contend())
 };
 
 // The recorded host time's scale for a trace: the given one, else replay's --host-time default (docs/replay.md):
@@ -110,6 +111,8 @@ class Predictor {
   }
   void set_world(int world);
   Built* build(std::unique_ptr<Trace> t, int64_t rank);
+  void contend();
+  void finish();
   bool serves(const Built& b, int64_t rank) const;
   void load_bundle();
   void load_traces();
@@ -124,7 +127,6 @@ void Predictor::set_world(int world) {
   // live there: more, when a CPU's ranks outnumber its cores and take turns on them.
   const int64_t running = std::min<int64_t>(world, c.devices_per_node);
   const int64_t resident = world > c.devices() && c.device.kind == "cpu" ? (world + c.nodes - 1) / c.nodes : running;
-  model_.set_ranks_per_node(running);
   p_.ranks_running = running;
   p_.ranks_resident = resident;
   if (world <= c.devices()) return;
@@ -164,16 +166,72 @@ Built* Predictor::build(std::unique_ptr<Trace> t, int64_t rank) {
   };
   bo.members = [&](int32_t g) -> const std::vector<int64_t>& { return groups_->all()[g].ranks; };
   b->b = detail::build_program(tr, model_, bo);
-  // More CPU ranks than the machine has devices (cores / threads): they share the cores, every op slower by the
-  // ratio (MPI ranks poll while they wait, so none gives its core back). Collective curves measured at that world
-  // size hold the sharing already.
-  if (const double k = p_.oversubscribed; k > 1)
-    for (SimOp& op : b->b.program.ops) op.host *= k, op.device *= k;
-  const double z = two_sided_z(o_.confidence);
-  b->lo = detail::scaled_program(b->b, -z);
-  b->hi = detail::scaled_program(b->b, z);
   built_.push_back(std::move(b));
   return built_.back().get();
+}
+
+// Memory contention on a CPU node (docs/predict.md): a rank's memory and embedding ops (OpCost::streaming) slow by
+// the calibration's factor for the ranks running at once on its node, at the smaller of its working set and its
+// node's other ranks' (each rank of the measurement streamed over a working set of its own that size), weighted by
+// the share of the step the others stream: each rank's streaming time over the slowest rank's busy time, which
+// bounds a step its ranks run in lockstep (1 where they stream throughout, as the measurement's ranks did; near 0
+// beside ranks that mostly wait). A program serving several ranks takes the factor of the rank it was built from.
+void Predictor::contend() {
+  const Calibration* cal = o_.calibration;
+  if (!cal || cal->contention.empty() || o_.cluster.device.kind != "cpu" || p_.ranks_running < 2) return;
+  const size_t world = rank_program_.size();
+  auto busy = [](const Built& b) {
+    double s = 0;
+    for (const SimOp& op : b.b.program.ops) s += op.host;
+    return s / std::max(1, b.b.program.steps);
+  };
+  double slowest = 0;
+  for (const auto& b : built_) slowest = std::max(slowest, busy(*b));
+  if (slowest <= 0) return;
+  const size_t per_node = static_cast<size_t>(std::max<int64_t>(p_.ranks_resident, 1));
+  for (const auto& b : built_) {
+    const size_t r = static_cast<size_t>(b->rank), first = r / per_node * per_node;
+    double share = 0, set = 0;
+    int others = 0;
+    for (size_t s = first; s < std::min(world, first + per_node); ++s) {
+      if (s == r) continue;
+      share += rank_program_[s]->b.streaming_seconds / slowest;
+      set += rank_program_[s]->b.working_set_bytes;
+      ++others;
+    }
+    if (others == 0 || b->b.streaming_seconds <= 0) continue;
+    share = std::min(1.0, share / others);
+    const double ws = std::min(b->b.working_set_bytes, set / others);
+    double factor[kOpFamilyCount];
+    for (int f = 0; f < kOpFamilyCount; ++f) factor[f] = 1;
+    for (OpFamily f : {OpFamily::Memory, OpFamily::Embedding})
+      factor[static_cast<int>(f)] = 1 + (cal->contention_factor(family_name(f), p_.ranks_running, ws) - 1) * share;
+    detail::BuiltProgram& p = b->b;
+    double extra = 0;
+    for (size_t k = 0; k < p.program.ops.size(); ++k) {
+      if (p.op_streaming[k] <= 0) continue;
+      const double add = (factor[static_cast<int>(p.op_family[k])] - 1) * p.op_streaming[k];
+      SimOp& op = p.program.ops[k];
+      op.host += add;
+      if (op.launch_at >= 0) op.launch_at += add;
+      p.per_op[p.program.op_names[op.node]].seconds += add / std::max(1, p.program.steps);
+      extra += add;
+    }
+    b->contention = 1 + extra / std::max(1, p.program.steps) / p.streaming_seconds;
+  }
+}
+
+// What every program takes after the contention: more CPU ranks than the machine has devices (cores / threads)
+// share the cores, every op slower by the ratio (MPI ranks poll while they wait, so none gives its core back;
+// collective curves measured at that world size hold the sharing already); then the interval's programs.
+void Predictor::finish() {
+  const double z = two_sided_z(o_.confidence);
+  for (auto& b : built_) {
+    if (const double k = p_.oversubscribed; k > 1)
+      for (SimOp& op : b->b.program.ops) op.host *= k, op.device *= k;
+    b->lo = detail::scaled_program(b->b, -z);
+    b->hi = detail::scaled_program(b->b, z);
+  }
 }
 
 // Whether a program built from one rank's trace serves another rank of its role: a member of every group it uses,
@@ -281,6 +339,8 @@ Prediction Predictor::run() {
   else
     load_traces();
   if (!o_.name.empty()) p_.name = o_.name;
+  contend();
+  finish();
   p_.programs = static_cast<int>(built_.size());
   p_.build_seconds = now_seconds() - t0;
 
@@ -333,6 +393,9 @@ Prediction Predictor::run() {
     rp.lo = std::min(rp.seconds, mean_step(lo.ranks[r]));
     rp.hi = std::max(rp.seconds, mean_step(hi.ranks[r]));
     rp.sim = mid.ranks[r];
+    rp.streaming_seconds = rank_program_[r]->b.streaming_seconds;
+    rp.contention = rank_program_[r]->contention;
+    rp.working_set_bytes = rank_program_[r]->b.working_set_bytes;
     // Busy and exposed times per step, as the iteration time is: the simulation sums them over its steps.
     const double steps = static_cast<double>(std::max<size_t>(rp.sim.step_seconds.size(), 1));
     for (double* x : {&rp.sim.host_busy, &rp.sim.compute_busy, &rp.sim.comm_busy, &rp.sim.exposed_comm}) *x /= steps;

@@ -47,7 +47,10 @@ std::string prediction_json(const Prediction& p) {
                      {"host_busy_seconds", r.sim.host_busy},
                      {"compute_busy_seconds", r.sim.compute_busy},
                      {"comm_busy_seconds", r.sim.comm_busy},
-                     {"exposed_comm_seconds", r.sim.exposed_comm}});
+                     {"exposed_comm_seconds", r.sim.exposed_comm},
+                     {"streaming_seconds", r.streaming_seconds},
+                     {"contention", r.contention},
+                     {"working_set_bytes", r.working_set_bytes}});
   j["ranks"] = ranks;
   j["host_time"] = {{"mode", host_time_mode(p.host_time_known ? p.host_time_scale : 0)},
                     {"scale", p.host_time_scale},
@@ -158,6 +161,14 @@ void print_prediction(std::FILE* out, const Prediction& p) {
     std::fprintf(out, "  ranks        fastest %lld: %s, slowest %lld: %s\n", static_cast<long long>(fast->rank),
                  human_seconds(fast->seconds).c_str(), static_cast<long long>(slow->rank),
                  human_seconds(slow->seconds).c_str());
+  }
+  if (!p.ranks.empty() && p.ranks.front().contention > 1) {
+    const RankPrediction& r = p.ranks.front();
+    std::fprintf(out,
+                 "  contention   rank 0's memory and embedding ops %s alone, x%.2f beside the node's other %lld "
+                 "rank(s) (working set %s)\n",
+                 human_seconds(r.streaming_seconds).c_str(), r.contention, static_cast<long long>(p.ranks_running - 1),
+                 human_bytes(r.working_set_bytes).c_str());
   }
   std::fprintf(out, "  by family (rank 0, op time alone)\n");
   std::vector<std::pair<std::string, FamilyTime>> fams(p.families.begin(), p.families.end());

@@ -36,10 +36,14 @@ class Builder {
   std::vector<std::pair<int32_t, int64_t>> p2p_run_;  // the p2p just issued, nothing between: (program coll, seq)
   std::unordered_map<int32_t, std::vector<int32_t>> coalesced_;         // trace "coalesced" record -> its batch
   std::unordered_map<uint32_t, std::pair<uint32_t, uint16_t>> writer_;  // tensor -> (program op, stream)
+  std::unordered_map<int64_t, int64_t> storages_;  // storage id -> the largest extent an op of the steps reached
 
-  void add(SimOp op, double sigma, const std::string& label, OpFamily family, double seconds) {
+  void add(SimOp op, double sigma, const std::string& label, OpFamily family, double seconds, double streaming = 0) {
     b_.program.ops.push_back(op);
     b_.op_sigma.push_back(sigma);
+    b_.op_streaming.push_back(streaming);
+    b_.streaming_seconds += streaming;
+    b_.op_family.push_back(family);
     OpTotals& tot = b_.per_op[label];
     tot.family = family;
     ++tot.count;
@@ -100,6 +104,7 @@ void Builder::compute(uint32_t node, double gap, double floor) {
         c.device = std::max(it->second - before, 0.0);
       }
       c.sigma = 0;
+      c.streaming = 0;  // measured as it ran
     }
   }
   if (!c.host_kinds && c.host - gap < floor) {  // launched where the model says, then held, as replay's call is
@@ -122,7 +127,12 @@ void Builder::compute(uint32_t node, double gap, double floor) {
   });
   op.num_deps = static_cast<uint32_t>(b_.program.deps.size()) - op.deps;
   each_arg_tensor(t_, n, true, [&](uint32_t k) { writer_[k] = {me, op.stream}; });
-  add(op, c.sigma, std::string(t_.name(n)), c.work.family, c.host + c.device);
+  for (bool outputs : {false, true})
+    each_arg_tensor(t_, n, outputs, [&](uint32_t k) {
+      int64_t& most = storages_[t_.tensors[k].storage_id];
+      most = std::max(most, tensor_extent(t_, t_.tensors[k]).bytes);
+    });
+  add(op, c.sigma, std::string(t_.name(n)), c.work.family, c.host + c.device, c.streaming);
 }
 
 // As compute(); false when the unit issues nothing (its gap goes to the next unit).
@@ -261,6 +271,8 @@ BuiltProgram Builder::run() {
     loader_due_ = 0;
     b_.program.ops.push_back(end);
     b_.op_sigma.push_back(0);
+    b_.op_streaming.push_back(0);
+    b_.op_family.push_back(OpFamily::Unmodeled);
   }
   b_.program.steps = static_cast<int>(steps.size());
   b_.program.op_names.resize(t_.nodes.size());
@@ -275,6 +287,8 @@ BuiltProgram Builder::run() {
   }
   for (int64_t* count : {&b_.ops, &b_.modeled, &b_.fallback, &b_.measured}) per_step(*count);
   b_.host_time_seconds /= static_cast<double>(n);
+  b_.streaming_seconds /= static_cast<double>(n);
+  for (const auto& [storage, bytes] : storages_) b_.working_set_bytes += static_cast<double>(bytes);
   b_.op_floor_seconds /= static_cast<double>(n);
   b_.data_loader_seconds /= static_cast<double>(n);
   for (auto& [op, count] : b_.unmodeled) per_step(count);

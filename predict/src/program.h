@@ -24,6 +24,10 @@ struct BuiltProgram {
   SimProgram program;
   std::vector<double> op_sigma;            // per program op
   std::vector<double> coll_sigma;          // per program collective
+  std::vector<double> op_streaming;        // per program op: OpCost::streaming (0 where measured)
+  std::vector<OpFamily> op_family;         // per program op
+  double streaming_seconds = 0;            // their sum, per iteration
+  double working_set_bytes = 0;            // the distinct storages the steps' ops reach (their largest extents)
   std::vector<std::string> steps;          // step names
   std::map<std::string, OpTotals> per_op;  // by op label, per iteration
   // Coverage, per iteration:

@@ -330,7 +330,7 @@ TEST(CalibrationFile, RoundTrips) {
   c.torch_version = "2.5.0";
   c.threads = 2;
   c.concurrent_ranks = 2;
-  c.memory_contention[2] = 1.375;
+  c.contention = {{"memory", 2, 8.0 * (1 << 20), 1.375}, {"embedding", 4, 64.0 * (1 << 20), 1.5}};
   c.fresh_page_seconds_per_byte = 4.25e-10;
   c.collectives.push_back(fit_collective(sweep_points(0, 1), kFactor));
   const std::string path = test::test_dir() + "/c.json";
@@ -342,7 +342,13 @@ TEST(CalibrationFile, RoundTrips) {
   EXPECT_EQ(r.torch_version, c.torch_version);
   EXPECT_EQ(r.threads, 2);
   EXPECT_EQ(r.concurrent_ranks, 2);
-  EXPECT_EQ(r.memory_contention, c.memory_contention);
+  ASSERT_EQ(r.contention.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(r.contention[k].family, c.contention[k].family);
+    EXPECT_EQ(r.contention[k].ranks, c.contention[k].ranks);
+    EXPECT_EQ(r.contention[k].working_set_bytes, c.contention[k].working_set_bytes);
+    EXPECT_EQ(r.contention[k].factor, c.contention[k].factor);
+  }
   EXPECT_EQ(r.fresh_page_seconds_per_byte, c.fresh_page_seconds_per_byte);
   c.fresh_page_seconds_per_byte = -1;  // not measured: not written, and read back as not measured
   write_calibration(c, path);
@@ -482,6 +488,27 @@ TEST(CalibrationFile, WrongFilesNameTheFileAndThePlace) {
   EXPECT_EQ(user_error([&] { read_calibration(dir); }), dir + ": is a folder, not a file");
 }
 
+nlohmann::json json_list(const nlohmann::json& object) { return nlohmann::json::array({object}); }
+
+// The contention a prediction reads: the curve of the largest rank count measured up to the ranks running,
+// interpolated in log working set and held at its ends; 1 for a family, or a rank count, with no measurement.
+TEST(Calibration, ContentionIsInterpolatedInLogWorkingSet) {
+  Calibration c;
+  const double mib = 1 << 20;
+  c.contention = {{"memory", 2, 32 * mib, 2.0},
+                  {"memory", 2, 8 * mib, 1.0},
+                  {"memory", 4, 8 * mib, 3.0},
+                  {"embedding", 2, 8 * mib, 1.25}};
+  EXPECT_NEAR(c.contention_factor("memory", 2, 16 * mib), 1.5, 1e-12);  // halfway in log2: 8, 16, 32
+  EXPECT_DOUBLE_EQ(c.contention_factor("memory", 2, 1 * mib), 1.0);     // held below the smallest
+  EXPECT_DOUBLE_EQ(c.contention_factor("memory", 2, 1e12), 2.0);        // and above the largest
+  EXPECT_DOUBLE_EQ(c.contention_factor("memory", 3, 32 * mib), 2.0);    // 3 ranks: the 2-rank curve
+  EXPECT_DOUBLE_EQ(c.contention_factor("memory", 8, 32 * mib), 3.0);    // 8 ranks: the 4-rank one (one point)
+  EXPECT_DOUBLE_EQ(c.contention_factor("memory", 1, 32 * mib), 1.0);    // one rank: nothing to share
+  EXPECT_DOUBLE_EQ(c.contention_factor("embedding", 2, 64 * mib), 1.25);
+  EXPECT_DOUBLE_EQ(Calibration{}.contention_factor("embedding", 2, 8 * mib), 1.0);
+}
+
 // Values a fit cannot give are refused at their place, by key: a prediction from them would be negative, infinite
 // or null (its interval), which validate then refuses.
 TEST(CalibrationFile, ValuesOutOfRangeAreRefusedByKey) {
@@ -509,6 +536,30 @@ TEST(CalibrationFile, ValuesOutOfRangeAreRefusedByKey) {
   refused([](nlohmann::json& j) { j["concurrent_ranks"] = -4; }, "concurrent_ranks: expected an integer from 1");
   refused([](nlohmann::json& j) { j["fresh_page_seconds_per_byte"] = -1e-10; },
           "fresh_page_seconds_per_byte: expected a number from 0 to 1e-06");
+  {  // a calibration from before 2026-11-28: its 64 MiB copies' factor, at their 128 MiB working set
+    const Calibration old = read_calibration(ok);
+    ASSERT_EQ(old.contention.size(), 1u);
+    EXPECT_EQ(old.contention[0].family, "memory");
+    EXPECT_EQ(old.contention[0].ranks, 2);
+    EXPECT_EQ(old.contention[0].working_set_bytes, 128.0 * (1 << 20));
+    EXPECT_EQ(old.contention[0].factor, 1.4);
+  }
+  refused([](nlohmann::json& j) { j["contention"] = {{"x", 1}}; }, "contention: expected a list");
+  refused(
+      [](nlohmann::json& j) {
+        j["contention"] = json_list({{"family", "gemm"}, {"ranks", 2}});
+      },
+      "contention[0]: family: expected memory or embedding, got \"gemm\"");
+  refused(
+      [](nlohmann::json& j) {
+        j["contention"] = json_list({{"family", "memory"}, {"ranks", 2}, {"working_set_bytes", 1e6}, {"factor", 0.5}});
+      },
+      "contention[0]: factor: expected a number from 1 to 1000");
+  refused(
+      [](nlohmann::json& j) {
+        j["contention"] = json_list({{"family", "memory"}, {"ranks", 2}, {"factor", 2}});
+      },
+      "contention[0]: working_set_bytes: missing");
   refused([](nlohmann::json& j) { j["memory_contention"]["2"] = -1.5; },
           "memory_contention: 2: expected a number from 1 to 1000, got -1.5");
   refused(

@@ -200,6 +200,47 @@ TEST(Predict, RanksPerNodeAndAnOldCalibrationOnACpu) {
   EXPECT_FALSE(has_warning(predict(dir + "/one.et.json.gz", o), "fresh-page"));
 }
 
+// Two ranks of a data-parallel MLP on one CPU node, with a calibration that measured 2 ranks' copies at once 1.5x as
+// slow as one: each rank's memory-bound work slows by 0.5 of the share of the step the other streams, and its step by
+// that much; none on one rank, nor where the working set is below the measured curve's slow part.
+TEST(Predict, MemoryContentionSlowsStreamingWorkByTheOtherRanksShare) {
+  const std::string dir = rank_folder(2);
+  Calibration cal;
+  cal.contention = {{"memory", 2, 1e6, 1.5}};
+  PredictOptions o = cpu_options();
+  const Prediction plain = predict(dir, o);
+  o.calibration = &cal;
+  const Prediction p = predict(dir, o);
+  ASSERT_EQ(p.ranks.size(), 2u);
+  for (size_t r = 0; r < 2; ++r) {
+    const RankPrediction &x = p.ranks[r], &alone = plain.ranks[r];
+    ASSERT_GT(x.streaming_seconds, 0) << r;
+    EXPECT_GT(x.working_set_bytes, 0) << r;
+    // The ranks are alike: the other's share is this one's streaming over its busy time.
+    const double share = x.streaming_seconds / alone.sim.host_busy;
+    ASSERT_GT(share, 0.05) << r;
+    ASSERT_LT(share, 1) << r;
+    EXPECT_NEAR(x.contention, 1 + 0.5 * share, 1e-9) << r;
+    EXPECT_NEAR(x.seconds - alone.seconds, (x.contention - 1) * x.streaming_seconds, 1e-9 * x.seconds) << r;
+  }
+  EXPECT_GT(p.families.at("memory").seconds, plain.families.at("memory").seconds);
+  EXPECT_NEAR(p.families.at("gemm").seconds, plain.families.at("gemm").seconds, 1e-15);
+  const json j = json::parse(prediction_json(p));
+  EXPECT_NEAR(j["ranks"][0]["contention"].get<double>(), p.ranks[0].contention, 1e-12);
+  EXPECT_GT(j["ranks"][0]["working_set_bytes"].get<double>(), 0);
+  std::string table = test::printed([&](std::FILE* f) { print_prediction(f, p); });
+  EXPECT_NE(table.find("contention   rank 0's memory and embedding ops"), std::string::npos) << table;
+
+  // A curve that only slows working sets far above this one's leaves it as it was.
+  cal.contention = {{"memory", 2, 1e12, 1.0}, {"memory", 2, 1e13, 3.0}};
+  EXPECT_EQ(predict(dir, o).ranks[0].contention, 1);
+  // One rank alone has no one to share with.
+  const std::string one = test::test_dir() + "/one.et.json.gz";
+  write_et(synthetic_trace(mlp(1, 0)), one);
+  cal.contention = {{"memory", 2, 1e6, 1.5}};
+  EXPECT_EQ(predict(one, o).ranks[0].contention, 1);
+}
+
 TEST(Predict, MeasuredOpTimesOfTwoRanksAddTheModeledCollectives) {
   const std::string dir = rank_folder(2);
   json results = {{"reprise_replay", 1}, {"ranks", json::array()}};

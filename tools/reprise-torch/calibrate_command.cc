@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <thread>
@@ -160,41 +161,71 @@ std::vector<CommPoint> sweep_collectives(comms::Communicator& world, size_t max_
   return points;
 }
 
-// How much slower a memory-bound op runs when K ranks of a node stream memory at once than when one does, for K = 2,
-// 4, 8, ... and the node's ranks: 10 copies of 64 MiB on rank 0 alone, then on ranks 0..K-1 together (ranks of a
-// data- or model-parallel step run their memory-bound ops in lockstep), in 5 alternating rounds; the median of the
-// rounds' ratios. Ranks 0..K-1 are taken to share rank 0's node (mpirun's by-slot mapping, srun's block
-// distribution). The tensors are made once and each timed block starts at a barrier, so the ranks' copies overlap
-// (timed inside whole replays, whose set-up differs from rank to rank, they overlapped by chance). Rank 0's figures
-// (1 where the copies did not slow); none elsewhere. CPU only.
-std::map<int, double> memory_contention(comms::Communicator& world, int node_ranks) {
-  const at::Tensor src = at::rand({int64_t{16} << 20}), dst = at::empty_like(src);  // 64 MiB of floats each
-  auto seconds = [&] {
-    std::vector<double> each;
-    for (int k = 0; k < 12; ++k) {
-      const auto t0 = std::chrono::steady_clock::now();
-      dst.copy_(src);
-      if (k >= 2) each.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return median(each);
-  };
+// How much slower a streaming op runs when K ranks of a node run it at once than when one does, for K = 2, 4, 8, ...
+// and the node's ranks, by each rank's working set (8, 24 and 64 MiB: about a last-level cache's share of a rank, to
+// past it): a copy (memory: half the set copied into the other half) and an embedding bag's lookup and backward
+// (embedding: a table of the set's size, 64 floats wide, 8,192 bags of 20 rows drawn uniformly). Each is timed on
+// rank 0 alone, then on ranks 0..K-1 together, in 5 alternating rounds, each block started at a barrier (the ranks of
+// a data- or model-parallel step run their streaming ops in lockstep: a rank's memory-bound phase meets the others'),
+// on tensors made beforehand and memory from the heap alone (no page faults timed); the median of the rounds'
+// ratios (--quick: 8 MiB alone, 3 rounds). Ranks 0..K-1 are taken to share rank 0's node (mpirun's by-slot mapping,
+// srun's block distribution). Rank 0's figures (1 where an op did not slow); none elsewhere. CPU only.
+std::vector<Contention> measure_contention(comms::Communicator& world, int node_ranks, bool quick, bool progress) {
+  mallopt(M_MMAP_MAX, 0);  // a 64 MiB gradient would be mapped afresh on every call under replay's settings
   std::vector<int> counts;
   for (int k = 2; k < node_ranks; k *= 2) counts.push_back(k);
   if (node_ranks >= 2) counts.push_back(node_ranks);
-  std::map<int, double> out;
-  for (int k : counts) {
-    std::vector<double> ratios;
-    for (int round = 0; round < 5; ++round) {
-      world.exchange("");
-      const double alone = world.rank() == 0 ? seconds() : 0;
-      world.exchange("");  // the others waited for rank 0; now the first k start together
-      const double together = world.rank() < k ? seconds() : 0;
-      std::vector<double> all;
-      for (const std::string& x : world.exchange(std::to_string(together)))
-        if (std::stod(x) > 0) all.push_back(std::stod(x));
-      if (alone > 0 && !all.empty()) ratios.push_back(median(all) / alone);
+  std::vector<Contention> out;
+  for (const char* family : {"memory", "embedding"}) {
+    for (const int64_t mib : quick ? std::vector<int64_t>{8} : std::vector<int64_t>{8, 24, 64}) {
+      const int64_t bytes = mib << 20;
+      std::function<void()> op;
+      int reps = 12;
+      if (std::string(family) == "memory") {
+        const at::Tensor src = at::rand({bytes / 8}), dst = at::empty_like(src);
+        op = [src, dst] { dst.copy_(src); };
+      } else {
+        constexpr int64_t dim = 64, bags = 8192, pooling = 20;
+        const int64_t rows = bytes / (dim * 4);
+        const at::Tensor table = at::rand({rows, dim});
+        const at::Tensor indices = at::randint(rows, {bags * pooling}, at::kLong);
+        const at::Tensor offsets = at::arange(0, bags * pooling, pooling, at::kLong);
+        const at::Tensor grad = at::ones({bags, dim});
+        op = [=] {
+          const auto f = at::embedding_bag(table, indices, offsets, false, 0, false, {}, false);
+          at::_embedding_bag_backward(grad, indices, offsets, std::get<1>(f), std::get<2>(f), std::get<3>(f), rows,
+                                      false, 0, false, {}, -1);
+        };
+        reps = 8;
+      }
+      auto seconds = [&] {
+        std::vector<double> each;
+        for (int k = 0; k < reps; ++k) {
+          const auto t0 = std::chrono::steady_clock::now();
+          op();
+          if (k >= 2) each.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        return median(each);
+      };
+      for (int k : counts) {
+        std::vector<double> ratios;
+        for (int round = 0; round < (quick ? 3 : 5); ++round) {
+          world.exchange("");
+          const double alone = world.rank() == 0 ? seconds() : 0;
+          world.exchange("");  // the others waited for rank 0; now the first k start together
+          const double together = world.rank() < k ? seconds() : 0;
+          std::vector<double> all;
+          for (const std::string& x : world.exchange(std::to_string(together)))
+            if (std::stod(x) > 0) all.push_back(std::stod(x));
+          if (alone > 0 && !all.empty()) ratios.push_back(median(all) / alone);
+        }
+        if (world.rank() != 0 || ratios.empty()) continue;
+        out.push_back({family, k, static_cast<double>(bytes), std::max(1.0, median(ratios))});
+        if (progress)
+          std::fprintf(stderr, "reprise: contention: %s over %lld MiB a rank, %d ranks at once: x%.2f\n", family,
+                       static_cast<long long>(mib), k, out.back().factor);
+      }
     }
-    if (world.rank() == 0 && !ratios.empty()) out[k] = std::max(1.0, median(ratios));
   }
   return out;
 }
@@ -215,7 +246,8 @@ int cmd_calibrate(int argc, char** argv) {
       "On a CPU the sweep's memory all comes from the heap and what a fresh page costs a byte is timed apart (a\n"
       "replay maps each output of 32 MiB or more afresh; predict adds those pages by size). Under mpirun -np K or\n"
       "srun -n K (one rank per core) every rank runs the sweep at once (the machine as busy as a K-rank replay keeps\n"
-      "it); then a CPU's memory contention is measured (a 64 MiB copy on every rank at once against one alone) and\n"
+      "it); then a CPU's memory contention is measured (a copy and an embedding lookup on every rank at once against\n"
+      "one alone, over 8 to 64 MiB a rank) and\n"
       "every collective is swept at K ranks (MPI on CPUs, NCCL on GPUs); rank 0 writes the files.\n\noptions");
   std::string out, cluster_out, device = "cpu", dtype = "float", comms_max_text = "16M";
   std::vector<std::string> from_replay, comms, families, host_from;
@@ -344,11 +376,12 @@ int cmd_calibrate(int argc, char** argv) {
     cal.device = r.device;
   }
   std::vector<CommPoint> points = read_comm_sweeps(comms);
-  std::map<int, double> contention;
+  std::vector<Contention> contention;
   if (launch.size > 1) {
     std::unique_ptr<comms::Communicator> world = comms::make_world();
     const bool gpu = device.rfind("cuda", 0) == 0;
-    if (!gpu) contention = memory_contention(*world, std::min(launch.local_size, launch.size));
+    if (!gpu)
+      contention = measure_contention(*world, std::min(launch.local_size, launch.size), quick, !vm.count("quiet"));
     if (comms_max > 0) {
       std::vector<CommPoint> swept = sweep_collectives(*world, comms_max, gpu, launch.local_rank, !vm.count("quiet"));
       points.insert(points.end(), swept.begin(), swept.end());
@@ -368,7 +401,7 @@ int cmd_calibrate(int argc, char** argv) {
   // The ranks that measured the ops at once: this launch's on the node, or the fitted replays' (taken to have shared
   // one machine, as a CPU replay's ranks do here).
   fitted.concurrent_ranks = std::max({launch.local_size, cal.concurrent_ranks, 1});
-  fitted.memory_contention = contention;
+  fitted.contention = std::move(contention);
   fitted.fresh_page_seconds_per_byte = cal.fresh_page_seconds_per_byte;
   write_calibration(fitted, out);
   std::FILE* report = report_stream({out, cluster_out});

@@ -66,6 +66,16 @@ struct CommPoint {
   double bytes = 0, seconds = 0;
 };
 
+// One measured point of memory contention on a CPU: `ranks` ranks of a node ran the family's op at once (started at a
+// barrier, each on tensors of its own totalling `working_set_bytes`), and it took `factor` times as long as on one
+// rank alone (the median of alternating rounds, at least 1).
+struct Contention {
+  std::string family;  // "memory" (a copy) or "embedding" (embedding_bag and its backward)
+  int ranks = 2;
+  double working_set_bytes = 0;
+  double factor = 1;
+};
+
 struct Calibration {
   std::string source;   // what was measured: "microbenchmarks", or the replay results files
   std::string device;   // "cpu", "cuda:0"
@@ -73,10 +83,14 @@ struct Calibration {
   std::string torch_version;
   int threads = 1;
   int concurrent_ranks = 1;  // ranks that ran the microbenchmarks at once on the machine (calibrate under mpirun)
-  // By ranks streaming memory at once on one CPU: how much slower a memory-bound op runs than with one rank alone
-  // (a 64 MiB copy on all of them against one). The cost model slows memory-bound work by it on CPU nodes with that
-  // many ranks running.
-  std::map<int, double> memory_contention;
+  // How much slower a streaming family's ops run on one CPU when several ranks run them at once than when one rank
+  // does, by rank count and each rank's working set (calibrate under a launcher; none from one rank). Predict slows
+  // a rank's memory and embedding ops by it, weighted by how much of their steps the node's other ranks stream.
+  std::vector<Contention> contention;
+  // The factor for `family` ("memory", "embedding") with `ranks` ranks running at once, each over `working_set_bytes`:
+  // the points of the largest measured rank count not above `ranks`, interpolated in log working set and held at the
+  // ends; 1 where none was measured.
+  double contention_factor(std::string_view family, int64_t ranks, double working_set_bytes) const;
   // What faulting in and zeroing fresh pages costs a byte (a CPU's: OpWork::fresh_bytes). The samples' seconds hold
   // none (the sweep's memory all comes from the heap; a replay's fitted times have it taken out, samples_from_trace),
   // so that an op's rate does not depend on where its outputs cross glibc's mmap threshold; the cost model adds it

@@ -28,6 +28,9 @@ struct OpCost {
   double sigma = 0;           // std of log(measured / modelled) of the model that timed it
   OpWork work;
   bool modeled = false;  // a family model timed it (not a fallback, not host time only)
+  // On a CPU, of `host`: the modelled time of a memory or embedding op's streaming work, which slows when other ranks
+  // of the node stream at once (predict applies the calibration's contention to it); 0 for other ops and devices.
+  double streaming = 0;
 };
 
 class CostModel {
@@ -37,9 +40,6 @@ class CostModel {
   CostModel(CostModel&&) noexcept;
 
   OpCost op(const Trace& t, uint32_t node) const;
-  // `ranks` run at once on each CPU node: streaming work (the memory family) slows by the calibration's measured
-  // memory contention for that many, when it has one; embedding lookups (latency-bound gathers) do not.
-  void set_ranks_per_node(int64_t ranks);
   // A collective's time over a group of global ranks (their link level picks the curve), and its sigma.
   double collective(const Collective& c, const std::vector<int64_t>& group, double* sigma = nullptr) const;
   const Cluster& cluster() const;

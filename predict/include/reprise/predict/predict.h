@@ -59,6 +59,10 @@ struct RankPrediction {
   int64_t rank = 0;
   double seconds = 0, lo = 0, hi = 0;  // iteration time: mean over the steps simulated
   SimRank sim;
+  // On a CPU: its memory and embedding ops' modelled time per iteration alone, and how much slower the node's other
+  // ranks streaming at once make it (the calibration's contention; 1: none). docs/predict.md, "Memory contention".
+  double streaming_seconds = 0, contention = 1;
+  double working_set_bytes = 0;  // the distinct storages its steps' ops reach
 };
 
 struct Prediction {
