@@ -150,11 +150,7 @@ class Bench:
     def replay(self, path, np_=1, name=None):
         """One replay's median iteration; its iterations are added to NAME.measured.json (every repeat's)."""
         out = os.path.join(self.work, f"replay-{name}.json")
-        # Launches of several ranks warm up for longer: on a lent 16-core machine 8 ranks ran their first steps at
-        # 380-510 ms and settled at 103-112 ms by the fourth or fifth (docs/performance.md); the model predicts the
-        # settled step.
-        warmup = ["--warmup", "3"] if np_ > 1 else []
-        run(mpi(np_) + [self.reprise, "replay", path, "--threads", "1", "--iterations", "5", "--out", out, "-q"] + warmup)
+        run(mpi(np_) + [self.reprise, "replay", path, "--threads", "1", "--iterations", "5", "--out", out, "-q"])
         d = json.load(open(out))
         key = "iteration_seconds_max_over_ranks" if "ranks" in d else "iteration_seconds"
         merged = os.path.join(self.work, f"{name}.measured.json")
