@@ -173,7 +173,8 @@ double Calibration::contention_factor(std::string_view family, int64_t ranks, do
   if (measured < 2) return 1;
   std::vector<std::pair<double, double>> curve;  // (log working set, factor)
   for (const Contention& x : contention)
-    if (x.family == family && x.ranks == measured) curve.emplace_back(std::log(x.working_set_bytes), x.factor);
+    if (x.family == family && x.ranks == measured)
+      curve.emplace_back(std::log(std::max(x.working_set_bytes, 1.0)), x.factor);
   std::sort(curve.begin(), curve.end());
   const double w = std::log(std::max(working_set_bytes, 1.0));
   if (w <= curve.front().first) return curve.front().second;
@@ -370,7 +371,7 @@ Calibration read_calibration(const std::string& path) {
   c.torch_version = json_string(j, "torch_version", path, "");
   c.threads = static_cast<int>(json_integer(j, "threads", path, 1, 4096, 1));
   c.concurrent_ranks = static_cast<int>(json_integer(j, "concurrent_ranks", path, 1, 1 << 20, 1));
-  if (j.contains("memory_contention")) {  // calibrations before 2026-11-28: 64 MiB copies (a 128 MiB working set)
+  if (j.contains("memory_contention") && !j.contains("contention")) {  // before 2026-11-28: 64 MiB copies (128 MiB)
     if (!j["memory_contention"].is_object())
       throw UserError(path + ": memory_contention: expected {ranks: factor >= 1}");
     for (const auto& [ranks, factor] : j["memory_contention"].items()) {

@@ -191,6 +191,7 @@ void Predictor::contend() {
   const size_t per_node = static_cast<size_t>(std::max<int64_t>(p_.ranks_resident, 1));
   for (const auto& b : built_) {
     const size_t r = static_cast<size_t>(b->rank), first = r / per_node * per_node;
+    const int64_t on_node = static_cast<int64_t>(std::min(world, first + per_node) - first);  // a last node: fewer
     double share = 0, set = 0;
     int others = 0;
     for (size_t s = first; s < std::min(world, first + per_node); ++s) {
@@ -205,7 +206,8 @@ void Predictor::contend() {
     double factor[kOpFamilyCount];
     for (int f = 0; f < kOpFamilyCount; ++f) factor[f] = 1;
     for (OpFamily f : {OpFamily::Memory, OpFamily::Embedding})
-      factor[static_cast<int>(f)] = 1 + (cal->contention_factor(family_name(f), p_.ranks_running, ws) - 1) * share;
+      factor[static_cast<int>(f)] =
+          1 + (cal->contention_factor(family_name(f), std::min(p_.ranks_running, on_node), ws) - 1) * share;
     detail::BuiltProgram& p = b->b;
     double extra = 0;
     for (size_t k = 0; k < p.program.ops.size(); ++k) {

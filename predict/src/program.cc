@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <stdexcept>
 #include <tuple>
 #include <unordered_map>
 
@@ -38,12 +39,16 @@ class Builder {
   std::unordered_map<uint32_t, std::pair<uint32_t, uint16_t>> writer_;  // tensor -> (program op, stream)
   std::unordered_map<int64_t, int64_t> storages_;  // storage id -> the largest extent an op of the steps reached
 
-  void add(SimOp op, double sigma, const std::string& label, OpFamily family, double seconds, double streaming = 0) {
+  // Every program op with its per-op entries (BuiltProgram's vectors stay the ops' length).
+  void push(const SimOp& op, double sigma, OpFamily family, double streaming) {
     b_.program.ops.push_back(op);
     b_.op_sigma.push_back(sigma);
+    b_.op_family.push_back(family);
     b_.op_streaming.push_back(streaming);
     b_.streaming_seconds += streaming;
-    b_.op_family.push_back(family);
+  }
+  void add(SimOp op, double sigma, const std::string& label, OpFamily family, double seconds, double streaming = 0) {
+    push(op, sigma, family, streaming);
     OpTotals& tot = b_.per_op[label];
     tot.family = family;
     ++tot.count;
@@ -172,8 +177,7 @@ bool Builder::comm(uint32_t node, double gap) {
         add(op, 0, label, OpFamily::Sync, host);
         op.host = 0;  // one call waits for the whole batch
       } else {
-        b_.program.ops.push_back(op);
-        b_.op_sigma.push_back(0);
+        push(op, 0, OpFamily::Sync, 0);
       }
     }
     return issued();
@@ -269,11 +273,11 @@ BuiltProgram Builder::run() {
     b_.host_time_seconds += end.host;
     end.host += loader_due_;  // a call after the last op
     loader_due_ = 0;
-    b_.program.ops.push_back(end);
-    b_.op_sigma.push_back(0);
-    b_.op_streaming.push_back(0);
-    b_.op_family.push_back(OpFamily::Unmodeled);
+    push(end, 0, OpFamily::Unmodeled, 0);
   }
+  const size_t n_ops = b_.program.ops.size();
+  if (b_.op_sigma.size() != n_ops || b_.op_streaming.size() != n_ops || b_.op_family.size() != n_ops)
+    throw std::logic_error("predict: a program op without its per-op entries (Builder::push)");
   b_.program.steps = static_cast<int>(steps.size());
   b_.program.op_names.resize(t_.nodes.size());
   for (const SimOp& op : b_.program.ops)

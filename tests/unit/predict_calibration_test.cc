@@ -543,6 +543,11 @@ TEST(CalibrationFile, ValuesOutOfRangeAreRefusedByKey) {
     EXPECT_EQ(old.contention[0].ranks, 2);
     EXPECT_EQ(old.contention[0].working_set_bytes, 128.0 * (1 << 20));
     EXPECT_EQ(old.contention[0].factor, 1.4);
+    nlohmann::json both = good;  // beside the curves, the old figure is not read
+    both["contention"] = json_list({{"family", "memory"}, {"ranks", 2}, {"working_set_bytes", 1e6}, {"factor", 1.2}});
+    const Calibration now = read_calibration(test::write_file(dir + "/both.json", both.dump()));
+    ASSERT_EQ(now.contention.size(), 1u);
+    EXPECT_EQ(now.contention[0].factor, 1.2);
   }
   refused([](nlohmann::json& j) { j["contention"] = {{"x", 1}}; }, "contention: expected a list");
   refused(

@@ -418,6 +418,17 @@ TEST(Predict, PipelineStagesPairTheirSendsAndReceives) {
   EXPECT_EQ(p.programs, 3);
   EXPECT_TRUE(p.unmodeled.empty());
   for (const RankPrediction& r : p.ranks) EXPECT_GT(r.sim.comm_busy, 0) << r.rank;
+  {  // memory contention on a node of 2 cores, the 3 stages taking turns; stage 1's batch wait is two program ops
+    Calibration cal;
+    cal.contention = {{"memory", 2, 1, 2.0}};
+    PredictOptions c = o;
+    c.calibration = &cal;
+    const Prediction q = predict(dir, c);
+    for (size_t r = 0; r < 3; ++r) {
+      EXPECT_GT(q.ranks[r].contention, 1) << r;  // each stage's relu beside the others'
+      EXPECT_GT(q.ranks[r].seconds, p.ranks[r].seconds) << r;
+    }
+  }
   std::set<std::string> resources;
   for (const SimEvent& e : p.timeline) resources.insert(e.resource);
   EXPECT_TRUE(resources.count("p2p 0->1 world") && resources.count("p2p 1->2 world")) << *resources.rbegin();

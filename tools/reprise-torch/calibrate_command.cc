@@ -164,7 +164,8 @@ std::vector<CommPoint> sweep_collectives(comms::Communicator& world, size_t max_
 // How much slower a streaming op runs when K ranks of a node run it at once than when one does, for K = 2, 4, 8, ...
 // and the node's ranks, by each rank's working set (8, 24 and 64 MiB: about a last-level cache's share of a rank, to
 // past it): a copy (memory: half the set copied into the other half) and an embedding bag's lookup and backward
-// (embedding: a table of the set's size, 64 floats wide, 8,192 bags of 20 rows drawn uniformly). Each is timed on
+// (embedding: a table of that size, 64 floats wide, 8,192 bags of 20 rows drawn uniformly; its dense gradient is as
+// large, so the working set recorded, as predict counts a step's storages, is twice the table). Each is timed on
 // rank 0 alone, then on ranks 0..K-1 together, in 5 alternating rounds, each block started at a barrier (the ranks of
 // a data- or model-parallel step run their streaming ops in lockstep: a rank's memory-bound phase meets the others'),
 // on tensors made beforehand and memory from the heap alone (no page faults timed); the median of the rounds'
@@ -220,10 +221,11 @@ std::vector<Contention> measure_contention(comms::Communicator& world, int node_
           if (alone > 0 && !all.empty()) ratios.push_back(median(all) / alone);
         }
         if (world.rank() != 0 || ratios.empty()) continue;
-        out.push_back({family, k, static_cast<double>(bytes), std::max(1.0, median(ratios))});
+        const double set = static_cast<double>(bytes) * (std::string(family) == "embedding" ? 2 : 1);
+        out.push_back({family, k, set, std::max(1.0, median(ratios))});
         if (progress)
-          std::fprintf(stderr, "reprise: contention: %s over %lld MiB a rank, %d ranks at once: x%.2f\n", family,
-                       static_cast<long long>(mib), k, out.back().factor);
+          std::fprintf(stderr, "reprise: contention: %s over %.0f MiB a rank, %d ranks at once: x%.2f\n", family,
+                       set / (1 << 20), k, out.back().factor);
       }
     }
   }
