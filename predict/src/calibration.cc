@@ -186,6 +186,37 @@ double Calibration::contention_factor(std::string_view family, int64_t ranks, do
   return lo->second + f * (hi->second - lo->second);
 }
 
+double expected_max_normal(int64_t n) {
+  // E[max] of n standard normals for n = 2..16 (tabulated), then the asymptotic expansion (within 5% past 16).
+  static const double kTable[] = {0,     0,     0.564, 0.846, 1.029, 1.163, 1.267, 1.352, 1.424,
+                                  1.485, 1.539, 1.586, 1.629, 1.668, 1.703, 1.736, 1.766};
+  if (n < 2) return 0;
+  if (n <= 16) return kTable[n];
+  const double l = std::sqrt(2 * std::log(static_cast<double>(n)));
+  return l - (std::log(std::log(static_cast<double>(n))) + std::log(4 * M_PI)) / (2 * l) + 0.5772 / l;
+}
+
+double Calibration::jitter_excess(int64_t group, double seconds) const {
+  if (group < 2 || jitter.empty() || seconds <= 0) return 0;
+  int measured = 0;  // the most ranks measured
+  for (const Jitter& j : jitter) measured = std::max(measured, j.ranks);
+  std::vector<std::pair<double, double>> curve;  // (log seconds, excess)
+  for (const Jitter& j : jitter)
+    if (j.ranks == measured) curve.emplace_back(std::log(std::max(j.seconds, 1e-9)), j.excess);
+  std::sort(curve.begin(), curve.end());
+  const double t = std::log(seconds);
+  double e = curve.front().second;
+  if (t >= curve.back().first) {
+    e = curve.back().second;
+  } else if (t > curve.front().first) {
+    size_t k = 1;
+    while (curve[k].first < t) ++k;
+    const double f = (t - curve[k - 1].first) / (curve[k].first - curve[k - 1].first);
+    e = curve[k - 1].second + f * (curve[k].second - curve[k - 1].second);
+  }
+  return e * expected_max_normal(group) / expected_max_normal(measured);
+}
+
 double CollectiveCurve::seconds(double bytes, double factor) const {
   if (bytes <= 0 || bandwidth <= 0) return latency;
   double bw = bandwidth;
@@ -302,6 +333,9 @@ void write_calibration(const Calibration& c, const std::string& path) {
     contention.push_back(
         {{"family", x.family}, {"ranks", x.ranks}, {"working_set_bytes", x.working_set_bytes}, {"factor", x.factor}});
   j["contention"] = contention;
+  json jitter = json::array();
+  for (const Jitter& x : c.jitter) jitter.push_back({{"ranks", x.ranks}, {"seconds", x.seconds}, {"excess", x.excess}});
+  j["jitter"] = jitter;
   if (c.fresh_page_seconds_per_byte >= 0) j["fresh_page_seconds_per_byte"] = c.fresh_page_seconds_per_byte;
   j["default_overhead"] = c.default_overhead;
   j["overheads"] = c.overheads;
@@ -398,6 +432,19 @@ Calibration read_calibration(const std::string& path) {
       k.working_set_bytes = json_number(x, "working_set_bytes", where, 1, kBig);
       k.factor = json_number(x, "factor", where, 1, 1000);
       c.contention.push_back(k);
+    }
+  }
+  if (const auto it = j.find("jitter"); it != j.end()) {
+    if (!it->is_array()) throw UserError(path + ": jitter: expected a list of {ranks, seconds, excess}");
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& x = (*it)[i];
+      const std::string where = path + ": jitter[" + std::to_string(i) + "]";
+      if (!x.is_object()) throw UserError(where + ": expected {ranks, seconds, excess}");
+      Jitter k;
+      k.ranks = static_cast<int>(json_integer(x, "ranks", where, 2, 1 << 20));
+      k.seconds = json_number(x, "seconds", where, 1e-9, kLongestSeconds);
+      k.excess = json_number(x, "excess", where, 0, 10);
+      c.jitter.push_back(k);
     }
   }
   c.fresh_page_seconds_per_byte =

@@ -67,6 +67,7 @@ struct Built {
   std::vector<int32_t> groups_used;
   int64_t rank = 0;       // the rank whose trace it was built from
   double contention = 1;  // how much slower its streaming ops run beside the node's other ranks (contend())
+  double jitter = 0;      // seconds per iteration its collectives wait for the slowest member's noise (straggle())
 };
 
 // The recorded host time's scale for a trace: the given one, else replay's --host-time default (docs/replay.md):
@@ -112,6 +113,7 @@ class Predictor {
   void set_world(int world);
   Built* build(std::unique_ptr<Trace> t, int64_t rank);
   void contend();
+  void straggle();
   void finish();
   bool serves(const Built& b, int64_t rank) const;
   void load_bundle();
@@ -220,6 +222,33 @@ void Predictor::contend() {
       extra += add;
     }
     b->contention = 1 + extra / std::max(1, p.program.steps) / p.streaming_seconds;
+  }
+}
+
+// The machine's noise at each collective (docs/predict.md, "Stragglers"): a collective completes when its last member
+// arrives, so each member's segment of work since its previous collective ends, in expectation, the calibration's
+// jitter excess later than its own time (for the segment's length and the collective's group size). On a CPU with
+// a calibration that measured it; a program serving several ranks takes its own segments.
+void Predictor::straggle() {
+  const Calibration* cal = o_.calibration;
+  if (!cal || cal->jitter.empty() || o_.cluster.device.kind != "cpu") return;
+  const std::vector<SimGroup>& groups = groups_->all();
+  for (const auto& b : built_) {
+    SimProgram& p = b->b.program;
+    double segment = 0, added = 0;
+    for (SimOp& op : p.ops) {
+      if (op.kind == SimOp::Kind::Compute || op.kind == SimOp::Kind::HostSync) {
+        segment += op.host;
+      } else if (op.kind == SimOp::Kind::Issue) {
+        const SimCollective& c = p.collectives[static_cast<size_t>(op.coll)];
+        const int64_t n = c.peer >= 0 ? 2 : static_cast<int64_t>(groups[static_cast<size_t>(c.group)].ranks.size());
+        const double extra = cal->jitter_excess(n, segment) * segment;
+        op.host += extra;
+        added += extra;
+        segment = 0;
+      }
+    }
+    b->jitter = added / std::max(1, p.steps);
   }
 }
 
@@ -342,6 +371,7 @@ Prediction Predictor::run() {
     load_traces();
   if (!o_.name.empty()) p_.name = o_.name;
   contend();
+  straggle();
   finish();
   p_.programs = static_cast<int>(built_.size());
   p_.build_seconds = now_seconds() - t0;
@@ -398,6 +428,7 @@ Prediction Predictor::run() {
     rp.streaming_seconds = rank_program_[r]->b.streaming_seconds;
     rp.contention = rank_program_[r]->contention;
     rp.working_set_bytes = rank_program_[r]->b.working_set_bytes;
+    rp.jitter_seconds = rank_program_[r]->jitter;
     // Busy and exposed times per step, as the iteration time is: the simulation sums them over its steps.
     const double steps = static_cast<double>(std::max<size_t>(rp.sim.step_seconds.size(), 1));
     for (double* x : {&rp.sim.host_busy, &rp.sim.compute_busy, &rp.sim.comm_busy, &rp.sim.exposed_comm}) *x /= steps;

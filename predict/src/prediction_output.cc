@@ -50,7 +50,8 @@ std::string prediction_json(const Prediction& p) {
                      {"exposed_comm_seconds", r.sim.exposed_comm},
                      {"streaming_seconds", r.streaming_seconds},
                      {"contention", r.contention},
-                     {"working_set_bytes", r.working_set_bytes}});
+                     {"working_set_bytes", r.working_set_bytes},
+                     {"jitter_seconds", r.jitter_seconds}});
   j["ranks"] = ranks;
   j["host_time"] = {{"mode", host_time_mode(p.host_time_known ? p.host_time_scale : 0)},
                     {"scale", p.host_time_scale},
@@ -170,6 +171,10 @@ void print_prediction(std::FILE* out, const Prediction& p) {
                  human_seconds(r.streaming_seconds).c_str(), r.contention, static_cast<long long>(p.ranks_running - 1),
                  human_bytes(r.working_set_bytes).c_str());
   }
+  if (!p.ranks.empty() && p.ranks.front().jitter_seconds > 0)
+    std::fprintf(out,
+                 "  stragglers   rank 0 waits %s per iteration at its collectives for the slowest member's noise\n",
+                 human_seconds(p.ranks.front().jitter_seconds).c_str());
   std::fprintf(out, "  by family (rank 0, op time alone)\n");
   std::vector<std::pair<std::string, FamilyTime>> fams(p.families.begin(), p.families.end());
   std::sort(fams.begin(), fams.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });

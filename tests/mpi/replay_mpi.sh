@@ -75,7 +75,7 @@ case $CASE in
     # writes the calibration, whose curves then time the collectives of a 2-rank prediction.
     "${MPI[@]}" -np 2 "$BIN/reprise" calibrate --quick --passes 1 --family memory --comms-max-bytes 64K \
       --out "$WORK/cal.json" --cluster-out "$WORK/machine.yaml" -q >/dev/null || fail "calibrate exited $?"
-    check_json "$WORK/cal.json" 'r["concurrent_ranks"] == 2 and sorted((c["family"], c["ranks"], c["working_set_bytes"]) for c in r["contention"]) == [("embedding", 2, 16 << 20), ("memory", 2, 8 << 20)] and all(c["factor"] >= 1 for c in r["contention"]) and {c["op"] for c in r["collectives"]} >= {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_allv", "send"} and all(c["group"] == 2 and c["bandwidth"] > 0 and c["points"] > 10 for c in r["collectives"])'
+    check_json "$WORK/cal.json" 'r["concurrent_ranks"] == 2 and sorted((c["family"], c["ranks"], c["working_set_bytes"]) for c in r["contention"]) == [("embedding", 2, 16 << 20), ("memory", 2, 8 << 20)] and all(c["factor"] >= 1 for c in r["contention"]) and [j["ranks"] for j in r["jitter"]] == [2, 2] and all(0 <= j["excess"] < 10 and j["seconds"] > 0 for j in r["jitter"]) and {c["op"] for c in r["collectives"]} >= {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_allv", "send"} and all(c["group"] == 2 and c["bandwidth"] > 0 and c["points"] > 10 for c in r["collectives"])'
     synth "$WORK/t" 2 2
     "$BIN/reprise" predict "$WORK/t" --cluster "$WORK/machine.yaml" --calibration "$WORK/cal.json" \
       --out "$WORK/p.json" -q >/dev/null || fail "predict exited $?"

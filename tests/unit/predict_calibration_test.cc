@@ -331,6 +331,7 @@ TEST(CalibrationFile, RoundTrips) {
   c.threads = 2;
   c.concurrent_ranks = 2;
   c.contention = {{"memory", 2, 8.0 * (1 << 20), 1.375}, {"embedding", 4, 64.0 * (1 << 20), 1.5}};
+  c.jitter = {{2, 1e-3, 0.0125}, {2, 1e-2, 0.005}};
   c.fresh_page_seconds_per_byte = 4.25e-10;
   c.collectives.push_back(fit_collective(sweep_points(0, 1), kFactor));
   const std::string path = test::test_dir() + "/c.json";
@@ -342,6 +343,10 @@ TEST(CalibrationFile, RoundTrips) {
   EXPECT_EQ(r.torch_version, c.torch_version);
   EXPECT_EQ(r.threads, 2);
   EXPECT_EQ(r.concurrent_ranks, 2);
+  ASSERT_EQ(r.jitter.size(), 2u);
+  EXPECT_EQ(r.jitter[1].ranks, 2);
+  EXPECT_EQ(r.jitter[1].seconds, 1e-2);
+  EXPECT_EQ(r.jitter[1].excess, 0.005);
   ASSERT_EQ(r.contention.size(), 2u);
   for (size_t k = 0; k < 2; ++k) {
     EXPECT_EQ(r.contention[k].family, c.contention[k].family);
@@ -509,6 +514,24 @@ TEST(Calibration, ContentionIsInterpolatedInLogWorkingSet) {
   EXPECT_DOUBLE_EQ(Calibration{}.contention_factor("embedding", 2, 8 * mib), 1.0);
 }
 
+// A straggler's excess: interpolated in log block length and held at the ends, and scaled from the ranks measured
+// to a collective's group by the expected largest of that many normal draws (none for one rank).
+TEST(Calibration, JitterIsInterpolatedAndScaledToTheGroup) {
+  EXPECT_EQ(expected_max_normal(1), 0);
+  EXPECT_NEAR(expected_max_normal(2), 1 / std::sqrt(M_PI), 1e-3);  // E[max(X, Y)] = 1 / sqrt(pi)
+  EXPECT_NEAR(expected_max_normal(8), 1.424, 1e-3);
+  EXPECT_NEAR(expected_max_normal(1024), 3.24, 0.05 * 3.24);  // the asymptotic expansion, within 5%
+  EXPECT_GT(expected_max_normal(17), expected_max_normal(16));
+  Calibration c;
+  c.jitter = {{2, 1e-2, 0.01}, {2, 1e-3, 0.03}};
+  EXPECT_NEAR(c.jitter_excess(2, std::sqrt(1e-3 * 1e-2)), 0.02, 1e-12);  // halfway in log seconds
+  EXPECT_DOUBLE_EQ(c.jitter_excess(2, 1e-6), 0.03);
+  EXPECT_DOUBLE_EQ(c.jitter_excess(2, 1.0), 0.01);
+  EXPECT_NEAR(c.jitter_excess(8, 1.0), 0.01 * 1.424 / 0.564, 1e-3);
+  EXPECT_EQ(c.jitter_excess(1, 1.0), 0);
+  EXPECT_EQ(Calibration{}.jitter_excess(2, 1.0), 0);
+}
+
 // Values a fit cannot give are refused at their place, by key: a prediction from them would be negative, infinite
 // or null (its interval), which validate then refuses.
 TEST(CalibrationFile, ValuesOutOfRangeAreRefusedByKey) {
@@ -550,6 +573,16 @@ TEST(CalibrationFile, ValuesOutOfRangeAreRefusedByKey) {
     EXPECT_EQ(now.contention[0].factor, 1.2);
   }
   refused([](nlohmann::json& j) { j["contention"] = {{"x", 1}}; }, "contention: expected a list");
+  refused(
+      [](nlohmann::json& j) {
+        j["jitter"] = json_list({{"ranks", 1}, {"seconds", 1e-3}, {"excess", 0.1}});
+      },
+      "jitter[0]: ranks: expected an integer from 2");
+  refused(
+      [](nlohmann::json& j) {
+        j["jitter"] = json_list({{"ranks", 2}, {"seconds", 1e-3}, {"excess", -0.1}});
+      },
+      "jitter[0]: excess: expected a number from 0 to 10");
   refused(
       [](nlohmann::json& j) {
         j["contention"] = json_list({{"family", "gemm"}, {"ranks", 2}});

@@ -232,6 +232,46 @@ std::vector<Contention> measure_contention(comms::Communicator& world, int node_
   return out;
 }
 
+// The machine's noise as a bulk-synchronous step meets it: every rank runs the same block of work (copies of a 1 MiB
+// buffer its caches hold, as many as last about 1 ms, then 10 ms, on rank 0 alone), at once from a barrier, 60 and
+// 20 rounds (--quick: 15 and 5); per round, the slowest rank's time over the ranks' mean, less 1, and its mean over
+// the rounds: what a collective waiting for its last member adds to a segment of that length. Rank 0's figures;
+// none elsewhere. CPU only.
+std::vector<Jitter> measure_jitter(comms::Communicator& world, bool quick, bool progress) {
+  const at::Tensor src = at::rand({int64_t{1} << 18}), dst = at::empty_like(src);
+  int64_t copies = 0;  // for 1 ms, from rank 0's timing
+  {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < 200; ++k) dst.copy_(src);
+    const double each = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 200;
+    const std::vector<std::string> all = world.exchange(std::to_string(each));
+    copies = std::max<int64_t>(1, static_cast<int64_t>(1e-3 / std::max(std::stod(all.front()), 1e-9)));
+  }
+  std::vector<Jitter> out;
+  for (const auto& [scale, rounds] : {std::pair<int64_t, int>{1, quick ? 15 : 60}, {10, quick ? 5 : 20}}) {
+    std::vector<double> excess, block;
+    for (int round = 0; round < rounds; ++round) {
+      world.exchange("");
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t k = 0; k < copies * scale; ++k) dst.copy_(src);
+      const double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      double most = 0, sum = 0;
+      const std::vector<std::string> all = world.exchange(std::to_string(mine));
+      for (const std::string& x : all) most = std::max(most, std::stod(x)), sum += std::stod(x);
+      const double mean = sum / static_cast<double>(all.size());
+      if (mean > 0) excess.push_back(most / mean - 1), block.push_back(mean);
+    }
+    if (world.rank() != 0 || excess.empty()) continue;
+    double e = 0;
+    for (double x : excess) e += x;
+    out.push_back({world.size(), median(block), e / static_cast<double>(excess.size())});
+    if (progress)
+      std::fprintf(stderr, "reprise: jitter: %d ranks, blocks of %s: the slowest %.1f%% above their mean\n",
+                   world.size(), human_seconds(out.back().seconds).c_str(), 100 * out.back().excess);
+  }
+  return out;
+}
+
 }  // namespace
 
 int cmd_calibrate(int argc, char** argv) {
@@ -249,7 +289,7 @@ int cmd_calibrate(int argc, char** argv) {
       "replay maps each output of 32 MiB or more afresh; predict adds those pages by size). Under mpirun -np K or\n"
       "srun -n K (one rank per core) every rank runs the sweep at once (the machine as busy as a K-rank replay keeps\n"
       "it); then a CPU's memory contention is measured (a copy and an embedding lookup on every rank at once against\n"
-      "one alone, over 8 to 64 MiB a rank) and\n"
+      "one alone, over 8 to 64 MiB a rank), and its jitter (the slowest rank's excess on a block of 1 and 10 ms), and\n"
       "every collective is swept at K ranks (MPI on CPUs, NCCL on GPUs); rank 0 writes the files.\n\noptions");
   std::string out, cluster_out, device = "cpu", dtype = "float", comms_max_text = "16M";
   std::vector<std::string> from_replay, comms, families, host_from;
@@ -379,11 +419,14 @@ int cmd_calibrate(int argc, char** argv) {
   }
   std::vector<CommPoint> points = read_comm_sweeps(comms);
   std::vector<Contention> contention;
+  std::vector<Jitter> jitter;
   if (launch.size > 1) {
     std::unique_ptr<comms::Communicator> world = comms::make_world();
     const bool gpu = device.rfind("cuda", 0) == 0;
-    if (!gpu)
+    if (!gpu) {
       contention = measure_contention(*world, std::min(launch.local_size, launch.size), quick, !vm.count("quiet"));
+      jitter = measure_jitter(*world, quick, !vm.count("quiet"));
+    }
     if (comms_max > 0) {
       std::vector<CommPoint> swept = sweep_collectives(*world, comms_max, gpu, launch.local_rank, !vm.count("quiet"));
       points.insert(points.end(), swept.begin(), swept.end());
@@ -404,6 +447,7 @@ int cmd_calibrate(int argc, char** argv) {
   // one machine, as a CPU replay's ranks do here).
   fitted.concurrent_ranks = std::max({launch.local_size, cal.concurrent_ranks, 1});
   fitted.contention = std::move(contention);
+  fitted.jitter = std::move(jitter);
   fitted.fresh_page_seconds_per_byte = cal.fresh_page_seconds_per_byte;
   write_calibration(fitted, out);
   std::FILE* report = report_stream({out, cluster_out});

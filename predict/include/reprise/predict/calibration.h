@@ -76,6 +76,18 @@ struct Contention {
   double factor = 1;
 };
 
+// The machine's noise as a bulk-synchronous step meets it: `ranks` ranks ran the same block of work lasting about
+// `seconds` alone, at once from a barrier, and the slowest took `excess` more than their mean (averaged over rounds).
+struct Jitter {
+  int ranks = 2;
+  double seconds = 0;
+  double excess = 0;  // a fraction of the block's time
+};
+
+// The expected largest of n independent standard normal draws (0 for n < 2): how a straggler's excess grows with the
+// ranks a collective waits for.
+double expected_max_normal(int64_t n);
+
 struct Calibration {
   std::string source;   // what was measured: "microbenchmarks", or the replay results files
   std::string device;   // "cpu", "cuda:0"
@@ -91,6 +103,13 @@ struct Calibration {
   // the points of the largest measured rank count not above `ranks`, interpolated in log working set and held at the
   // ends; 1 where none was measured.
   double contention_factor(std::string_view family, int64_t ranks, double working_set_bytes) const;
+  // By block length: how much longer a segment of work between two collectives takes when every member of the
+  // collective must arrive (calibrate under a launcher, CPU). Predict adds it before each collective.
+  std::vector<Jitter> jitter;
+  // The excess for a segment of `seconds` before a collective of `group` ranks: interpolated in log seconds between
+  // the measured blocks (held at the ends), scaled from the ranks measured to the group by expected_max_normal; 0
+  // for a group of one or when none was measured.
+  double jitter_excess(int64_t group, double seconds) const;
   // What faulting in and zeroing fresh pages costs a byte (a CPU's: OpWork::fresh_bytes). The samples' seconds hold
   // none (the sweep's memory all comes from the heap; a replay's fitted times have it taken out, samples_from_trace),
   // so that an op's rate does not depend on where its outputs cross glibc's mmap threshold; the cost model adds it

@@ -63,6 +63,9 @@ struct RankPrediction {
   // ranks streaming at once make it (the calibration's contention; 1: none). docs/predict.md, "Memory contention".
   double streaming_seconds = 0, contention = 1;
   double working_set_bytes = 0;  // the distinct storages its steps' ops reach
+  // On a CPU: what waiting at its collectives for the slowest member's noise added per iteration (the calibration's
+  // jitter; docs/predict.md, "Stragglers").
+  double jitter_seconds = 0;
 };
 
 struct Prediction {
