@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "embedding_fit.h"
 #include "rate_index.h"
 #include "reprise/comms/collective.h"
 
@@ -68,6 +69,7 @@ struct CostModel::Impl {
   Cluster cluster;
   const Calibration* cal = nullptr;
   detail::RateIndex index;
+  detail::EmbeddingFit embeddings;
   double default_dispatch = -1;  // a GPU calibration's median host part, for ops it did not sweep (-1: none measured)
 
   double overhead(const std::string& op) const {
@@ -84,6 +86,9 @@ CostModel::CostModel(const Cluster& cluster, const Calibration* calibration) : i
     std::vector<double> overhead;
     for (const OpSample& s : calibration->samples) overhead.push_back(impl_->overhead(s.op));
     impl_->index.build(calibration->samples, overhead);
+    // A CPU's lookups by their fits per swept table (embedding_fit.h); a GPU's keep the rates, which its recorded
+    // figures were measured with.
+    if (calibration->device.rfind("cuda", 0) != 0) impl_->embeddings.build(calibration->samples, overhead);
     impl_->default_dispatch = calibration->median_dispatch();
   }
 }
@@ -103,7 +108,11 @@ OpCost CostModel::op(const Trace& t, uint32_t node) const {
   c.modeled = w.family == OpFamily::View || w.family == OpFamily::Sync || w.family == OpFamily::Collective;
   if (work > 0) {
     double log_rate = 0;
-    if (impl_->cal && impl_->index.estimate(op, w.family, w.dtype, w.key, log_rate)) {
+    if (impl_->cal && w.family == OpFamily::Embedding && impl_->embeddings.estimate(op, w.dtype, w.key, busy)) {
+      auto s = impl_->cal->sigma.find(family_name(w.family));
+      c.sigma = s != impl_->cal->sigma.end() ? s->second : kUncalibratedSigma;
+      c.modeled = w.by_name;
+    } else if (impl_->cal && impl_->index.estimate(op, w.family, w.dtype, w.key, log_rate)) {
       busy = work / std::exp(log_rate);
       auto s = impl_->cal->sigma.find(family_name(w.family));
       c.sigma = s != impl_->cal->sigma.end() ? s->second : kUncalibratedSigma;
