@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "input_file.h"
+#include "interpolate.h"
 #include "rate_index.h"
 #include "reprise/common/error.h"
 #include "reprise/common/stats.h"
@@ -176,14 +177,7 @@ double Calibration::contention_factor(std::string_view family, int64_t ranks, do
     if (x.family == family && x.ranks == measured)
       curve.emplace_back(std::log(std::max(x.working_set_bytes, 1.0)), x.factor);
   std::sort(curve.begin(), curve.end());
-  const double w = std::log(std::max(working_set_bytes, 1.0));
-  if (w <= curve.front().first) return curve.front().second;
-  if (w >= curve.back().first) return curve.back().second;
-  const auto hi = std::upper_bound(curve.begin(), curve.end(), std::make_pair(w, 0.0),
-                                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  const auto lo = hi - 1;
-  const double f = (w - lo->first) / (hi->first - lo->first);
-  return lo->second + f * (hi->second - lo->second);
+  return detail::interpolate_held(curve, std::log(std::max(working_set_bytes, 1.0)));
 }
 
 double expected_max_normal(int64_t n) {
@@ -204,17 +198,8 @@ double Calibration::jitter_excess(int64_t group, double seconds) const {
   for (const Jitter& j : jitter)
     if (j.ranks == measured) curve.emplace_back(std::log(std::max(j.seconds, 1e-9)), j.excess);
   std::sort(curve.begin(), curve.end());
-  const double t = std::log(seconds);
-  double e = curve.front().second;
-  if (t >= curve.back().first) {
-    e = curve.back().second;
-  } else if (t > curve.front().first) {
-    size_t k = 1;
-    while (curve[k].first < t) ++k;
-    const double f = (t - curve[k - 1].first) / (curve[k].first - curve[k - 1].first);
-    e = curve[k - 1].second + f * (curve[k].second - curve[k - 1].second);
-  }
-  return e * expected_max_normal(group) / expected_max_normal(measured);
+  return detail::interpolate_held(curve, std::log(seconds)) * expected_max_normal(group) /
+         expected_max_normal(measured);
 }
 
 double CollectiveCurve::seconds(double bytes, double factor) const {

@@ -4,17 +4,21 @@
 #include <cmath>
 #include <tuple>
 
+#include "interpolate.h"
+
 namespace reprise::predict::detail {
 namespace {
 
-// Least squares of y on the columns of x (n x k, k <= 3); false when singular.
-bool least_squares(const std::vector<std::array<double, 3>>& x, const std::vector<double>& y, int k,
-                   std::array<double, 3>& c) {
+// Least squares of y on the columns `cols` of x (at most 3); c holds each column's coefficient, 0 for the others.
+// False when singular.
+bool least_squares(const std::vector<std::array<double, 3>>& x, const std::vector<double>& y,
+                   const std::vector<int>& cols, std::array<double, 3>& c) {
+  const int k = static_cast<int>(cols.size());
   double a[3][4] = {};
   for (size_t n = 0; n < y.size(); ++n)
     for (int i = 0; i < k; ++i) {
-      for (int j = 0; j < k; ++j) a[i][j] += x[n][i] * x[n][j];
-      a[i][3] += x[n][i] * y[n];
+      for (int j = 0; j < k; ++j) a[i][j] += x[n][cols[i]] * x[n][cols[j]];
+      a[i][3] += x[n][cols[i]] * y[n];
     }
   for (int col = 0; col < k; ++col) {
     int pivot = col;
@@ -29,41 +33,23 @@ bool least_squares(const std::vector<std::array<double, 3>>& x, const std::vecto
     }
   }
   c = {0, 0, 0};
-  for (int i = 0; i < k; ++i) c[static_cast<size_t>(i)] = a[i][3] / a[i][i];
+  for (int i = 0; i < k; ++i) c[static_cast<size_t>(cols[i])] = a[i][3] / a[i][i];
   return true;
 }
 
 // busy = c0 + c1 lookups + c2 bags, each coefficient at least 0: the full fit, else without the bags, else through
 // the origin.
-bool fit_table(const std::vector<std::tuple<double, double, double>>& points, std::array<double, 3>& c) {
+bool fit_table(const std::vector<std::tuple<double, double, double>>& points, EmbeddingFit::Coefficients& c) {
   // Relative residuals (each row over its time): a call of 64 lookups weighs as much as one of 262,144.
   std::vector<double> y;
-  std::vector<std::array<double, 3>> x3, x2, x1;
+  std::vector<std::array<double, 3>> x;
   for (const auto& [lookups, bags, busy] : points) {
-    const double w = 1 / busy;
     y.push_back(1);
-    x3.push_back({w, lookups * w, bags * w});
-    x2.push_back({w, lookups * w, 0});
-    x1.push_back({lookups * w, 0, 0});
+    x.push_back({1 / busy, lookups / busy, bags / busy});
   }
-  std::array<double, 3> f{};
-  if (least_squares(x3, y, 3, f) && f[0] >= 0 && f[1] > 0 && f[2] >= 0) return c = f, true;
-  if (least_squares(x2, y, 2, f) && f[0] >= 0 && f[1] > 0) return c = {f[0], f[1], 0}, true;
-  if (least_squares(x1, y, 1, f) && f[0] > 0) return c = {0, f[0], 0}, true;
+  for (const std::vector<int>& cols : {std::vector<int>{0, 1, 2}, {0, 1}, {1}})
+    if (least_squares(x, y, cols, c) && c[0] >= 0 && c[1] > 0 && c[2] >= 0) return true;
   return false;
-}
-
-// The coefficients at `at` along one axis of (value, coefficients) points sorted by value: interpolated between
-// the two around it, held at the ends.
-std::array<double, 3> along(const std::vector<std::pair<double, std::array<double, 3>>>& line, double at) {
-  if (at <= line.front().first) return line.front().second;
-  if (at >= line.back().first) return line.back().second;
-  size_t k = 1;
-  while (line[k].first < at) ++k;
-  const double f = (at - line[k - 1].first) / (line[k].first - line[k - 1].first);
-  std::array<double, 3> c{};
-  for (size_t i = 0; i < 3; ++i) c[i] = line[k - 1].second[i] + f * (line[k].second[i] - line[k - 1].second[i]);
-  return c;
 }
 
 }  // namespace
@@ -80,14 +66,12 @@ void EmbeddingFit::build(const std::vector<OpSample>& samples, const std::vector
   }
   for (const auto& [k, points] : by_table) {
     const auto& [group, dim, table] = k;
-    std::vector<double> lookups;
-    for (const auto& p : points) lookups.push_back(std::get<0>(p));
-    std::sort(lookups.begin(), lookups.end());
-    if (points.size() < 4 || lookups.front() == lookups.back()) continue;
-    Table t;
-    t.log_dim = std::log2(dim);
-    t.log_table = std::log2(table);
-    if (fit_table(points, t.c)) fits_[group].push_back(t);
+    const auto [fewest, most] = std::minmax_element(
+        points.begin(), points.end(), [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+    Coefficients c{};
+    if (points.size() < 4 || std::get<0>(*fewest) == std::get<0>(*most) || !fit_table(points, c)) continue;
+    c[0] /= table;  // a dense backward's zeroing grows with its table: interpolated a byte of it
+    fits_[group][std::log2(dim)].emplace_back(std::log2(table), c);  // by_table's order: sorted by table
   }
 }
 
@@ -95,23 +79,14 @@ bool EmbeddingFit::estimate(const std::string& op, const std::string& dtype, con
                             double& busy) const {
   auto it = fits_.find(op + "|" + dtype);
   if (it == fits_.end() || key[0] <= 0 || key[1] <= 0 || key[2] <= 0) return false;
-  const double d = std::log2(key[1]), t = std::log2(key[2]);
+  const double d = std::log2(key[1]);
   // For each swept width, the coefficients at this table size along its tables; then along the widths.
-  std::map<double, std::vector<std::pair<double, std::array<double, 3>>>> by_dim;
-  for (const Table& x : it->second) by_dim[x.log_dim].emplace_back(x.log_table, x.c);
-  std::vector<std::pair<double, std::array<double, 3>>> widths;
-  // c0 is taken a byte of table (a dense backward's zeroing grows with it): interpolated so, then scaled back.
-  for (auto& [dim, line] : by_dim) {
-    std::sort(line.begin(), line.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (auto& [log_table, c] : line) c[0] /= std::exp2(log_table);
-    std::array<double, 3> at = along(line, t);
-    at[0] *= key[2];
-    widths.emplace_back(dim, at);
-  }
-  const std::array<double, 3> c = along(widths, d);
+  std::vector<std::pair<double, Coefficients>> widths;
+  for (const auto& [dim, tables] : it->second) widths.emplace_back(dim, interpolate_held(tables, std::log2(key[2])));
+  const Coefficients c = interpolate_held(widths, d);
   // A lookup moves a row: its cost scales with the width between the swept ones, and beyond them.
   const double scale = std::exp2(d - std::clamp(d, widths.front().first, widths.back().first));
-  busy = c[0] + (c[1] * key[0] + c[2] * key[3]) * scale;
+  busy = c[0] * key[2] + (c[1] * key[0] + c[2] * key[3]) * scale;
   return busy > 0;
 }
 

@@ -24,13 +24,11 @@ class EmbeddingFit {
   // no fitted table (the rate index times it then).
   bool estimate(const std::string& op, const std::string& dtype, const std::array<double, 4>& key, double& busy) const;
 
-  struct Table {
-    double log_dim = 0, log_table = 0;
-    std::array<double, 3> c{};  // c0, c1 (per lookup), c2 (per bag)
-  };
+  using Coefficients = std::array<double, 3>;  // c0 a byte of table, c1 a lookup, c2 a bag
 
  private:
-  std::map<std::string, std::vector<Table>> fits_;  // "op|dtype" -> tables
+  // "op|dtype" -> by log2 width, its tables' (log2 table bytes, coefficients), sorted by table.
+  std::map<std::string, std::map<double, std::vector<std::pair<double, Coefficients>>>> fits_;
 };
 
 }  // namespace reprise::predict::detail

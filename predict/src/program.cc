@@ -126,17 +126,20 @@ void Builder::compute(uint32_t node, double gap, double floor) {
   op.launch_at = c.launch_at;
   const uint32_t me = static_cast<uint32_t>(b_.program.ops.size());
   op.deps = static_cast<uint32_t>(b_.program.deps.size());
+  auto reach = [&](uint32_t k) {  // the step's working set
+    int64_t& most = storages_[t_.tensors[k].storage_id];
+    most = std::max(most, tensor_extent(t_, t_.tensors[k]).bytes);
+  };
   each_arg_tensor(t_, n, false, [&](uint32_t k) {
+    reach(k);
     auto it = writer_.find(k);
     if (it != writer_.end() && it->second.second != op.stream) b_.program.deps.push_back(it->second.first);
   });
   op.num_deps = static_cast<uint32_t>(b_.program.deps.size()) - op.deps;
-  each_arg_tensor(t_, n, true, [&](uint32_t k) { writer_[k] = {me, op.stream}; });
-  for (bool outputs : {false, true})
-    each_arg_tensor(t_, n, outputs, [&](uint32_t k) {
-      int64_t& most = storages_[t_.tensors[k].storage_id];
-      most = std::max(most, tensor_extent(t_, t_.tensors[k]).bytes);
-    });
+  each_arg_tensor(t_, n, true, [&](uint32_t k) {
+    reach(k);
+    writer_[k] = {me, op.stream};
+  });
   add(op, c.sigma, std::string(t_.name(n)), c.work.family, c.host + c.device, c.streaming);
 }
 

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +18,7 @@
 #include "bundle_commands.h"
 #include "cli.h"
 #include "progress.h"
+#include "reprise/common/clock.h"
 #include "reprise/common/device_name.h"
 #include "reprise/common/stats.h"
 #include "reprise/comms/communicator.h"
@@ -52,6 +52,14 @@ std::vector<OpSample> samples_of(const Trace& t, const std::vector<std::pair<int
   return samples_from_trace(t, measured, host, fresh_page_seconds_per_byte);
 }
 
+// How long `f()` takes, in seconds.
+template <typename F>
+double seconds_of(F&& f) {
+  const double t0 = now_seconds();
+  f();
+  return now_seconds() - t0;
+}
+
 // What a fresh page costs a byte on this CPU, as an op pays it: a 64 MiB tensor made, filled and freed (under
 // replay's allocator settings, which the caller installs, glibc maps it afresh and unmaps it, so the kernel faults in
 // and zeroes every page) against the same fill of a tensor kept, alternating, the difference of the medians of 9 each
@@ -61,15 +69,10 @@ double fresh_page_seconds_per_byte() {
   constexpr int64_t n = int64_t{16} << 20;  // floats
   const at::Tensor kept = at::empty({n});
   kept.fill_(0);
-  auto seconds = [](auto&& f) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
   std::vector<double> fresh, reused;
   for (int k = 0; k < 11; ++k) {
-    const double a = seconds([] { at::empty({n}).fill_(1); });
-    const double b = seconds([&kept] { kept.fill_(1); });
+    const double a = seconds_of([] { at::empty({n}).fill_(1); });
+    const double b = seconds_of([&kept] { kept.fill_(1); });
     if (k >= 2) fresh.push_back(a), reused.push_back(b);
   }
   return std::max(0.0, (median(fresh) - median(reused)) / static_cast<double>(n * 4));
@@ -201,11 +204,8 @@ std::vector<Contention> measure_contention(comms::Communicator& world, int node_
       }
       auto seconds = [&] {
         std::vector<double> each;
-        for (int k = 0; k < reps; ++k) {
-          const auto t0 = std::chrono::steady_clock::now();
-          op();
-          if (k >= 2) each.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        }
+        for (int k = 0; k < reps; ++k)
+          if (const double t = seconds_of(op); k >= 2) each.push_back(t);
         return median(each);
       };
       for (int k : counts) {
@@ -241,9 +241,10 @@ std::vector<Jitter> measure_jitter(comms::Communicator& world, bool quick, bool 
   const at::Tensor src = at::rand({int64_t{1} << 18}), dst = at::empty_like(src);
   int64_t copies = 0;  // for 1 ms, from rank 0's timing
   {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int k = 0; k < 200; ++k) dst.copy_(src);
-    const double each = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 200;
+    const double each = seconds_of([&] {
+                          for (int k = 0; k < 200; ++k) dst.copy_(src);
+                        }) /
+                        200;
     const std::vector<std::string> all = world.exchange(std::to_string(each));
     copies = std::max<int64_t>(1, static_cast<int64_t>(1e-3 / std::max(std::stod(all.front()), 1e-9)));
   }
@@ -252,9 +253,9 @@ std::vector<Jitter> measure_jitter(comms::Communicator& world, bool quick, bool 
     std::vector<double> excess, block;
     for (int round = 0; round < rounds; ++round) {
       world.exchange("");
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int64_t k = 0; k < copies * scale; ++k) dst.copy_(src);
-      const double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double mine = seconds_of([&, n = copies * scale] {
+        for (int64_t k = 0; k < n; ++k) dst.copy_(src);
+      });
       double most = 0, sum = 0;
       const std::vector<std::string> all = world.exchange(std::to_string(mine));
       for (const std::string& x : all) most = std::max(most, std::stod(x)), sum += std::stod(x);
